@@ -1,0 +1,287 @@
+// Package api is an agent's HTTP API: the proto routes, decoded, handed to
+// the agent's state, and answered with proto bodies; plus the capture
+// stream, which follows a growing capture file until the capture stops.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/proto"
+)
+
+// Service is what the API drives. *host.Host satisfies it. Errors should be
+// *proto.Error; anything else is reported as an internal error.
+type Service interface {
+	Info() proto.AgentInfo
+	OpenProject(spec proto.ProjectSpec) error
+	CloseProject(ctx context.Context, projectID string) error
+	CreateNode(ctx context.Context, projectID string, spec proto.NodeSpec) (proto.NodeState, error)
+	Node(projectID, nodeID string) (proto.NodeState, error)
+	SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error)
+	DeleteNode(ctx context.Context, projectID, nodeID string) error
+	PutLink(projectID string, spec proto.LinkSpec) error
+	DeleteLink(projectID, linkID string) error
+	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
+	StopCapture(projectID, linkID string) (proto.CaptureState, error)
+	Capture(projectID, linkID string) (proto.CaptureState, error)
+	CaptureFile(projectID, linkID string) (*captures.File, error)
+}
+
+// Config configures the handler.
+type Config struct {
+	// Secret, when set, must be sent in proto.SecretHeader on every call.
+	Secret string
+	Logger *slog.Logger
+}
+
+// maxBody bounds request bodies; every agent request is small JSON.
+const maxBody = 1 << 20
+
+type handlers struct {
+	svc    Service
+	secret []byte
+	log    *slog.Logger
+}
+
+// NewHandler returns the agent's HTTP handler.
+func NewHandler(svc Service, cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handlers{svc: svc, secret: []byte(cfg.Secret), log: cfg.Logger}
+	mux := http.NewServeMux()
+	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
+	mux.HandleFunc("GET "+proto.InfoPath, h.info)
+	mux.HandleFunc("PUT "+p, h.openProject)
+	mux.HandleFunc("DELETE "+p, h.closeProject)
+	mux.HandleFunc("PUT "+n, h.createNode)
+	mux.HandleFunc("GET "+n, h.node)
+	mux.HandleFunc("DELETE "+n, h.deleteNode)
+	mux.HandleFunc("PUT "+n+"/status", h.setNodeStatus)
+	mux.HandleFunc("PUT "+l, h.putLink)
+	mux.HandleFunc("DELETE "+l, h.deleteLink)
+	mux.HandleFunc("PUT "+l+"/capture", h.startCapture)
+	mux.HandleFunc("GET "+l+"/capture", h.capture)
+	mux.HandleFunc("DELETE "+l+"/capture", h.stopCapture)
+	mux.HandleFunc("GET "+l+"/capture/pcap", h.stream)
+	return h.guard(mux)
+}
+
+// guard checks the shared secret and answers unknown routes with a proto
+// error instead of the mux's plain text.
+func (h *handlers) guard(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(h.secret) > 0 && subtle.ConstantTimeCompare([]byte(r.Header.Get(proto.SecretHeader)), h.secret) != 1 {
+			writeError(w, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
+			return
+		}
+		if _, pattern := mux.Handler(r); pattern == "" {
+			writeError(w, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (h *handlers) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, h.svc.Info())
+}
+
+func (h *handlers) openProject(w http.ResponseWriter, r *http.Request) {
+	var spec proto.ProjectSpec
+	if !decode(w, r, &spec) {
+		return
+	}
+	spec.ProjectID = r.PathValue("project")
+	h.reply(w, nil, h.svc.OpenProject(spec))
+}
+
+func (h *handlers) closeProject(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.CloseProject(r.Context(), r.PathValue("project")))
+}
+
+func (h *handlers) createNode(w http.ResponseWriter, r *http.Request) {
+	var spec proto.NodeSpec
+	if !decode(w, r, &spec) {
+		return
+	}
+	spec.NodeID = r.PathValue("node")
+	st, err := h.svc.CreateNode(r.Context(), r.PathValue("project"), spec)
+	h.reply(w, st, err)
+}
+
+func (h *handlers) node(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.Node(r.PathValue("project"), r.PathValue("node"))
+	h.reply(w, st, err)
+}
+
+func (h *handlers) deleteNode(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.DeleteNode(r.Context(), r.PathValue("project"), r.PathValue("node")))
+}
+
+func (h *handlers) setNodeStatus(w http.ResponseWriter, r *http.Request) {
+	var spec proto.NodeStatusSpec
+	if !decode(w, r, &spec) {
+		return
+	}
+	st, err := h.svc.SetNodeStatus(r.Context(), r.PathValue("project"), r.PathValue("node"), spec.Status)
+	h.reply(w, st, err)
+}
+
+func (h *handlers) putLink(w http.ResponseWriter, r *http.Request) {
+	var spec proto.LinkSpec
+	if !decode(w, r, &spec) {
+		return
+	}
+	spec.LinkID = r.PathValue("link")
+	h.reply(w, nil, h.svc.PutLink(r.PathValue("project"), spec))
+}
+
+func (h *handlers) deleteLink(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.DeleteLink(r.PathValue("project"), r.PathValue("link")))
+}
+
+func (h *handlers) startCapture(w http.ResponseWriter, r *http.Request) {
+	var spec proto.CaptureSpec
+	if !decode(w, r, &spec) {
+		return
+	}
+	st, err := h.svc.StartCapture(r.PathValue("project"), r.PathValue("link"), spec)
+	h.reply(w, st, err)
+}
+
+func (h *handlers) capture(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.Capture(r.PathValue("project"), r.PathValue("link"))
+	h.reply(w, st, err)
+}
+
+func (h *handlers) stopCapture(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.StopCapture(r.PathValue("project"), r.PathValue("link"))
+	h.reply(w, st, err)
+}
+
+// PcapContentType is the media type of a capture stream.
+const PcapContentType = "application/vnd.tcpdump.pcap"
+
+// stream sends the capture file from its first byte and then each record
+// as it is written, flushed at once, until the capture stops (the body then
+// ends cleanly) or the client goes away.
+func (h *handlers) stream(w http.ResponseWriter, r *http.Request) {
+	f, err := h.svc.CaptureFile(r.PathValue("project"), r.PathValue("link"))
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	w.Header().Set("Content-Type", PcapContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	// No write deadline: a stream lasts as long as the capture.
+	_ = rc.SetWriteDeadline(time.Time{})
+	if err := f.Follow(r.Context(), w, rc.Flush); err != nil && r.Context().Err() == nil {
+		h.log.Debug("capture stream ended", "link", r.PathValue("link"), "err", err)
+	}
+}
+
+// reply writes v (or 204 when v is nil) on success, the error otherwise.
+func (h *handlers) reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		pe, ok := errors.AsType[*proto.Error](err)
+		if !ok {
+			h.log.Error("request failed", "err", err)
+			pe = proto.Errorf(proto.CodeInternal, "internal error: %v", err)
+		}
+		writeError(w, pe)
+		return
+	}
+	if v == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// decode reads a JSON body into v, refusing unknown members. An empty body
+// is an empty object. It answers the request itself when it fails.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			writeError(w, proto.Errorf(proto.CodeInvalid, "request body over %d bytes", maxBody))
+			return false
+		}
+		writeError(w, proto.Errorf(proto.CodeInvalid, "read body: %v", err))
+		return false
+	}
+	if len(body) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, proto.Errorf(proto.CodeInvalid, "invalid JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body, _ = json.Marshal(proto.Errorf(proto.CodeInternal, "encode reply: %v", err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func writeError(w http.ResponseWriter, e *proto.Error) {
+	writeJSON(w, e.Code.Status(), e)
+}
+
+// Serve answers HTTP requests on ln until ctx is done. Then it calls
+// beforeShutdown (which should end long streams, e.g. by stopping the
+// captures they follow), and shuts the server down, waiting up to 10 s for
+// requests in flight.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, beforeShutdown func()) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("agent api: %w", err)
+	case <-ctx.Done():
+	}
+	if beforeShutdown != nil {
+		beforeShutdown()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("agent api: %w", err)
+	}
+	return nil
+}

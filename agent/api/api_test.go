@@ -1,0 +1,426 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/agent/api"
+	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/proto"
+)
+
+const (
+	projectID = "11111111-2222-4333-8444-555555555555"
+	nodeA     = "aaaaaaaa-0000-4000-8000-000000000001"
+	nodeB     = "bbbbbbbb-0000-4000-8000-000000000002"
+	linkID    = "cccccccc-0000-4000-8000-000000000003"
+	secret    = "s3cret"
+)
+
+// agent is an agent API on httptest, with fake nodes.
+type agent struct {
+	t     *testing.T
+	url   string
+	data  string
+	mu    sync.Mutex
+	fakes map[string]*node.Fake
+}
+
+func newAgent(t *testing.T) *agent {
+	t.Helper()
+	a := &agent{t: t, data: t.TempDir(), fakes: make(map[string]*node.Fake)}
+	h := host.New(host.Config{
+		DataDir: a.data,
+		Runners: map[string]host.RunnerFactory{
+			"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
+				f := node.NewFake(env.Agent, env.OnStop)
+				a.mu.Lock()
+				a.fakes[env.Spec.NodeID] = f
+				a.mu.Unlock()
+				return f, nil
+			},
+		},
+	})
+	srv := httptest.NewServer(api.NewHandler(h, api.Config{Secret: secret}))
+	t.Cleanup(func() {
+		h.Close() // ends capture streams, so the server can close
+		srv.Close()
+	})
+	a.url = srv.URL
+	return a
+}
+
+func (a *agent) fake(id string) *node.Fake {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fakes[id]
+}
+
+// do sends a request with the secret and decodes a JSON reply into out.
+func (a *agent) do(method, path string, body any, out any) int {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.url+path, rd)
+	req.Header.Set(proto.SecretHeader, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			a.t.Fatalf("%s %s: reply %q: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (a *agent) must(method, path string, body, out any, want int) {
+	a.t.Helper()
+	var e proto.Error
+	if out == nil {
+		out = &e
+	}
+	if got := a.do(method, path, body, out); got != want {
+		a.t.Fatalf("%s %s = %d (%+v), want %d", method, path, got, out, want)
+	}
+}
+
+// linked builds a project with two started fake nodes and a link.
+func linked(t *testing.T) *agent {
+	a := newAgent(t)
+	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "lab"}, nil, 204)
+	for i, id := range []string{nodeA, nodeB} {
+		var st proto.NodeState
+		a.must("PUT", proto.NodePath(projectID, id), proto.NodeSpec{NodeType: "vpcs", Name: fmt.Sprint("PC", i)}, &st, 200)
+		if st.Status != proto.StatusStopped {
+			t.Fatalf("new node status %q", st.Status)
+		}
+		a.must("PUT", proto.NodeStatusPath(projectID, id), proto.NodeStatusSpec{Status: "started"}, &st, 200)
+		if st.Status != proto.StatusStarted {
+			t.Fatalf("started node status %q", st.Status)
+		}
+	}
+	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB},
+	}, nil, 204)
+	return a
+}
+
+// exchange sends a frame from A to B and one back, and checks both arrive.
+func (a *agent) exchange(tag string) {
+	a.t.Helper()
+	fa, fb := a.fake(nodeA), a.fake(nodeB)
+	fa.Send([]byte("A>" + tag))
+	if got, err := fb.Recv(2 * time.Second); err != nil || string(got) != "A>"+tag {
+		a.t.Fatalf("B got %q, %v", got, err)
+	}
+	fb.Send([]byte("B>" + tag))
+	if got, err := fa.Recv(2 * time.Second); err != nil || string(got) != "B>"+tag {
+		a.t.Fatalf("A got %q, %v", got, err)
+	}
+}
+
+func TestAgentRefusesCallsWithoutTheSecret(t *testing.T) {
+	a := newAgent(t)
+	for _, s := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("GET", a.url+proto.InfoPath, nil)
+		if s != "" {
+			req.Header.Set(proto.SecretHeader, s)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e proto.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || e.Code != proto.CodeUnauthorized {
+			t.Fatalf("secret %q: %d %+v, want 401 unauthorized", s, resp.StatusCode, e)
+		}
+	}
+	var info proto.AgentInfo
+	a.must("GET", proto.InfoPath, nil, &info, 200)
+	if info.ProtocolVersion != proto.Version || info.ComputeID != "local" || len(info.NodeTypes) != 1 {
+		t.Fatalf("info = %+v", info)
+	}
+}
+
+func TestAgentAnswersErrorsWithCodes(t *testing.T) {
+	a := newAgent(t)
+	var e proto.Error
+	if got := a.do("GET", "/v1/nope", nil, &e); got != 404 || e.Code != proto.CodeNotFound {
+		t.Fatalf("unknown route: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.ProjectPath("not-a-uuid"), proto.ProjectSpec{}, &e); got != 400 || e.Code != proto.CodeInvalid {
+		t.Fatalf("bad project id: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.NodePath(projectID, nodeA), proto.NodeSpec{NodeType: "vpcs"}, &e); got != 404 {
+		t.Fatalf("node in unopened project: %d %+v", got, e)
+	}
+	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{}, nil, 204)
+	if got := a.do("PUT", proto.NodePath(projectID, nodeA), map[string]any{"node_type": "vpcs", "bogus": 1}, &e); got != 400 {
+		t.Fatalf("unknown member: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.NodePath(projectID, nodeA), proto.NodeSpec{NodeType: "qemu"}, &e); got != 400 {
+		t.Fatalf("unsupported node type: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.NodePath(projectID, "../../etc"), proto.NodeSpec{NodeType: "vpcs"}, &e); got != 400 && got != 404 {
+		t.Fatalf("node id with a path: %d %+v", got, e)
+	}
+}
+
+func TestAgentRelaysALinkAndCapturesIt(t *testing.T) {
+	a := linked(t)
+	a.exchange("before")
+
+	var st proto.CaptureState
+	spec := proto.CaptureSpec{FileName: "ab.pcap", DataLinkType: "DLT_EN10MB"}
+	a.must("PUT", proto.CapturePath(projectID, linkID), spec, &st, 200)
+	want := filepath.Join(a.data, "projects", projectID, "project-files", "captures", "ab.pcap")
+	if !st.Active || st.FilePath != want {
+		t.Fatalf("capture state %+v, want active at %s", st, want)
+	}
+	// The same spec again is harmless; another one conflicts.
+	a.must("PUT", proto.CapturePath(projectID, linkID), spec, &st, 200)
+	var e proto.Error
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "other.pcap", DataLinkType: "DLT_EN10MB"}, &e); got != 409 {
+		t.Fatalf("second capture: %d %+v", got, e)
+	}
+
+	for i := range 5 {
+		a.exchange(fmt.Sprint(i))
+	}
+	a.must("DELETE", proto.CapturePath(projectID, linkID), nil, &st, 200)
+	if st.Active || st.Frames != 10 {
+		t.Fatalf("after stop: %+v, want 10 frames", st)
+	}
+	a.exchange("after") // not captured
+
+	frames := readPcap(t, want, layers.LinkTypeEthernet)
+	if len(frames) != 10 {
+		t.Fatalf("file holds %d frames, want 10", len(frames))
+	}
+	for i, f := range frames {
+		dir := []string{"A>", "B>"}[i%2]
+		if string(f) != fmt.Sprint(dir, i/2) {
+			t.Fatalf("frame %d = %q", i, f)
+		}
+	}
+	// A stopped link can capture again, to a new file, with another type.
+	a.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "hdlc.pcap", DataLinkType: "DLT_C_HDLC"}, &st, 200)
+	a.must("DELETE", proto.CapturePath(projectID, linkID), nil, &st, 200)
+	readPcap(t, st.FilePath, layers.LinkTypeC_HDLC)
+}
+
+func TestAgentRefusesBadCaptureRequests(t *testing.T) {
+	a := linked(t)
+	for _, spec := range []proto.CaptureSpec{
+		{FileName: "../escape.pcap", DataLinkType: "DLT_EN10MB"},
+		{FileName: "/tmp/abs.pcap", DataLinkType: "DLT_EN10MB"},
+		{FileName: ".hidden", DataLinkType: "DLT_EN10MB"},
+		{FileName: "x.pcap", DataLinkType: "DLT_RAW"},
+		{FileName: "x.pcap", DataLinkType: "DLT_EN10MB", Format: "erf"},
+	} {
+		var e proto.Error
+		if got := a.do("PUT", proto.CapturePath(projectID, linkID), spec, &e); got != 400 {
+			t.Errorf("%+v: %d %+v, want 400", spec, got, e)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(a.data, "projects", projectID, "escape.pcap")); err == nil {
+		t.Fatal("a capture file was written outside the captures folder")
+	}
+	var e proto.Error
+	if got := a.do("GET", proto.CaptureStreamPath(projectID, linkID), nil, &e); got != 409 ||
+		e.Message != "Nothing to stream because there is no packet capture active" {
+		t.Fatalf("stream without capture: %d %+v", got, e)
+	}
+}
+
+func TestAgentStreamsTheCaptureToSeveralReadersUntilItStops(t *testing.T) {
+	a := linked(t)
+	var st proto.CaptureState
+	a.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "s.pcap", DataLinkType: "DLT_EN10MB"}, &st, 200)
+
+	type result struct {
+		body []byte
+		err  error
+		ct   string
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		req, _ := http.NewRequest("GET", a.url+proto.CaptureStreamPath(projectID, linkID), nil)
+		req.Header.Set(proto.SecretHeader, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body) // returns when the agent ends the body
+			results <- result{b, err, resp.Header.Get("Content-Type")}
+		}()
+	}
+	for i := range 20 {
+		a.exchange(fmt.Sprint(i))
+	}
+	a.must("DELETE", proto.CapturePath(projectID, linkID), nil, &st, 200)
+	file, _ := os.ReadFile(st.FilePath)
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.err != nil || r.ct != api.PcapContentType {
+				t.Fatalf("stream: %v, content type %q", r.err, r.ct)
+			}
+			if !bytes.Equal(r.body, file) {
+				t.Fatalf("stream has %d bytes, file %d", len(r.body), len(file))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("stream did not end after the capture stopped")
+		}
+	}
+	if n := len(readPcap(t, st.FilePath, layers.LinkTypeEthernet)); n != 40 {
+		t.Fatalf("file has %d frames, want 40", n)
+	}
+}
+
+func TestDeletingACapturingLinkLeavesAValidFile(t *testing.T) {
+	a := linked(t)
+	var st proto.CaptureState
+	a.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "d.pcap", DataLinkType: "DLT_EN10MB"}, &st, 200)
+	a.exchange("x")
+	a.must("DELETE", proto.LinkPath(projectID, linkID), nil, nil, 204)
+	if n := len(readPcap(t, st.FilePath, layers.LinkTypeEthernet)); n != 2 {
+		t.Fatalf("file has %d frames, want 2", n)
+	}
+	// The ports are free again: a new link between the same nodes works.
+	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeB}, B: proto.Endpoint{NodeID: nodeA},
+	}, nil, 204)
+	a.exchange("relinked")
+}
+
+func TestAgentLinkRules(t *testing.T) {
+	a := linked(t)
+	other := "dddddddd-0000-4000-8000-000000000004"
+	var e proto.Error
+	// Port already used by the link.
+	if got := a.do("PUT", proto.LinkPath(projectID, other), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{Tunnel: &proto.Tunnel{RemoteHost: "127.0.0.1", RemotePort: 9}},
+	}, &e); got != 409 {
+		t.Fatalf("reused port: %d %+v", got, e)
+	}
+	// The same link with other endpoints.
+	if got := a.do("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeB}, B: proto.Endpoint{NodeID: nodeA},
+	}, &e); got != 409 {
+		t.Fatalf("changed endpoints: %d %+v", got, e)
+	}
+	// Suspend through PUT with the same endpoints.
+	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Suspend: true,
+	}, nil, 204)
+	a.fake(nodeA).Send([]byte("suspended"))
+	if got, err := a.fake(nodeB).Recv(300 * time.Millisecond); err == nil {
+		t.Fatalf("suspended link delivered %q", got)
+	}
+}
+
+func TestStoppedNodeReceivesNothingAndRestartsOnANewNIC(t *testing.T) {
+	a := linked(t)
+	var st proto.NodeState
+	a.must("PUT", proto.NodeStatusPath(projectID, nodeB), proto.NodeStatusSpec{Status: "stopped"}, &st, 200)
+	if st.Status != proto.StatusStopped {
+		t.Fatalf("status %q", st.Status)
+	}
+	a.must("PUT", proto.NodeStatusPath(projectID, nodeB), proto.NodeStatusSpec{Status: "stopped"}, &st, 200) // idempotent
+	a.must("PUT", proto.NodeStatusPath(projectID, nodeB), proto.NodeStatusSpec{Status: "started"}, &st, 200)
+	a.exchange("restarted")
+	var e proto.Error
+	if got := a.do("PUT", proto.NodeStatusPath(projectID, nodeB), proto.NodeStatusSpec{Status: "paused"}, &e); got != 400 {
+		t.Fatalf("bad status: %d %+v", got, e)
+	}
+}
+
+func TestClosingAProjectEndsItsCaptureStreams(t *testing.T) {
+	a := linked(t)
+	var st proto.CaptureState
+	a.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "c.pcap", DataLinkType: "DLT_EN10MB"}, &st, 200)
+	req, _ := http.NewRequest("GET", a.url+proto.CaptureStreamPath(projectID, linkID), nil)
+	req.Header.Set(proto.SecretHeader, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	a.exchange("x")
+	a.must("DELETE", proto.ProjectPath(projectID), nil, nil, 204)
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(resp.Body); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stream ended with %v, want a clean end", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream still open after the project closed")
+	}
+	if n := len(readPcap(t, st.FilePath, layers.LinkTypeEthernet)); n != 2 {
+		t.Fatalf("file has %d frames, want 2", n)
+	}
+	var e proto.Error
+	if got := a.do("GET", proto.CapturePath(projectID, linkID), nil, &e); got != 404 {
+		t.Fatalf("closed project still known: %d", got)
+	}
+}
+
+// readPcap reads a whole capture file and checks its link type.
+func readPcap(t *testing.T, path string, lt layers.LinkType) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LinkType() != lt {
+		t.Fatalf("%s: link type %d, want %d", path, r.LinkType(), lt)
+	}
+	var frames [][]byte
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return frames
+		}
+		if err != nil {
+			t.Fatalf("%s: record %d: %v", path, len(frames), err)
+		}
+		if ci.CaptureLength != ci.Length {
+			t.Fatalf("record %d cut: %d of %d bytes", len(frames), ci.CaptureLength, ci.Length)
+		}
+		frames = append(frames, data)
+	}
+}
+

@@ -1,0 +1,98 @@
+// The agent command runs a labtap compute agent: it runs lab nodes (VPCS),
+// relays their frames between UDP tunnel ends, and writes link captures,
+// all driven by a labtap controller over HTTP.
+//
+// Usage:
+//
+//	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
+//
+// Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
+// LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_VPCS, LABTAP_LOG_LEVEL); a flag
+// wins over its variable. LABTAP_SECRET, when set, is the shared secret the
+// controller must send on every call.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	listen := fs.String("listen", envOr("LABTAP_LISTEN", "127.0.0.1:3081"), "HTTP listen address of the agent API")
+	dataDir := fs.String("data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for project files and captures")
+	computeID := fs.String("compute-id", envOr("LABTAP_COMPUTE_ID", hostname()), "the id the controller knows this agent by")
+	advertise := fs.String("advertise", envOr("LABTAP_ADVERTISE", ""), "address the controller and other agents reach this host on (default: the listen host)")
+	vpcs := fs.String("vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable")
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
+		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
+	}
+	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	consoleHost := *advertise
+	if consoleHost == "" {
+		consoleHost, _, _ = net.SplitHostPort(ln.Addr().String())
+	}
+	secret := os.Getenv("LABTAP_SECRET")
+	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", *computeID,
+		"data_dir", *dataDir, "console_host", consoleHost, "secret", secret != "", "version", version)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return server.Run(ctx, server.Config{
+		Host: host.Config{
+			ComputeID:       *computeID,
+			DataDir:         *dataDir,
+			ConsoleHost:     consoleHost,
+			VPCS:            *vpcs,
+			SoftwareVersion: version,
+			Logger:          log,
+		},
+		Secret: secret,
+		Logger: log,
+	}, ln)
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "agent"
+	}
+	return h
+}

@@ -1,0 +1,222 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// findVPCS returns the vpcs program, skipping the test where it is not
+// installed (scripts/test installs it, so CI never skips).
+func findVPCS(t *testing.T) *VPCSProgram {
+	t.Helper()
+	if _, err := exec.LookPath("vpcs"); err != nil {
+		t.Skip("vpcs is not installed; scripts/test installs it")
+	}
+	p, err := FindVPCS(t.Context(), "vpcs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// agentSocket is the UDP socket a VPCS sends its frames to.
+func agentSocket(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func startVPCS(t *testing.T, cfg VPCSConfig) *VPCS {
+	t.Helper()
+	v, err := NewVPCS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := v.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Stop(context.Background()) })
+	return v
+}
+
+func TestFindVPCSReadsTheVersion(t *testing.T) {
+	p := findVPCS(t)
+	if p.Version == "" || !strings.HasPrefix(p.Path, "/") {
+		t.Fatalf("FindVPCS = %+v", p)
+	}
+	if _, err := FindVPCS(t.Context(), "no-such-vpcs-binary"); err == nil {
+		t.Fatal("FindVPCS found a program that does not exist")
+	}
+}
+
+func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
+	prog := findVPCS(t)
+	agent := agentSocket(t)
+	var stops atomic.Int32
+	v := startVPCS(t, VPCSConfig{
+		Program:  prog,
+		Dir:      t.TempDir(),
+		MACIndex: 7,
+		Agent:    agent.LocalAddr().(*net.UDPAddr).AddrPort(),
+		OnStop:   func() { stops.Add(1) },
+	})
+	if v.Status() != Started || !strings.Contains(v.CommandLine(), "-m 7") {
+		t.Fatalf("status %s, command line %q", v.Status(), v.CommandLine())
+	}
+	nic, ok := v.NIC(0, 0)
+	if !ok || !listening("udp", int(nic.Port())) {
+		t.Fatalf("NIC(0,0) = %v, %v; the port must be bound", nic, ok)
+	}
+	if _, ok := v.NIC(0, 1); ok {
+		t.Fatal("VPCS has a single port, 0/0")
+	}
+	port, kind := v.Console()
+	con, err := DialConsole(t.Context(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	if kind != "telnet" {
+		t.Fatalf("console type %q", kind)
+	}
+	// Setting an address makes VPCS send gratuitous ARPs to the agent,
+	// from its NIC port, with the MAC its index gives.
+	out, err := con.Run(t.Context(), "ip 192.0.2.7/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "192.0.2.7") {
+		t.Fatalf("ip command printed %q", out)
+	}
+	// VPCS also sends IPv6 router solicitations; look for the ARP.
+	buf := make([]byte, 2048)
+	agent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		n, from, err := agent.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no ARP from VPCS: %v", err)
+		}
+		if from.Port() != nic.Port() {
+			t.Fatalf("frame came from port %d, want the NIC port %d", from.Port(), nic.Port())
+		}
+		frame := buf[:n]
+		if n < 14 || frame[6] != 0x00 || frame[7] != 0x50 || frame[8] != 0x79 || frame[11] != 7 {
+			t.Fatalf("frame not from 00:50:79:66:68:07: % x", frame[:min(n, 14)])
+		}
+		if frame[12] == 0x08 && frame[13] == 0x06 {
+			break
+		}
+	}
+
+	if err := v.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if v.Status() != Stopped || v.CommandLine() != "" || stops.Load() != 1 {
+		t.Fatalf("after Stop: status %s, command line %q, OnStop called %d times", v.Status(), v.CommandLine(), stops.Load())
+	}
+	if listening("tcp", port) {
+		t.Fatal("console still listening after Stop")
+	}
+	// A second start works and a stop of a stopped node is a no-op.
+	if err := v.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	v.Stop(t.Context())
+	v.Stop(t.Context())
+}
+
+func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
+	prog := findVPCS(t)
+	taken, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	v := startVPCS(t, VPCSConfig{
+		Program: prog,
+		Dir:     t.TempDir(),
+		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		Console: takenPort,
+	})
+	if port, _ := v.Console(); port == takenPort || !listening("tcp", port) {
+		t.Fatalf("console on %d (taken: %d)", port, takenPort)
+	}
+}
+
+func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
+	prog := findVPCS(t)
+	stopped := make(chan struct{}, 1)
+	v := startVPCS(t, VPCSConfig{
+		Program: prog,
+		Dir:     t.TempDir(),
+		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		OnStop:  func() { stopped <- struct{}{} },
+	})
+	v.mu.Lock()
+	pid := v.proc.cmd.Process.Pid
+	v.mu.Unlock()
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnStop not called after the process died")
+	}
+	if v.Status() != Stopped {
+		t.Fatalf("status %s after the process died", v.Status())
+	}
+}
+
+func TestNewVPCSRefusesANonIPv4Agent(t *testing.T) {
+	_, err := NewVPCS(VPCSConfig{Program: &VPCSProgram{}, Agent: netip.MustParseAddrPort("[::1]:9")})
+	if err == nil {
+		t.Fatal("NewVPCS accepted an IPv6 agent address, which VPCS cannot use")
+	}
+}
+
+func TestFakeFollowsTheRunnerContract(t *testing.T) {
+	agent := agentSocket(t)
+	stops := 0
+	f := NewFake(agent.LocalAddr().(*net.UDPAddr).AddrPort(), func() { stops++ })
+	var _ Runner = f
+	if _, ok := f.NIC(0, 0); ok || f.Status() != Stopped {
+		t.Fatal("a new Fake must be stopped with no NIC")
+	}
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	nic, ok := f.NIC(0, 0)
+	if !ok {
+		t.Fatal("no NIC after Start")
+	}
+	if err := f.Send([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	agent.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, from, err := agent.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "hi" || from != nic {
+		t.Fatalf("agent got %q from %v (%v), want \"hi\" from %v", buf[:n], from, err, nic)
+	}
+	f.Stop(t.Context())
+	f.Stop(t.Context())
+	if stops != 1 || f.Status() != Stopped {
+		t.Fatalf("after two Stops: %d OnStop calls, status %s", stops, f.Status())
+	}
+}
+
+var _ Runner = (*VPCS)(nil)

@@ -1,0 +1,506 @@
+package captures
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+)
+
+func TestLinkTypeMapsEveryGNS3DataLinkType(t *testing.T) {
+	tests := []struct {
+		dlt  string
+		want layers.LinkType
+	}{
+		{"DLT_EN10MB", 1},
+		{"DLT_ATM_RFC1483", 100}, // the LINKTYPE, not libpcap's in-memory DLT 11
+		{"DLT_FRELAY", 107},
+		{"DLT_C_HDLC", 104},
+		{"DLT_PPP_SERIAL", 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dlt, func(t *testing.T) {
+			got, err := LinkType(tt.dlt)
+			if err != nil || got != tt.want {
+				t.Fatalf("LinkType(%q) = %d, %v; want %d", tt.dlt, got, err, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "EN10MB", "dlt_en10mb", "DLT_RAW", "DLT_EN10MB "} {
+		if _, err := LinkType(bad); err == nil {
+			t.Errorf("LinkType(%q) succeeded, want an error", bad)
+		}
+	}
+	if got := len(DataLinkTypes()); got != 5 {
+		t.Errorf("DataLinkTypes() has %d names, want 5", got)
+	}
+}
+
+func TestDefaultFileNameKeepsOnlySafeCharacters(t *testing.T) {
+	got := DefaultFileName(Port{"Hello@", 0, 4}, Port{"w0.rld", 1, 3}, ExtPcap)
+	if want := "Hello_0-4_to_w0rld_1-3.pcap"; got != want {
+		t.Fatalf("DefaultFileName = %q, want %q", got, want)
+	}
+	got = DefaultFileName(Port{"PC1", 0, 0}, Port{"PC2", 0, 0}, ExtPcapng)
+	if want := "PC1_0-0_to_PC2_0-0.pcapng"; got != want {
+		t.Fatalf("DefaultFileName = %q, want %q", got, want)
+	}
+}
+
+func TestSanitizeFileName(t *testing.T) {
+	tests := []struct {
+		name, in, ext, want string
+	}{
+		{"gui proposal kept", "PC1_Ethernet0_to_PC2_Ethernet0.pcap", ExtPcap, "PC1_Ethernet0_to_PC2_Ethernet0.pcap"},
+		{"extension added", "mycap", ExtPcap, "mycap.pcap"},
+		{"extension case-insensitive", "mycap.PCAP", ExtPcap, "mycap.pcap"},
+		{"pcapng extension replaced for pcap", "x.pcapng", ExtPcap, "x.pcap"},
+		{"parent traversal removed", "../../etc/passwd", ExtPcap, "etcpasswd.pcap"},
+		{"absolute path flattened", "/tmp/evil.pcap", ExtPcap, "tmpevil.pcap"},
+		{"backslashes removed", `..\..\win.pcap`, ExtPcap, "win.pcap"},
+		{"dots in stem removed", "a.b.c.pcap", ExtPcap, "abc.pcap"},
+		{"spaces and unicode removed", "café capture", ExtPcap, "cafcapture.pcap"},
+		{"pcapng format", "trace", ExtPcapng, "trace.pcapng"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := SanitizeFileName(tt.in, tt.ext)
+			if err != nil || got != tt.want {
+				t.Fatalf("SanitizeFileName(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			}
+			if !ValidFileName(got) {
+				t.Fatalf("SanitizeFileName(%q) = %q, which ValidFileName refuses", tt.in, got)
+			}
+		})
+	}
+	for _, in := range []string{"", "..", ".pcap", "../", "/", `\`, "@@@.pcap"} {
+		if got, err := SanitizeFileName(in, ExtPcap); !errors.Is(err, ErrEmptyName) {
+			t.Errorf("SanitizeFileName(%q) = %q, %v; want ErrEmptyName", in, got, err)
+		}
+	}
+	long := strings.Repeat("a", 400)
+	if got, _ := SanitizeFileName(long, ExtPcapng); len(got) > 255 || !ValidFileName(got) {
+		t.Errorf("a 400-byte name gave a %d-byte name", len(got))
+	}
+}
+
+func TestValidFileName(t *testing.T) {
+	for _, ok := range []string{"a.pcap", "PC1_0-0_to_PC2_0-0.pcap", "x"} {
+		if !ValidFileName(ok) {
+			t.Errorf("ValidFileName(%q) = false, want true", ok)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", ".hidden.pcap", "a/b.pcap", `a\b.pcap`, "../x.pcap", "/abs.pcap", "a b.pcap", "a\x00.pcap", strings.Repeat("a", 256)} {
+		if ValidFileName(bad) {
+			t.Errorf("ValidFileName(%q) = true, want false", bad)
+		}
+	}
+}
+
+// fixedClock returns a clock that starts at t0 and moves 1µs per call.
+func fixedClock(t0 time.Time) func() time.Time {
+	var mu sync.Mutex
+	now := t0
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Microsecond)
+		return now
+	}
+}
+
+func TestWriterWritesExactBytes(t *testing.T) {
+	var buf bytes.Buffer
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) // Unix 1767323045
+	w, err := NewWriter(&buf, Options{LinkType: layers.LinkTypeC_HDLC, Now: fixedClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header is flushed before any frame: an idle capture is readable.
+	wantHeader := "d4c3b2a1" + "0200" + "0400" + "00000000" + "00000000" + "ffff0000" + "68000000"
+	if got := hex.EncodeToString(buf.Bytes()); got != wantHeader {
+		t.Fatalf("header = %s, want %s", got, wantHeader)
+	}
+	if err := w.WritePacket(AtoB, []byte{0x0f, 0x00, 0x08, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{0xab}, 70000) // longer than the snapshot length
+	if err := w.WritePacket(BtoA, big); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	h, _ := hex.DecodeString(wantHeader)
+	want.Write(h)
+	rec := func(usec uint32, caplen, length int, data []byte) {
+		var r [16]byte
+		binary.LittleEndian.PutUint32(r[0:], 1767323045)
+		binary.LittleEndian.PutUint32(r[4:], usec)
+		binary.LittleEndian.PutUint32(r[8:], uint32(caplen))
+		binary.LittleEndian.PutUint32(r[12:], uint32(length))
+		want.Write(r[:])
+		want.Write(data)
+	}
+	rec(1, 4, 4, []byte{0x0f, 0x00, 0x08, 0x00})
+	rec(2, 65535, 70000, big[:65535])
+	if !bytes.Equal(buf.Bytes(), want.Bytes()) {
+		t.Fatalf("stream differs from the golden bytes:\n got %x...\nwant %x...", buf.Bytes()[:64], want.Bytes()[:64])
+	}
+	frames, size := w.Stats()
+	if frames != 2 || size != int64(want.Len()) {
+		t.Fatalf("Stats() = %d frames, %d bytes; want 2, %d", frames, size, want.Len())
+	}
+	w.Close()
+	if err := w.WritePacket(AtoB, []byte{1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WritePacket after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestNilWriterDiscards(t *testing.T) {
+	var w *Writer
+	if err := w.WritePacket(AtoB, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if f, s := w.Stats(); f != 0 || s != 0 {
+		t.Fatalf("nil Writer Stats() = %d, %d", f, s)
+	}
+}
+
+// chunkRecorder records the size of every Write it gets, to prove records
+// arrive whole, one Write each.
+type chunkRecorder struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes []int
+}
+
+func (c *chunkRecorder) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, len(p))
+	return c.buf.Write(p)
+}
+
+func TestWriterConcurrentWritersKeepRecordsWholeAndOrdered(t *testing.T) {
+	const writers, perWriter = 8, 500
+	out := &chunkRecorder{}
+	w, err := NewWriter(out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				// Each frame says who wrote it and its sequence number, and has
+				// a length of its own so that torn records would be detected.
+				frame := make([]byte, 60+(g*perWriter+i)%900)
+				binary.BigEndian.PutUint32(frame[0:], uint32(g))
+				binary.BigEndian.PutUint32(frame[4:], uint32(i))
+				if err := w.WritePacket(Direction(g%2), frame); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// One Write for the header, then exactly one per record.
+	if len(out.writes) != 1+writers*perWriter {
+		t.Fatalf("%d writes reached the file, want %d", len(out.writes), 1+writers*perWriter)
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(out.buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make([]int, writers)
+	var last time.Time
+	n := 0
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("record %d: %v", n, err)
+		}
+		g, i := int(binary.BigEndian.Uint32(data[0:])), int(binary.BigEndian.Uint32(data[4:]))
+		if g >= writers || i != next[g] || len(data) != 60+(g*perWriter+i)%900 {
+			t.Fatalf("record %d is writer %d frame %d (len %d), want frame %d", n, g, i, len(data), next[g])
+		}
+		next[g]++
+		if ci.Timestamp.Before(last) {
+			t.Fatalf("record %d goes back in time: %v after %v", n, ci.Timestamp, last)
+		}
+		last = ci.Timestamp
+		n++
+	}
+	if n != writers*perWriter {
+		t.Fatalf("read %d records, want %d", n, writers*perWriter)
+	}
+}
+
+// fullDisk accepts room bytes, then writes what fits of the next write and
+// fails with ENOSPC, like a file system that has just filled up.
+type fullDisk struct {
+	buf    []byte
+	room   int
+	closed bool
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if len(p) <= d.room {
+		d.buf = append(d.buf, p...)
+		d.room -= len(p)
+		return len(p), nil
+	}
+	n := d.room
+	d.buf = append(d.buf, p[:n]...)
+	d.room = 0
+	return n, syscall.ENOSPC
+}
+
+func (d *fullDisk) Truncate(size int64) error { d.buf = d.buf[:size]; return nil }
+func (d *fullDisk) Close() error              { d.closed = true; return nil }
+
+func TestFileEndsWithWholeRecordsWhenTheDiskFills(t *testing.T) {
+	disk := &fullDisk{room: 24 + 3*(16+100) + 50} // header, three records, half of a fourth
+	c, err := newFile("/nowhere/x.pcap", disk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		c.WritePacket(AtoB, make([]byte, 100))
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("capture still running after the disk filled")
+	}
+	if err := c.Err(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err() = %v, want ENOSPC", err)
+	}
+	if !disk.closed {
+		t.Fatal("file not closed")
+	}
+	frames, size, dropped := c.Stats()
+	// The frame that hit the full disk and the six after it are dropped.
+	if frames != 3 || size != 24+3*116 || dropped != 7 {
+		t.Fatalf("Stats() = %d frames, %d bytes, %d dropped; want 3, %d, 7", frames, size, dropped, 24+3*116)
+	}
+	if len(disk.buf) != int(size) {
+		t.Fatalf("file holds %d bytes, want %d (cut back to the last whole record)", len(disk.buf), size)
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(disk.buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, _, err := r.ReadPacketData(); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if _, _, err := r.ReadPacketData(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after 3 records: %v, want EOF", err)
+	}
+}
+
+func openRoot(t *testing.T) (*os.Root, string) {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root, dir
+}
+
+func TestCreateRefusesNamesThatLeaveTheFolder(t *testing.T) {
+	root, dir := openRoot(t)
+	for _, name := range []string{"../escape.pcap", "/tmp/abs.pcap", "sub/x.pcap", ".hidden", ".."} {
+		if c, err := Create(root, name, Options{}); err == nil {
+			c.Close()
+			t.Errorf("Create(%q) succeeded", name)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	for _, e := range entries {
+		if e.Name() == "escape.pcap" {
+			t.Fatal("a file was written outside the folder")
+		}
+	}
+}
+
+func TestCreateWritesAValidEmptyCaptureAtOnce(t *testing.T) {
+	root, dir := openRoot(t)
+	c, err := Create(root, "idle.pcap", Options{LinkType: layers.LinkTypeFRelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "idle.pcap"); c.Path() != want {
+		t.Fatalf("Path() = %q, want %q", c.Path(), want)
+	}
+	// Readable before the first frame and before Close.
+	data, err := os.ReadFile(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("idle capture unreadable: %v", err)
+	}
+	if r.LinkType() != layers.LinkTypeFRelay {
+		t.Fatalf("link type %d, want 107", r.LinkType())
+	}
+	c.Close()
+	c.Close() // twice is fine
+	if c.Err() != nil {
+		t.Fatalf("Err() after Close = %v", c.Err())
+	}
+}
+
+func TestFollowStreamsTheWholeFileToEveryReaderUntilTheCaptureEnds(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "live.pcap", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const readers = 3
+	outs := make([]*safeBuffer, readers)
+	errs := make(chan error, readers)
+	for i := range outs {
+		outs[i] = &safeBuffer{}
+		go func() { errs <- c.Follow(t.Context(), outs[i], nil) }()
+	}
+	// A reader that joins before any frame gets the header at once.
+	waitFor(t, func() bool { return outs[0].Len() >= 24 })
+	for i := range 200 {
+		c.WritePacket(Direction(i%2), bytes.Repeat([]byte{byte(i)}, 60+i))
+		if i == 100 {
+			// A late reader still gets everything from the first byte.
+			outs = append(outs, &safeBuffer{})
+			late := outs[len(outs)-1]
+			go func() { errs <- c.Follow(t.Context(), late, nil) }()
+		}
+	}
+	c.Close()
+	for range outs {
+		if err := <-errs; err != nil {
+			t.Fatalf("Follow: %v", err)
+		}
+	}
+	file, err := os.ReadFile(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs {
+		if !bytes.Equal(o.Bytes(), file) {
+			t.Fatalf("reader %d got %d bytes, the file has %d", i, o.Len(), len(file))
+		}
+	}
+}
+
+func TestFollowStopsWhenItsContextEnds(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "x.pcap", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Follow(ctx, io.Discard, nil) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Follow = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not return after its context ended")
+	}
+}
+
+func TestFollowReturnsTheWriteErrorOfAGoneReader(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "x.pcap", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gone := errors.New("client went away")
+	err = c.Follow(t.Context(), failingWriter{gone}, nil)
+	if !errors.Is(err, gone) {
+		t.Fatalf("Follow = %v, want %v", err, gone)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+func (s *safeBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func BenchmarkWriterWritePacket(b *testing.B) {
+	for _, size := range []int{64, 1500} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			w, err := NewWriter(io.Discard, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			frame := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := w.WritePacket(AtoB, frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,253 @@
+// Package proto is the wire contract between the labtap controller and its
+// agents: the JSON bodies of the agent's HTTP API, its route paths and its
+// error shape. It depends on the standard library only, so both sides (and
+// third-party tools) can import it without pulling in either program.
+//
+// Every agent route lives under /v1. Every non-2xx reply carries an [Error]
+// body whose Code is stable and meant to be switched on; its Message is for
+// people and is passed through to API users unchanged.
+package proto
+
+import (
+	"fmt"
+	"net/url"
+)
+
+// Version is the controller⇄agent protocol version. It only ever goes up, and
+// an agent reports it in [AgentInfo] so a controller can refuse an agent it
+// cannot speak to.
+//
+// History:
+//   - 1: projects, VPCS nodes, same-agent links, captures and capture streams.
+const Version = 1
+
+// SecretHeader carries the shared secret on every controller→agent call.
+// An agent configured with a secret refuses calls without the right one.
+const SecretHeader = "X-Labtap-Secret"
+
+// Code classifies an agent error. Values are stable wire data.
+type Code string
+
+// The codes an agent replies with, and the HTTP status each travels with.
+const (
+	CodeInvalid      Code = "invalid"      // 400: the request is malformed or out of range
+	CodeUnauthorized Code = "unauthorized" // 401: missing or wrong shared secret
+	CodeNotFound     Code = "not_found"    // 404: no such project, node, link or capture
+	CodeConflict     Code = "conflict"     // 409: the request clashes with the current state
+	CodeInternal     Code = "internal"     // 500: the agent failed
+	CodeUnavailable  Code = "unavailable"  // 503: the agent is shutting down
+)
+
+// Error is the body of every non-2xx agent reply.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Status returns the HTTP status that carries an error of this code.
+func (c Code) Status() int {
+	switch c {
+	case CodeInvalid:
+		return 400
+	case CodeUnauthorized:
+		return 401
+	case CodeNotFound:
+		return 404
+	case CodeConflict:
+		return 409
+	case CodeUnavailable:
+		return 503
+	}
+	return 500
+}
+
+// AgentInfo describes an agent: GET /v1/info.
+type AgentInfo struct {
+	ComputeID       string   `json:"compute_id"`
+	ProtocolVersion int      `json:"protocol_version"`
+	SoftwareVersion string   `json:"software_version"`
+	Platform        string   `json:"platform"`
+	NodeTypes       []string `json:"node_types"`
+	// CPUPercent and MemoryPercent are the host's load, 0-100.
+	CPUPercent    float64 `json:"cpu_usage_percent"`
+	MemoryPercent float64 `json:"memory_usage_percent"`
+}
+
+// ProjectSpec opens a project on an agent: PUT /v1/projects/{project}.
+// The agent keeps the project's files in its own data directory.
+type ProjectSpec struct {
+	ProjectID string `json:"project_id"`
+	Name      string `json:"name"`
+}
+
+// NodeSpec creates a node on an agent: PUT /v1/projects/{project}/nodes/{node}.
+// Creating a node that exists already is not an error; the reply describes
+// the existing node.
+type NodeSpec struct {
+	NodeID   string `json:"node_id"`
+	NodeType string `json:"node_type"`
+	Name     string `json:"name"`
+	// MACIndex is the last byte of the node's first MAC address. The
+	// controller hands them out per project, so nodes on different agents of
+	// one project never share a MAC.
+	MACIndex int `json:"mac_index"`
+}
+
+// Node statuses, as GNS3 names them.
+const (
+	StatusStarted   = "started"
+	StatusStopped   = "stopped"
+	StatusSuspended = "suspended"
+)
+
+// NodeState is what an agent knows of a node: the reply of every node route.
+type NodeState struct {
+	NodeID string `json:"node_id"`
+	// Status is StatusStarted, StatusStopped or StatusSuspended.
+	Status string `json:"status"`
+	// Console is the TCP port of the node's console, 0 when it has none.
+	Console     int    `json:"console"`
+	ConsoleHost string `json:"console_host"`
+	// ConsoleType is "telnet", "none", ... (GNS3's values).
+	ConsoleType   string `json:"console_type"`
+	CommandLine   string `json:"command_line"`
+	NodeDirectory string `json:"node_directory"`
+}
+
+// NodeStatusSpec changes a node's status: PUT /v1/projects/{project}/nodes/{node}/status.
+// It is idempotent: starting a started node succeeds and changes nothing.
+type NodeStatusSpec struct {
+	Status string `json:"status"`
+}
+
+// Endpoint is one end of a link on an agent: either a port of a node that
+// this agent runs, or a UDP tunnel to another agent.
+type Endpoint struct {
+	NodeID  string  `json:"node_id,omitempty"`
+	Adapter int     `json:"adapter_number"`
+	Port    int     `json:"port_number"`
+	Tunnel  *Tunnel `json:"tunnel,omitempty"`
+	// Name labels the frames this endpoint sends in a pcapng capture,
+	// e.g. "PC1 Ethernet0".
+	Name string `json:"name,omitempty"`
+}
+
+// Tunnel is a UDP tunnel end: frames are received on LocalPort and sent to
+// RemoteHost:RemotePort, one frame per datagram, from LocalPort.
+type Tunnel struct {
+	LocalPort  int    `json:"local_port"`
+	RemoteHost string `json:"remote_host"`
+	RemotePort int    `json:"remote_port"`
+}
+
+// Filters are the active filters of a link, already validated by the
+// controller. A nil field is a filter that is off.
+type Filters struct {
+	// FrequencyDrop drops every Nth frame; -1 drops every frame.
+	FrequencyDrop *int `json:"frequency_drop,omitempty"`
+	// PacketLoss is the percentage (0-100) of frames dropped at random.
+	PacketLoss *int `json:"packet_loss,omitempty"`
+	// Delay is the added latency in milliseconds and its +/- jitter.
+	Delay *Delay `json:"delay,omitempty"`
+	// Corrupt is the percentage (0-100) of frames corrupted at random.
+	Corrupt *int `json:"corrupt,omitempty"`
+	// BPF lists tcpdump expressions; a frame matching any one is dropped.
+	BPF []string `json:"bpf,omitempty"`
+}
+
+// Delay is the delay filter's parameters, in milliseconds.
+type Delay struct {
+	Latency int `json:"latency"`
+	Jitter  int `json:"jitter"`
+}
+
+// LinkSpec creates or updates the relay of a link on an agent:
+// PUT /v1/projects/{project}/links/{link}. Sending the same spec again is
+// harmless; sending new Filters or Suspend swaps them in atomically.
+type LinkSpec struct {
+	LinkID  string   `json:"link_id"`
+	A       Endpoint `json:"a"`
+	B       Endpoint `json:"b"`
+	Filters Filters  `json:"filters"`
+	// Suspend drops every frame, in both directions, while true.
+	Suspend bool `json:"suspend"`
+	// DataLinkType is the link's DLT_ name, used to compile BPF filters.
+	DataLinkType string `json:"data_link_type,omitempty"`
+}
+
+// Capture file formats.
+const (
+	FormatPcap   = "pcap"
+	FormatPcapng = "pcapng"
+)
+
+// CaptureSpec starts a capture on a link's relay:
+// PUT /v1/projects/{project}/links/{link}/capture.
+// Sending the spec of the running capture again succeeds and changes nothing;
+// a different spec while capturing is a conflict.
+type CaptureSpec struct {
+	// FileName is a base name, already sanitised by the controller; the agent
+	// checks it again and refuses anything that is not a plain file name.
+	FileName string `json:"file_name"`
+	// DataLinkType is one of the DLT_ names GNS3 uses (DLT_EN10MB, ...).
+	DataLinkType string `json:"data_link_type"`
+	// Format is FormatPcap (the default when empty) or FormatPcapng.
+	Format string `json:"format,omitempty"`
+}
+
+// CaptureState describes a link's capture: the reply of the capture routes.
+type CaptureState struct {
+	Active bool `json:"active"`
+	// FilePath is the absolute path of the capture file on the agent's host.
+	FilePath string `json:"file_path"`
+	FileName string `json:"file_name"`
+	// Frames and Bytes count what has been written to the file.
+	Frames uint64 `json:"frames"`
+	Bytes  uint64 `json:"bytes"`
+	// Dropped counts frames that could not be written (e.g. disk full).
+	Dropped uint64 `json:"dropped"`
+	// Err is why the capture ended by itself, empty otherwise.
+	Err string `json:"error,omitempty"`
+}
+
+// InfoPath is the route of [AgentInfo].
+const InfoPath = "/v1/info"
+
+// ProjectPath is the route of a project on an agent.
+func ProjectPath(project string) string {
+	return "/v1/projects/" + url.PathEscape(project)
+}
+
+// NodePath is the route of a node on an agent.
+func NodePath(project, node string) string {
+	return ProjectPath(project) + "/nodes/" + url.PathEscape(node)
+}
+
+// NodeStatusPath is the route that starts and stops a node.
+func NodeStatusPath(project, node string) string {
+	return NodePath(project, node) + "/status"
+}
+
+// LinkPath is the route of a link's relay on an agent.
+func LinkPath(project, link string) string {
+	return ProjectPath(project) + "/links/" + url.PathEscape(link)
+}
+
+// CapturePath is the route of a link's capture on an agent.
+func CapturePath(project, link string) string {
+	return LinkPath(project, link) + "/capture"
+}
+
+// CaptureStreamPath is the route that streams a link's capture file as it
+// grows: the whole file from its first byte, then each record as it is
+// written, ending when the capture stops.
+func CaptureStreamPath(project, link string) string {
+	return CapturePath(project, link) + "/pcap"
+}
+
+// Errorf builds an Error of the given code.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
