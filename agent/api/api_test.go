@@ -423,4 +423,3 @@ func readPcap(t *testing.T, path string, lt layers.LinkType) [][]byte {
 		frames = append(frames, data)
 	}
 }
-

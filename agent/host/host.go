@@ -444,4 +444,3 @@ func asProtoError(err error, def proto.Code) error {
 	}
 	return &proto.Error{Code: def, Message: err.Error()}
 }
-

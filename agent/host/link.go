@@ -355,4 +355,3 @@ func captureState(c *hostCapture) proto.CaptureState {
 	}
 	return st
 }
-
