@@ -58,9 +58,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	bindHost, _, _ := net.SplitHostPort(ln.Addr().String())
 	consoleHost := *advertise
 	if consoleHost == "" {
-		consoleHost, _, _ = net.SplitHostPort(ln.Addr().String())
+		consoleHost = bindHost
 	}
 	secret := os.Getenv("LABTAP_SECRET")
 	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", *computeID,
@@ -73,6 +74,7 @@ func run(args []string) error {
 			ComputeID:       *computeID,
 			DataDir:         *dataDir,
 			ConsoleHost:     consoleHost,
+			ConsoleBind:     bindHost,
 			VPCS:            *vpcs,
 			SoftwareVersion: version,
 			Logger:          log,

@@ -49,54 +49,6 @@ func TestLinkTypeMapsEveryGNS3DataLinkType(t *testing.T) {
 	}
 }
 
-func TestDefaultFileNameKeepsOnlySafeCharacters(t *testing.T) {
-	got := DefaultFileName(Port{"Hello@", 0, 4}, Port{"w0.rld", 1, 3}, ExtPcap)
-	if want := "Hello_0-4_to_w0rld_1-3.pcap"; got != want {
-		t.Fatalf("DefaultFileName = %q, want %q", got, want)
-	}
-	got = DefaultFileName(Port{"PC1", 0, 0}, Port{"PC2", 0, 0}, ExtPcapng)
-	if want := "PC1_0-0_to_PC2_0-0.pcapng"; got != want {
-		t.Fatalf("DefaultFileName = %q, want %q", got, want)
-	}
-}
-
-func TestSanitizeFileName(t *testing.T) {
-	tests := []struct {
-		name, in, ext, want string
-	}{
-		{"gui proposal kept", "PC1_Ethernet0_to_PC2_Ethernet0.pcap", ExtPcap, "PC1_Ethernet0_to_PC2_Ethernet0.pcap"},
-		{"extension added", "mycap", ExtPcap, "mycap.pcap"},
-		{"extension case-insensitive", "mycap.PCAP", ExtPcap, "mycap.pcap"},
-		{"pcapng extension replaced for pcap", "x.pcapng", ExtPcap, "x.pcap"},
-		{"parent traversal removed", "../../etc/passwd", ExtPcap, "etcpasswd.pcap"},
-		{"absolute path flattened", "/tmp/evil.pcap", ExtPcap, "tmpevil.pcap"},
-		{"backslashes removed", `..\..\win.pcap`, ExtPcap, "win.pcap"},
-		{"dots in stem removed", "a.b.c.pcap", ExtPcap, "abc.pcap"},
-		{"spaces and unicode removed", "café capture", ExtPcap, "cafcapture.pcap"},
-		{"pcapng format", "trace", ExtPcapng, "trace.pcapng"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := SanitizeFileName(tt.in, tt.ext)
-			if err != nil || got != tt.want {
-				t.Fatalf("SanitizeFileName(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-			}
-			if !ValidFileName(got) {
-				t.Fatalf("SanitizeFileName(%q) = %q, which ValidFileName refuses", tt.in, got)
-			}
-		})
-	}
-	for _, in := range []string{"", "..", ".pcap", "../", "/", `\`, "@@@.pcap"} {
-		if got, err := SanitizeFileName(in, ExtPcap); !errors.Is(err, ErrEmptyName) {
-			t.Errorf("SanitizeFileName(%q) = %q, %v; want ErrEmptyName", in, got, err)
-		}
-	}
-	long := strings.Repeat("a", 400)
-	if got, _ := SanitizeFileName(long, ExtPcapng); len(got) > 255 || !ValidFileName(got) {
-		t.Errorf("a 400-byte name gave a %d-byte name", len(got))
-	}
-}
-
 func TestValidFileName(t *testing.T) {
 	for _, ok := range []string{"a.pcap", "PC1_0-0_to_PC2_0-0.pcap", "x"} {
 		if !ValidFileName(ok) {

@@ -46,6 +46,10 @@ type Config struct {
 	DataDir string
 	// ConsoleHost is the address reported for node consoles.
 	ConsoleHost string
+	// ConsoleBind is the address node consoles listen on: where the agent's
+	// own API listens, so consoles are no more exposed than the API. Empty
+	// means 127.0.0.1.
+	ConsoleBind string
 	// VPCS is the vpcs executable, a name looked up in PATH or a path.
 	VPCS string
 	// Runners builds nodes by node type; nil means the real runners.
@@ -103,8 +107,11 @@ func New(cfg Config) *Host {
 	if cfg.VPCS == "" {
 		cfg.VPCS = "vpcs"
 	}
+	if cfg.ConsoleBind == "" {
+		cfg.ConsoleBind = "127.0.0.1"
+	}
 	if cfg.ConsoleHost == "" {
-		cfg.ConsoleHost = "127.0.0.1"
+		cfg.ConsoleHost = cfg.ConsoleBind
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
@@ -427,12 +434,13 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		return nil, h.vpcsErr
 	}
 	return node.NewVPCS(node.VPCSConfig{
-		Program:  h.vpcs,
-		Dir:      env.Dir,
-		MACIndex: env.Spec.MACIndex,
-		Agent:    env.Agent,
-		Logger:   env.Logger,
-		OnStop:   env.OnStop,
+		Program:     h.vpcs,
+		Dir:         env.Dir,
+		MACIndex:    env.Spec.MACIndex,
+		Agent:       env.Agent,
+		ConsoleHost: h.cfg.ConsoleBind,
+		Logger:      env.Logger,
+		OnStop:      env.OnStop,
 	})
 }
 

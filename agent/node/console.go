@@ -36,6 +36,8 @@ func DialConsole(ctx context.Context, addr string) (*Console, error) {
 		return nil, fmt.Errorf("console %s: %w", addr, err)
 	}
 	c := &Console{conn: conn}
+	// The console replays its recent output, which ends with a prompt
+	// unless a command is running; an empty line asks for a fresh one.
 	if err := c.settle(ctx, true); err != nil {
 		conn.Close()
 		return nil, err
@@ -44,10 +46,12 @@ func DialConsole(ctx context.Context, addr string) (*Console, error) {
 }
 
 // settle reads until the console has been silent for a while, and, if
-// needPrompt, until what it printed ends with a prompt.
+// needPrompt, until what it printed ends with a prompt (asking for one with
+// an empty line after a second without).
 func (c *Console) settle(ctx context.Context, needPrompt bool) error {
 	c.buf = c.buf[:0]
 	chunk := make([]byte, 4096)
+	nudge := time.Now().Add(time.Second)
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("console: no prompt: %w", err)
@@ -66,13 +70,27 @@ func (c *Console) settle(ctx context.Context, needPrompt bool) error {
 		if !needPrompt || prompt.MatchString(clean(c.buf)) {
 			return nil
 		}
+		if time.Now().After(nudge) {
+			nudge = time.Now().Add(time.Second)
+			if _, err := c.conn.Write([]byte("\r")); err != nil {
+				return fmt.Errorf("console: %w", err)
+			}
+		}
 	}
 }
 
+// runTimeout bounds Run when ctx has no deadline.
+const runTimeout = 30 * time.Second
+
 // Run sends one command line and returns VPCS's output up to its next
 // prompt, without the echo of the command, carriage returns or telnet
-// negotiation.
+// negotiation. Without a deadline in ctx it gives up after 30 s.
 func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, runTimeout)
+		defer cancel()
+	}
 	if err := c.settle(ctx, false); err != nil { // drop what earlier commands left
 		return "", err
 	}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // VPCSProgram is the vpcs executable an agent runs, as found on this host.
@@ -68,16 +70,26 @@ type VPCSConfig struct {
 	// Agent is where VPCS sends its frames: the agent's socket for the
 	// node's Ethernet0. It must be an IPv4 address (VPCS takes no names).
 	Agent netip.AddrPort
+	// ConsoleHost is the address the console listens on; empty means
+	// 127.0.0.1.
+	ConsoleHost string
 	// Console is the console's TCP port; 0 picks a free one.
 	Console int
 	Logger  *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
-	// process ends, whether asked to or not.
+	// process ends, whether asked to or not, before Stop returns. It must not
+	// wait for whoever called Stop.
 	OnStop func()
 }
 
-// VPCS runs a VPCS process: one virtual PC with one Ethernet port, a telnet
-// console, and frames over UDP (datapath.md section 8).
+// VPCS runs a VPCS process: one virtual PC with one Ethernet port whose
+// frames travel over UDP (datapath.md section 8), and a telnet console.
+//
+// VPCS is run on a pseudo-terminal, not with its own "-p" console: that
+// console listens on every interface with no authentication, and VPCS runs
+// any host command typed after '!', so "-p" would open a shell on the
+// agent's host to its whole network. The agent serves the console itself,
+// on ConsoleHost only, and filters '!' out.
 type VPCS struct {
 	cfg VPCSConfig
 	log *slog.Logger
@@ -91,6 +103,8 @@ type VPCS struct {
 
 type vpcsProc struct {
 	cmd     *exec.Cmd
+	tty     *os.File // the pty master
+	console *consoleServer
 	nic     netip.AddrPort // where VPCS listens (its -s port)
 	cmdline string
 	exited  chan struct{} // closed once the process is gone
@@ -102,6 +116,9 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ConsoleHost == "" {
+		cfg.ConsoleHost = "127.0.0.1"
+	}
 	if !cfg.Agent.Addr().Is4() {
 		return nil, fmt.Errorf("vpcs: agent address %v is not IPv4", cfg.Agent)
 	}
@@ -110,11 +127,12 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 	}
 	v := &VPCS{cfg: cfg, log: cfg.Logger, console: cfg.Console}
 	if v.console == 0 {
-		p, err := freePort("tcp")
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.ConsoleHost, "0"))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("vpcs: console: %w", err)
 		}
-		v.console = p
+		v.console = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
 	}
 	return v, nil
 }
@@ -156,15 +174,15 @@ func (v *VPCS) NIC(adapter, port int) (netip.AddrPort, bool) {
 	return v.proc.nic, true
 }
 
-// startAttempts bounds retries when a port picked for VPCS is taken by
+// startAttempts bounds retries when a UDP port picked for VPCS is taken by
 // someone else between the pick and VPCS's bind.
 const startAttempts = 4
 
-// readyTimeout bounds how long a starting VPCS may take to open its ports.
+// readyTimeout bounds how long a starting VPCS may take to be usable.
 const readyTimeout = 10 * time.Second
 
-// Start runs VPCS and returns once its console listens and its UDP port is
-// bound.
+// Start runs VPCS and returns once its UDP port is bound and it shows its
+// prompt.
 func (v *VPCS) Start(ctx context.Context) error {
 	v.ops.Lock()
 	defer v.ops.Unlock()
@@ -174,14 +192,20 @@ func (v *VPCS) Start(ctx context.Context) error {
 	if err := os.MkdirAll(v.cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("vpcs: %w", err)
 	}
+	ln, err := v.listenConsole()
+	if err != nil {
+		return err
+	}
 	var lastErr error
 	for range startAttempts {
-		nicPort, err := freePort("udp")
+		nicPort, err := freeUDPPort()
 		if err != nil {
+			ln.Close()
 			return err
 		}
-		p, err := v.launch(nicPort)
+		p, err := v.launch(nicPort, ln)
 		if err != nil {
+			ln.Close()
 			return err
 		}
 		why := v.waitReady(ctx, p)
@@ -193,41 +217,43 @@ func (v *VPCS) Start(ctx context.Context) error {
 			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic)
 			return nil
 		}
-		kill(p)
+		v.end(p, 0)
 		lastErr = why
-		if errors.Is(why, errConsoleTaken) {
-			// Someone took the console port: pick another one and retry.
-			port, err := freePort("tcp")
-			if err != nil {
-				return err
-			}
-			v.mu.Lock()
-			v.console = port
-			v.mu.Unlock()
-			continue
+		if !errors.Is(why, errNICTaken) {
+			return why
 		}
-		if errors.Is(why, errNICTaken) {
-			continue
+		if ln, err = v.listenConsole(); err != nil { // end closed it
+			return err
 		}
-		return why
 	}
 	return lastErr
 }
 
-var (
-	errConsoleTaken = errors.New("console port already in use")
-	errNICTaken     = errors.New("UDP port already in use")
-)
+var errNICTaken = errors.New("UDP port already in use")
 
-// launch starts the process without waiting for it.
-func (v *VPCS) launch(nicPort int) (*vpcsProc, error) {
+// listenConsole binds the console port, or another one when someone took
+// it while the node was stopped (the node then reports the new port).
+func (v *VPCS) listenConsole() (net.Listener, error) {
 	v.mu.Lock()
-	console := v.console
+	port := v.console
 	v.mu.Unlock()
+	ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(port)))
+	if err != nil {
+		ln, err = net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("vpcs: console: %w", err)
+		}
+		v.mu.Lock()
+		v.console = ln.Addr().(*net.TCPAddr).Port
+		v.mu.Unlock()
+	}
+	return ln, nil
+}
+
+// launch starts the process on a pty and serves its console on ln.
+func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 	args := []string{
 		"-i", "1", // one virtual PC
-		"-F", // foreground: the PID we start stays the one to kill
-		"-p", strconv.Itoa(console),
 		"-m", strconv.Itoa(v.cfg.MACIndex),
 		"-s", strconv.Itoa(nicPort),
 		"-c", strconv.Itoa(int(v.cfg.Agent.Port())),
@@ -236,23 +262,23 @@ func (v *VPCS) launch(nicPort int) (*vpcsProc, error) {
 	if v.cfg.Program.noRelay {
 		args = append(args, "-R")
 	}
-	logf, err := os.Create(filepath.Join(v.cfg.Dir, "vpcs.log"))
-	if err != nil {
-		return nil, fmt.Errorf("vpcs: %w", err)
-	}
-	defer logf.Close() // the child has its own copy
 	cmd := exec.Command(v.cfg.Program.Path, args...)
 	cmd.Dir = v.cfg.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // its pty child is killed with it
-		Pdeathsig: syscall.SIGKILL, // an agent that dies takes its nodes along
-	}
-	if err := cmd.Start(); err != nil {
+	// pty.Start makes the process a session leader with the pty as its
+	// controlling terminal. An agent that dies takes its nodes along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	if err != nil {
 		return nil, fmt.Errorf("vpcs: start %s: %w", v.cfg.Program.Path, err)
+	}
+	logf, err := os.Create(filepath.Join(v.cfg.Dir, "vpcs.log"))
+	if err != nil {
+		logf = nil // the log is a convenience; the console works without it
 	}
 	p := &vpcsProc{
 		cmd:     cmd,
+		tty:     tty,
+		console: serveConsole(ln, teeTerm{tty, logf}),
 		nic:     netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(nicPort)),
 		cmdline: strings.Join(append([]string{v.cfg.Program.Path}, args...), " "),
 		exited:  make(chan struct{}),
@@ -260,48 +286,61 @@ func (v *VPCS) launch(nicPort int) (*vpcsProc, error) {
 	}
 	go func() {
 		_ = cmd.Wait()
+		tty.Close() // ends the console's reader
+		p.console.Close()
+		if logf != nil {
+			logf.Close()
+		}
 		close(p.exited)
 	}()
 	return p, nil
 }
 
-// waitReady waits until VPCS listens on its console and has bound its UDP
-// port. It checks the kernel's socket tables rather than connecting: a
-// probe connection would disturb the console, and binding the UDP port
-// ourselves to test it could steal it. VPCS does not fail when its UDP
-// port is taken; it runs on without it, so this check is what catches it.
+// teeTerm is the pty as the console sees it, with everything VPCS prints
+// also written to vpcs.log.
+type teeTerm struct {
+	tty *os.File
+	log *os.File
+}
+
+func (t teeTerm) Read(b []byte) (int, error) {
+	n, err := t.tty.Read(b)
+	if n > 0 && t.log != nil {
+		t.log.Write(b[:n])
+	}
+	return n, err
+}
+
+func (t teeTerm) Write(b []byte) (int, error) { return t.tty.Write(b) }
+
+// waitReady waits until VPCS has bound its UDP port and printed its prompt.
+// The port is checked in the kernel's socket table: VPCS does not fail
+// when its UDP port is taken, it runs on without one, so this check is what
+// catches it.
 func (v *VPCS) waitReady(ctx context.Context, p *vpcsProc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	v.mu.Lock()
-	console := v.console
-	v.mu.Unlock()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		consoleUp := listening("tcp", console)
-		nicUp := listening("udp", int(p.nic.Port()))
-		if consoleUp && nicUp {
+		nicUp := udpBound(int(p.nic.Port()))
+		if nicUp && p.console.sawPrompt() {
 			return nil
 		}
 		select {
 		case <-p.exited:
-			msg := v.logTail()
-			if strings.Contains(msg, "bind") || strings.Contains(msg, "in use") {
-				return fmt.Errorf("vpcs: %w: %s", errConsoleTaken, msg)
-			}
-			return fmt.Errorf("vpcs exited at start: %s", msg)
+			return fmt.Errorf("vpcs exited at start: %s", v.logTail())
 		case <-ctx.Done():
-			if consoleUp {
+			if !nicUp {
 				return fmt.Errorf("vpcs: %w: port %d", errNICTaken, p.nic.Port())
 			}
-			return fmt.Errorf("vpcs did not open console port %d within %v: %s", console, readyTimeout, v.logTail())
+			return fmt.Errorf("vpcs showed no prompt within %v: %s", readyTimeout, v.logTail())
 		case <-tick.C:
 		}
 	}
 }
 
-// logTail returns the last lines of vpcs.log, for error messages.
+// logTail returns the last of vpcs.log, for error messages.
 func (v *VPCS) logTail() string {
 	data, _ := os.ReadFile(filepath.Join(v.cfg.Dir, "vpcs.log"))
 	data = bytes.TrimSpace(data)
@@ -322,11 +361,11 @@ func (v *VPCS) reap(p *vpcsProc) {
 		v.proc = nil
 	}
 	v.mu.Unlock()
-	close(p.reaped) // before OnStop: Stop's caller may hold locks OnStop takes
 	v.log.Info("vpcs stopped", "pid", p.cmd.Process.Pid)
 	if v.cfg.OnStop != nil {
 		v.cfg.OnStop()
 	}
+	close(p.reaped)
 }
 
 // Stop ends the process (SIGTERM, then SIGKILL after 3 s) and waits for it.
@@ -339,59 +378,43 @@ func (v *VPCS) Stop(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(3 * time.Second):
-		kill(p)
-	case <-ctx.Done():
-		kill(p)
-	}
-	<-p.reaped // so Status says stopped when Stop returns
+	v.end(p, 3*time.Second)
+	<-p.reaped // so Status says stopped, and OnStop has run, when Stop returns
 	return nil
 }
 
-// kill ends a process group at once and waits for the leader.
-func kill(p *vpcsProc) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+// end stops a process: SIGTERM, then SIGKILL if it is still there after
+// grace, and waits until it is gone.
+func (v *VPCS) end(p *vpcsProc, grace time.Duration) {
+	if grace > 0 {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(grace):
+		}
+	}
+	_ = p.cmd.Process.Kill()
 	<-p.exited
 }
 
-// freePort returns a port that was free on all IPv4 addresses a moment ago.
-// The caller hands it to a process that binds it itself, so there is a
-// window in which another program may take it; callers check and retry.
-func freePort(network string) (int, error) {
-	switch network {
-	case "tcp":
-		ln, err := net.Listen("tcp4", "0.0.0.0:0")
-		if err != nil {
-			return 0, fmt.Errorf("find a free tcp port: %w", err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port, nil
-	default:
-		c, err := net.ListenPacket("udp4", "0.0.0.0:0")
-		if err != nil {
-			return 0, fmt.Errorf("find a free udp port: %w", err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port, nil
+// freeUDPPort returns a UDP port that was free on all IPv4 addresses a
+// moment ago. VPCS binds it itself, so another program may take it first;
+// waitReady notices and Start retries.
+func freeUDPPort() (int, error) {
+	c, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free udp port: %w", err)
 	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
-// listening reports whether a socket of this host's network namespace is
-// bound to port: a TCP socket in LISTEN state, or any UDP socket. It reads
-// /proc/net/{tcp,tcp6,udp,udp6}.
-func listening(network string, port int) bool {
-	files := []string{"/proc/net/tcp", "/proc/net/tcp6"}
-	wantState := "0A" // TCP_LISTEN
-	if network == "udp" {
-		files = []string{"/proc/net/udp", "/proc/net/udp6"}
-		wantState = "07" // TCP_CLOSE: how an unconnected UDP socket shows
-	}
+// udpBound reports whether a UDP socket of this network namespace is bound
+// to port, from /proc/net/udp and /proc/net/udp6.
+func udpBound(port int) bool {
 	hexPort := fmt.Sprintf(":%04X", port)
-	for _, name := range files {
+	for _, name := range []string{"/proc/net/udp", "/proc/net/udp6"} {
 		f, err := os.Open(name)
 		if err != nil {
 			continue
@@ -399,7 +422,7 @@ func listening(network string, port int) bool {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
-			if len(fields) > 3 && strings.HasSuffix(fields[1], hexPort) && fields[3] == wantState {
+			if len(fields) > 3 && strings.HasSuffix(fields[1], hexPort) {
 				f.Close()
 				return true
 			}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -78,7 +80,7 @@ func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
 		t.Fatalf("status %s, command line %q", v.Status(), v.CommandLine())
 	}
 	nic, ok := v.NIC(0, 0)
-	if !ok || !listening("udp", int(nic.Port())) {
+	if !ok || !udpBound(int(nic.Port())) {
 		t.Fatalf("NIC(0,0) = %v, %v; the port must be bound", nic, ok)
 	}
 	if _, ok := v.NIC(0, 1); ok {
@@ -128,7 +130,7 @@ func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
 	if v.Status() != Stopped || v.CommandLine() != "" || stops.Load() != 1 {
 		t.Fatalf("after Stop: status %s, command line %q, OnStop called %d times", v.Status(), v.CommandLine(), stops.Load())
 	}
-	if listening("tcp", port) {
+	if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 		t.Fatal("console still listening after Stop")
 	}
 	// A second start works and a stop of a stopped node is a no-op.
@@ -141,7 +143,7 @@ func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
 
 func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
 	prog := findVPCS(t)
-	taken, err := net.Listen("tcp4", "0.0.0.0:0")
+	taken, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +155,15 @@ func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
 		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
 		Console: takenPort,
 	})
-	if port, _ := v.Console(); port == takenPort || !listening("tcp", port) {
-		t.Fatalf("console on %d (taken: %d)", port, takenPort)
+	port, _ := v.Console()
+	if port == takenPort {
+		t.Fatalf("console on the taken port %d", port)
 	}
+	con, err := DialConsole(t.Context(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	con.Close()
 }
 
 func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
@@ -179,6 +187,94 @@ func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
 	if v.Status() != Stopped {
 		t.Fatalf("status %s after the process died", v.Status())
 	}
+	port, _ := v.Console()
+	if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		t.Fatal("the console still accepts connections after the node died")
+	}
+}
+
+func TestStoppedVPCSLeavesNoProcessBehind(t *testing.T) {
+	prog := findVPCS(t)
+	v := startVPCS(t, VPCSConfig{
+		Program: prog,
+		Dir:     t.TempDir(),
+		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+	})
+	v.mu.Lock()
+	pid := v.proc.cmd.Process.Pid
+	v.mu.Unlock()
+	if err := v.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The process was reaped, and nothing of its session survives it.
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("process %d still exists", pid)
+	}
+	if out, _ := exec.Command("pgrep", "-s", fmt.Sprint(pid)).Output(); len(out) > 0 {
+		t.Fatalf("processes of its session remain: %s", out)
+	}
+}
+
+func TestVPCSConsoleIsOnlyOnItsHostAndCannotRunHostCommands(t *testing.T) {
+	prog := findVPCS(t)
+	v := startVPCS(t, VPCSConfig{
+		Program: prog,
+		Dir:     t.TempDir(),
+		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+	})
+	port, _ := v.Console()
+	if !listensOnlyOnLoopback(t, port) {
+		t.Fatalf("console port %d listens beyond 127.0.0.1", port)
+	}
+	con, err := DialConsole(t.Context(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	// VPCS runs what follows '!' on the host; the console drops the '!'.
+	// (The echo never matches the line sent, so these Runs time out.)
+	marker := filepath.Join(t.TempDir(), "pwned")
+	for _, cmd := range []string{"! touch " + marker, "!touch " + marker} {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		con.Run(ctx, cmd)
+		cancel()
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a host command ran through the console")
+	}
+	// Two clients share the console: both see what one types.
+	other, err := DialConsole(t.Context(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	out, err := con.Run(t.Context(), "show ip")
+	if err != nil || !strings.Contains(out, "00:50:79:66:68:00") {
+		t.Fatalf("show ip = %q, %v", out, err)
+	}
+}
+
+// listensOnlyOnLoopback reports whether every listening TCP socket on port
+// is bound to 127.0.0.1 (0100007F in /proc/net/tcp).
+func listensOnlyOnLoopback(t *testing.T, port int) bool {
+	t.Helper()
+	found := false
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && f[3] == "0A" && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
+				if !strings.HasPrefix(f[1], "0100007F:") {
+					return false
+				}
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 func TestNewVPCSRefusesANonIPv4Agent(t *testing.T) {

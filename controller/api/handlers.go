@@ -1,0 +1,319 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/project"
+)
+
+func (a *API) version(c *fiber.Ctx) error {
+	return c.JSON(versionJSON{Local: a.cfg.Local, Version: a.cfg.Version})
+}
+
+func (a *API) listComputes(c *fiber.Ctx) error {
+	list := a.computes.List()
+	out := make([]computeJSON, 0, len(list))
+	for _, cp := range list {
+		j := computeFrom(cp)
+		if cp.Connected {
+			// Our agents speak proto, versioned on its own; to GNS3 clients
+			// they are computes of the version the controller reports.
+			j.Capabilities.Version = &a.cfg.Version
+		}
+		out = append(out, j)
+	}
+	return c.JSON(out)
+}
+
+func (a *API) listProjects(c *fiber.Ctx) error {
+	list := a.projects.Projects()
+	out := make([]projectJSON, 0, len(list))
+	for _, p := range list {
+		out = append(out, projectFrom(p))
+	}
+	return c.JSON(out)
+}
+
+// projectCreateRequest is the body of POST /v2/projects.
+type projectCreateRequest struct {
+	Name                string          `json:"name"`
+	ProjectID           *string         `json:"project_id"`
+	Path                string          `json:"path"`
+	AutoClose           *bool           `json:"auto_close"`
+	AutoOpen            *bool           `json:"auto_open"`
+	AutoStart           *bool           `json:"auto_start"`
+	SceneHeight         *int            `json:"scene_height"`
+	SceneWidth          *int            `json:"scene_width"`
+	Zoom                *int            `json:"zoom"`
+	ShowLayers          *bool           `json:"show_layers"`
+	SnapToGrid          *bool           `json:"snap_to_grid"`
+	ShowGrid            *bool           `json:"show_grid"`
+	GridSize            *int            `json:"grid_size"`
+	DrawingGridSize     *int            `json:"drawing_grid_size"`
+	ShowInterfaceLabels *bool           `json:"show_interface_labels"`
+	Supplier            json.RawMessage `json:"supplier"`
+	Variables           json.RawMessage `json:"variables"`
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func (r *projectCreateRequest) toCreate() project.ProjectCreate {
+	s := project.DefaultSettings()
+	set(&s.AutoClose, r.AutoClose)
+	set(&s.AutoOpen, r.AutoOpen)
+	set(&s.AutoStart, r.AutoStart)
+	set(&s.SceneHeight, r.SceneHeight)
+	set(&s.SceneWidth, r.SceneWidth)
+	set(&s.Zoom, r.Zoom)
+	set(&s.ShowLayers, r.ShowLayers)
+	set(&s.SnapToGrid, r.SnapToGrid)
+	set(&s.ShowGrid, r.ShowGrid)
+	set(&s.GridSize, r.GridSize)
+	set(&s.DrawingGridSize, r.DrawingGridSize)
+	set(&s.ShowIfLabel, r.ShowInterfaceLabels)
+	s.Supplier, s.Variables = r.Supplier, r.Variables
+	req := project.ProjectCreate{Name: r.Name, Path: r.Path, Settings: s}
+	set(&req.ID, r.ProjectID)
+	return req
+}
+
+func (a *API) createProject(c *fiber.Ctx) error {
+	var req projectCreateRequest
+	if err := a.decode(c, "project_create", &req); err != nil {
+		return err
+	}
+	p, err := a.projects.CreateProject(c.UserContext(), req.toCreate())
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(projectFrom(p))
+}
+
+func (a *API) getProject(c *fiber.Ctx) error {
+	p, err := a.projects.Project(c.Params("project_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(projectFrom(p))
+}
+
+func (a *API) deleteProject(c *fiber.Ctx) error {
+	if err := a.projects.DeleteProject(c.UserContext(), c.Params("project_id")); err != nil {
+		return err
+	}
+	return noContent(c)
+}
+
+func (a *API) listNodes(c *fiber.Ctx) error {
+	list, err := a.projects.Nodes(c.Params("project_id"))
+	if err != nil {
+		return err
+	}
+	out := make([]nodeJSON, 0, len(list))
+	for _, n := range list {
+		out = append(out, nodeFrom(n))
+	}
+	return c.JSON(out)
+}
+
+// nodeCreateRequest is the body of POST .../nodes. Read-only members
+// (status, ports, width, height, console_host, node_directory,
+// command_line, project_id) are accepted and ignored: GNS3 crashes on some
+// of them, and clients send whole node objects back.
+type nodeCreateRequest struct {
+	ComputeID        string            `json:"compute_id"`
+	Name             string            `json:"name"`
+	NodeType         string            `json:"node_type"`
+	NodeID           *string           `json:"node_id"`
+	TemplateID       *string           `json:"template_id"`
+	ConsoleAutoStart *bool             `json:"console_auto_start"`
+	Properties       map[string]any    `json:"properties"`
+	Label            project.Label     `json:"label"`
+	Symbol           *string           `json:"symbol"`
+	X                *int              `json:"x"`
+	Y                *int              `json:"y"`
+	Z                *int              `json:"z"`
+	Locked           *bool             `json:"locked"`
+	PortNameFormat   *string           `json:"port_name_format"`
+	PortSegmentSize  *int              `json:"port_segment_size"`
+	FirstPortName    *string           `json:"first_port_name"`
+	CustomAdapters   []json.RawMessage `json:"custom_adapters"`
+}
+
+func (r *nodeCreateRequest) toCreate() project.NodeCreate {
+	n := project.NewNodeCreate()
+	n.ComputeID, n.Name, n.Type = r.ComputeID, r.Name, r.NodeType
+	set(&n.ID, r.NodeID)
+	set(&n.TemplateID, r.TemplateID)
+	set(&n.ConsoleAutoStart, r.ConsoleAutoStart)
+	set(&n.Symbol, r.Symbol)
+	set(&n.X, r.X)
+	set(&n.Y, r.Y)
+	set(&n.Z, r.Z)
+	set(&n.Locked, r.Locked)
+	set(&n.PortNameFormat, r.PortNameFormat)
+	set(&n.PortSegmentSize, r.PortSegmentSize)
+	if r.Properties != nil {
+		n.Properties = r.Properties
+	}
+	if r.CustomAdapters != nil {
+		n.CustomAdapters = r.CustomAdapters
+	}
+	n.Label = r.Label
+	n.FirstPortName = r.FirstPortName
+	return n
+}
+
+func (a *API) createNode(c *fiber.Ctx) error {
+	var req nodeCreateRequest
+	if err := a.decode(c, "node_create", &req); err != nil {
+		return err
+	}
+	n, err := a.projects.CreateNode(c.UserContext(), c.Params("project_id"), req.toCreate())
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(nodeFrom(n))
+}
+
+func (a *API) getNode(c *fiber.Ctx) error {
+	n, err := a.projects.Node(c.Params("project_id"), c.Params("node_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(nodeFrom(n))
+}
+
+func (a *API) deleteNode(c *fiber.Ctx) error {
+	if err := a.projects.DeleteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+		return err
+	}
+	return noContent(c)
+}
+
+func (a *API) startNode(c *fiber.Ctx) error {
+	n, err := a.projects.StartNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(nodeFrom(n))
+}
+
+func (a *API) stopNode(c *fiber.Ctx) error {
+	n, err := a.projects.StopNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(nodeFrom(n))
+}
+
+func (a *API) listLinks(c *fiber.Ctx) error {
+	list, err := a.projects.Links(c.Params("project_id"))
+	if err != nil {
+		return err
+	}
+	out := make([]linkJSON, 0, len(list))
+	for _, l := range list {
+		out = append(out, linkFrom(l))
+	}
+	return c.JSON(out)
+}
+
+// linkCreateRequest is the body of POST .../links. A link_id in it is
+// ignored (the server picks ids), as are the other read-only members.
+type linkCreateRequest struct {
+	Nodes []struct {
+		NodeID        string        `json:"node_id"`
+		AdapterNumber int           `json:"adapter_number"`
+		PortNumber    int           `json:"port_number"`
+		Label         project.Label `json:"label"`
+	} `json:"nodes"`
+	Filters   map[string][]any `json:"filters"`
+	LinkStyle json.RawMessage  `json:"link_style"`
+	Suspend   bool             `json:"suspend"`
+}
+
+func (a *API) createLink(c *fiber.Ctx) error {
+	var req linkCreateRequest
+	if err := a.decode(c, "link_create", &req); err != nil {
+		return err
+	}
+	lc := project.LinkCreate{Filters: req.Filters, Style: req.LinkStyle, Suspend: req.Suspend}
+	for _, n := range req.Nodes {
+		lc.Endpoints = append(lc.Endpoints, project.Endpoint{NodeID: n.NodeID, Adapter: n.AdapterNumber, Port: n.PortNumber, Label: n.Label})
+	}
+	l, err := a.projects.CreateLink(c.UserContext(), c.Params("project_id"), lc)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
+}
+
+func (a *API) getLink(c *fiber.Ctx) error {
+	l, err := a.projects.Link(c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(linkFrom(l))
+}
+
+func (a *API) deleteLink(c *fiber.Ctx) error {
+	if err := a.projects.DeleteLink(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {
+		return err
+	}
+	return noContent(c)
+}
+
+// captureStartRequest is the body of POST .../start_capture; it may be
+// empty, or {}.
+type captureStartRequest struct {
+	DataLinkType    string `json:"data_link_type"`
+	CaptureFileName string `json:"capture_file_name"`
+}
+
+func (a *API) startCapture(c *fiber.Ctx) error {
+	var req captureStartRequest
+	if err := a.decode(c, "capture_start", &req); err != nil {
+		return err
+	}
+	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"),
+		project.CaptureStart{DataLinkType: req.DataLinkType, FileName: req.CaptureFileName})
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
+}
+
+func (a *API) stopCapture(c *fiber.Ctx) error {
+	l, err := a.projects.StopCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
+}
+
+// pcapContentType is the media type of a capture stream.
+const pcapContentType = "application/vnd.tcpdump.pcap"
+
+// pcap relays the capture from the agent that writes it: the file from
+// its first byte, then every record as it is written, in chunks flushed at
+// once, and a proper end of the body when the capture stops (GNS3 drops the
+// connection instead). `curl -sN URL | wireshark -k -i -` shows it live.
+func (a *API) pcap(c *fiber.Ctx) error {
+	// The stream lives as long as the server, not as long as a request
+	// deadline: Fiber reads it after this handler returns.
+	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, pcapContentType)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	// Size -1: chunked, each read flushed; fasthttp closes body when done.
+	c.Context().SetBodyStream(body, -1)
+	return nil
+}

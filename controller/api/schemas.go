@@ -1,0 +1,115 @@
+package api
+
+// Request schemas, JSON Schema draft-04 as GNS3 validates them (api-v2.md
+// 1.2-1.3), with our fixes: a null project name and links with other than
+// 0-2 endpoints are refused. They are also the request bodies of the
+// OpenAPI document.
+var schemaSources = map[string]string{
+	"uuid": `{"type": "string", "minLength": 36, "maxLength": 36,
+		"pattern": "^[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{12}$"}`,
+
+	"label": `{"type": "object",
+		"properties": {
+			"text": {"type": "string"},
+			"style": {"type": ["string", "null"]},
+			"x": {"type": ["integer", "null"]},
+			"y": {"type": "integer"},
+			"rotation": {"type": "integer", "minimum": -359, "maximum": 360}
+		},
+		"required": ["text"], "additionalProperties": false}`,
+
+	"project_create": `{"type": "object",
+		"properties": {
+			"name": {"type": "string", "minLength": 1},
+			"project_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
+			"path": {"type": "string", "minLength": 1},
+			"auto_close": {"type": "boolean"},
+			"auto_open": {"type": "boolean"},
+			"auto_start": {"type": "boolean"},
+			"scene_height": {"type": "integer"},
+			"scene_width": {"type": "integer"},
+			"zoom": {"type": "integer"},
+			"show_layers": {"type": "boolean"},
+			"snap_to_grid": {"type": "boolean"},
+			"show_grid": {"type": "boolean"},
+			"grid_size": {"type": "integer"},
+			"drawing_grid_size": {"type": "integer"},
+			"show_interface_labels": {"type": "boolean"},
+			"supplier": {"type": ["object", "null"],
+				"properties": {"logo": {"type": "string"}, "url": {"type": "string"}}},
+			"variables": {"type": ["array", "null"], "items": {"type": "object",
+				"properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string"}},
+				"required": ["name"], "additionalProperties": false}}
+		},
+		"required": ["name"], "additionalProperties": false}`,
+
+	"node_create": `{"type": "object",
+		"properties": {
+			"compute_id": {"type": "string"},
+			"project_id": {"$ref": "uuid.json"},
+			"node_id": {"$ref": "uuid.json"},
+			"template_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
+			"node_type": {"enum": ["cloud", "nat", "ethernet_hub", "ethernet_switch", "frame_relay_switch",
+				"atm_switch", "docker", "dynamips", "vpcs", "traceng", "virtualbox", "vmware", "iou", "qemu"]},
+			"node_directory": {"type": ["string", "null"]},
+			"command_line": {"type": ["string", "null"]},
+			"name": {"type": "string", "minLength": 1},
+			"console": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
+			"console_host": {"type": "string", "minLength": 1},
+			"console_type": {"enum": ["vnc", "telnet", "http", "https", "spice", "spice+agent", "none", null]},
+			"console_auto_start": {"type": "boolean"},
+			"properties": {"type": "object"},
+			"status": {"enum": ["stopped", "started", "suspended"]},
+			"label": {"$ref": "label.json"},
+			"symbol": {"type": ["string", "null"], "minLength": 1},
+			"width": {"type": "integer"},
+			"height": {"type": "integer"},
+			"x": {"type": "integer"},
+			"y": {"type": "integer"},
+			"z": {"type": "integer"},
+			"locked": {"type": "boolean"},
+			"port_name_format": {"type": "string"},
+			"port_segment_size": {"type": "integer", "minimum": 0},
+			"first_port_name": {"type": ["string", "null"]},
+			"custom_adapters": {"type": "array", "items": {"type": "object",
+				"properties": {
+					"adapter_number": {"type": "integer"},
+					"port_name": {"type": "string", "minLength": 1},
+					"adapter_type": {"type": "string", "minLength": 1},
+					"mac_address": {"type": "string", "pattern": "^([0-9a-fA-F]{2}[:]){5}([0-9a-fA-F]{2})$"}
+				},
+				"required": ["adapter_number"], "additionalProperties": false}},
+			"ports": {"type": "array", "items": {"type": "object"}}
+		},
+		"required": ["name", "node_type", "compute_id"], "additionalProperties": false}`,
+
+	"link_create": `{"type": "object",
+		"properties": {
+			"capture_file_name": {"type": ["string", "null"]},
+			"capture_file_path": {"type": ["string", "null"]},
+			"capture_compute_id": {"type": ["string", "null"]},
+			"capturing": {"type": "boolean"},
+			"filters": {"type": "object", "additionalProperties": {"type": "array"}},
+			"link_id": {"$ref": "uuid.json"},
+			"link_style": {"type": "object"},
+			"link_type": {"enum": ["ethernet", "serial"]},
+			"nodes": {"type": "array", "maxItems": 2, "items": {"type": "object",
+				"properties": {
+					"node_id": {"$ref": "uuid.json"},
+					"adapter_number": {"type": "integer"},
+					"port_number": {"type": "integer"},
+					"label": {"$ref": "label.json"}
+				},
+				"required": ["node_id", "adapter_number", "port_number"], "additionalProperties": false}},
+			"project_id": {"$ref": "uuid.json"},
+			"suspend": {"type": "boolean"}
+		},
+		"required": ["nodes"], "additionalProperties": false}`,
+
+	"capture_start": `{"type": "object",
+		"properties": {
+			"capture_file_name": {"type": "string"},
+			"data_link_type": {"enum": ["DLT_ATM_RFC1483", "DLT_EN10MB", "DLT_FRELAY", "DLT_C_HDLC", "DLT_PPP_SERIAL"]}
+		},
+		"additionalProperties": false}`,
+}

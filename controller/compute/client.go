@@ -1,0 +1,180 @@
+// Package compute is the controller's side of its agents: the registry of
+// computes (GNS3's name for them), their health, and the HTTP client that
+// speaks proto to them. The Registry carries out project.Computes, turning
+// agent replies into project errors that keep the agent's message.
+package compute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
+)
+
+// Client calls agents. Every agent route is idempotent (PUT, GET, DELETE),
+// so every call may be retried: connection failures and 5xx replies are
+// retried with backoff. Capture streams are not retried: they cannot be
+// replayed.
+type Client struct {
+	rc      *retryablehttp.Client
+	streams *http.Client
+	timeout time.Duration
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Retries is how many times a failed call is sent again; 0 means 3.
+	Retries int
+	// Timeout bounds one call, retries included; 0 means 60 s (starting a
+	// node can take seconds).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// NewClient returns a Client.
+func NewClient(cfg ClientConfig) *Client {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 3
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	rc := retryablehttp.NewClient()
+	rc.Logger = cfg.Logger.With("component", "agent_client") // *slog.Logger is a LeveledLogger
+	rc.RetryMax = cfg.Retries
+	rc.RetryWaitMin = 100 * time.Millisecond
+	rc.RetryWaitMax = 2 * time.Second
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler // keep the agent's last reply
+	return &Client{rc: rc, streams: &http.Client{}, timeout: cfg.Timeout}
+}
+
+// target is an agent's address and credentials.
+type target struct {
+	id     string // compute id, for messages
+	url    string // e.g. http://127.0.0.1:3081
+	secret string
+}
+
+// call sends one request to an agent and decodes its JSON reply into out
+// (unless out is nil). Failures come back as *project.Error: the agent's
+// code mapped to a sentinel with the agent's message, or a conflict naming
+// the compute when it cannot be reached (GNS3's wording).
+func (c *Client) call(ctx context.Context, t target, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, t.url+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.secret != "" {
+		req.Header.Set(proto.SecretHeader, t.secret)
+	}
+	resp, err := c.rc.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return &project.Error{Kind: project.ErrConflict, Err: err,
+				Msg: fmt.Sprintf("Timeout error for %s call to %s after %v", method, t.url+path, c.timeout)}
+		}
+		return &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request %s %s", t.id, method, path)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot read reply of compute '%s' to %s %s: %v", t.id, method, path, err)}
+	}
+	if resp.StatusCode/100 != 2 {
+		return agentError(t, resp.StatusCode, data)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return &project.Error{Kind: project.ErrInternal, Err: err,
+				Msg: fmt.Sprintf("Invalid reply of compute '%s' to %s %s: %v", t.id, method, path, err)}
+		}
+	}
+	return nil
+}
+
+// agentError turns an agent's error reply into a project error that keeps
+// the agent's message and matches the sentinel of its code.
+func agentError(t target, status int, body []byte) error {
+	var pe proto.Error
+	if err := json.Unmarshal(body, &pe); err != nil || pe.Message == "" {
+		pe = proto.Error{Code: codeOf(status), Message: string(bytes.TrimSpace(body))}
+	}
+	kind := project.ErrInternal
+	switch pe.Code {
+	case proto.CodeInvalid:
+		kind = project.ErrInvalid
+	case proto.CodeNotFound:
+		kind = project.ErrNotFound
+	case proto.CodeConflict:
+		kind = project.ErrConflict
+	case proto.CodeUnauthorized:
+		kind = project.ErrConflict
+		pe.Message = fmt.Sprintf("Invalid authentication for compute %s", t.id)
+	case proto.CodeUnavailable:
+		kind = project.ErrConflict
+	}
+	return &project.Error{Kind: kind, Msg: pe.Message, Err: &pe}
+}
+
+func codeOf(status int) proto.Code {
+	switch status {
+	case 400:
+		return proto.CodeInvalid
+	case 401:
+		return proto.CodeUnauthorized
+	case 404:
+		return proto.CodeNotFound
+	case 409:
+		return proto.CodeConflict
+	case 503:
+		return proto.CodeUnavailable
+	}
+	return proto.CodeInternal
+}
+
+// stream opens a long GET (a capture stream) without retries or timeout;
+// ctx ends it. The caller closes the body.
+func (c *Client) stream(ctx context.Context, t target, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if t.secret != "" {
+		req.Header.Set(proto.SecretHeader, t.secret)
+	}
+	resp, err := c.streams.Do(req)
+	if err != nil {
+		return nil, &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, path)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, agentError(t, resp.StatusCode, data)
+	}
+	return resp.Body, nil
+}

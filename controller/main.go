@@ -1,0 +1,192 @@
+// The controller command runs the labtap controller: GNS3's /v2 HTTP API
+// (so the GNS3 GUI, web UI and GNS3 scripts work against it), the projects
+// it keeps on disk, and, unless told otherwise, an embedded local agent
+// (compute "local") that runs nodes and captures on this machine. The
+// controller reaches that agent over HTTP on a private loopback port, the
+// same way it reaches remote agents.
+//
+// Usage:
+//
+//	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59]
+//
+// Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
+// LABTAP_GNS3_VERSION, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_LOG_LEVEL); a
+// flag wins over its variable.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/server"
+	"github.com/labtap/labtap/controller/api"
+	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/controller/topology"
+	"golang.org/x/sync/errgroup"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// defaultGNS3Version is the GNS3 release whose GUI connects by default.
+const defaultGNS3Version = "2.2.59"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the controller's settings, from flags and environment.
+type options struct {
+	listen, dataDir, gns3Version, vpcs string
+	localAgent                         bool
+	level                              slog.Level
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", envOr("LABTAP_LISTEN", "127.0.0.1:3080"), "HTTP listen address of the /v2 API")
+	fs.StringVar(&o.dataDir, "data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for projects, captures and symbols")
+	fs.StringVar(&o.gns3Version, "gns3-version", envOr("LABTAP_GNS3_VERSION", defaultGNS3Version), "GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z")
+	fs.StringVar(&o.vpcs, "vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable of the local agent")
+	localAgent, err := strconv.ParseBool(envOr("LABTAP_LOCAL_AGENT", "true"))
+	if err != nil {
+		return o, fmt.Errorf("LABTAP_LOCAL_AGENT: %w", err)
+	}
+	fs.BoolVar(&o.localAgent, "local-agent", localAgent, "run an embedded agent as compute \"local\"")
+	if err := o.level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
+		return o, fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
+	}
+	fs.TextVar(&o.level, "log-level", o.level, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parse(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	listenHost, listenPort := splitHostPort(ln.Addr())
+	projectsDir := filepath.Join(o.dataDir, "projects")
+	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
+		return err
+	}
+	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.dataDir,
+		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "version", version)
+
+	g, gctx := errgroup.WithContext(ctx)
+	registry := compute.NewRegistry(compute.NewClient(compute.ClientConfig{Logger: log}), log.With("component", "computes"))
+	if o.localAgent {
+		agentLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		secret := randomSecret()
+		g.Go(func() error {
+			return server.Run(gctx, server.Config{
+				Host: host.Config{
+					ComputeID:       project.LocalCompute,
+					DataDir:         o.dataDir,
+					ConsoleHost:     listenHost,
+					ConsoleBind:     listenHost,
+					VPCS:            o.vpcs,
+					SoftwareVersion: version,
+				},
+				Secret: secret,
+				Logger: log.With("component", "local_agent"),
+			}, agentLn)
+		})
+		// GNS3 reports its own compute with the controller's address, and
+		// 0.0.0.0 as 127.0.0.1.
+		advertised := listenHost
+		if ip := net.ParseIP(advertised); ip != nil && ip.IsUnspecified() {
+			advertised = "127.0.0.1"
+		}
+		registry.Add(ctx, compute.Compute{
+			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
+			URL: "http://" + agentLn.Addr().String(), Secret: secret,
+		})
+	}
+	projects := project.NewService(project.Config{
+		ProjectsDir: projectsDir,
+		Computes:    registry,
+		Store:       &topology.Store{Dir: projectsDir, Version: o.gns3Version},
+		Logger:      log.With("component", "projects"),
+	})
+	app, _, err := api.New(api.Config{
+		Projects: projects,
+		Computes: registry,
+		Version:  o.gns3Version,
+		Context:  gctx,
+		Logger:   log.With("component", "api"),
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return app.Listener(ln) })
+	g.Go(func() error {
+		<-gctx.Done()
+		return app.ShutdownWithTimeout(10 * time.Second)
+	})
+	g.Go(func() error { return registry.Run(gctx, 5*time.Second) })
+	err = g.Wait()
+	log.Info("controller stopped")
+	return err
+}
+
+func splitHostPort(addr net.Addr) (string, int) {
+	tcp := addr.(*net.TCPAddr)
+	return tcp.IP.String(), tcp.Port
+}
+
+func randomSecret() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "labtap"
+	}
+	return h
+}

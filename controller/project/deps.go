@@ -1,0 +1,155 @@
+package project
+
+import (
+	"context"
+	"io"
+	"sync"
+)
+
+// Computes runs nodes and links on compute agents. *compute.Registry
+// satisfies it. Errors from an agent match this package's sentinels
+// (ErrNotFound, ErrConflict, ...) and carry the agent's message.
+type Computes interface {
+	// Exists reports whether a compute is registered.
+	Exists(computeID string) bool
+	// NodeTypes lists the node types a compute runs.
+	NodeTypes(computeID string) []string
+	OpenProject(ctx context.Context, computeID string, p ProjectRef) error
+	CloseProject(ctx context.Context, computeID, projectID string) error
+	CreateNode(ctx context.Context, computeID, projectID string, n NodeSpec) (NodeRuntime, error)
+	SetNodeStatus(ctx context.Context, computeID, projectID, nodeID, status string) (NodeRuntime, error)
+	DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error
+	PutLink(ctx context.Context, computeID, projectID string, w Wiring) error
+	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
+	StartCapture(ctx context.Context, computeID, projectID, linkID string, c CaptureRequest) (CaptureResult, error)
+	StopCapture(ctx context.Context, computeID, projectID, linkID string) error
+	// CaptureStream streams a running capture file from its first byte
+	// until the capture stops. The caller closes it.
+	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)
+}
+
+// ProjectRef names a project to a compute.
+type ProjectRef struct {
+	ID, Name string
+}
+
+// NodeSpec is what a compute needs to create a node.
+type NodeSpec struct {
+	ID, Type, Name string
+	MACIndex       int
+}
+
+// NodeRuntime is what a compute reports of a node.
+type NodeRuntime struct {
+	Status        string
+	Console       int
+	ConsoleHost   string
+	ConsoleType   string
+	CommandLine   string
+	NodeDirectory string
+}
+
+// Wiring is the relay of a link on one compute.
+type Wiring struct {
+	LinkID  string
+	A, B    WireEnd
+	Suspend bool
+}
+
+// WireEnd is one end of a relay: a node port on that compute, or a tunnel.
+type WireEnd struct {
+	NodeID        string
+	Adapter, Port int
+	// Name labels the end's frames, e.g. "PC1 Ethernet0".
+	Name string
+}
+
+// CaptureRequest starts a capture on a compute's relay of a link.
+type CaptureRequest struct {
+	FileName, DataLinkType string
+}
+
+// CaptureResult is what a compute reports of a started capture.
+type CaptureResult struct {
+	FilePath string
+}
+
+// Snapshot is a project as stored: its settings, nodes and links, in
+// creation order.
+type Snapshot struct {
+	Project Project
+	Nodes   []Node
+	Links   []Link
+}
+
+// Store keeps projects across restarts.
+type Store interface {
+	// Save writes a project atomically: after a crash at any moment the
+	// stored project is either the previous one or this one.
+	Save(s *Snapshot) error
+	// Remove deletes a project's directory, and nothing outside it.
+	Remove(p *Project) error
+}
+
+// Event actions on the project and controller notification streams.
+const (
+	NodeCreated = "node.created"
+	NodeUpdated = "node.updated"
+	NodeDeleted = "node.deleted"
+	LinkCreated = "link.created"
+	LinkUpdated = "link.updated"
+	LinkDeleted = "link.deleted"
+
+	ProjectCreated = "project.created"
+	ProjectUpdated = "project.updated"
+	ProjectDeleted = "project.deleted"
+)
+
+// Event is something that happened to a project. Exactly one of Node,
+// Link and Project is set.
+type Event struct {
+	Action    string
+	ProjectID string
+	Node      *Node
+	Link      *Link
+	Project   *Project
+}
+
+// Emitter receives events, in the order they happened within a project.
+// Emit must not block.
+type Emitter interface {
+	Emit(Event)
+}
+
+// MemoryStore is a Store that keeps the last saved snapshot of each project
+// in memory. It is for tests and for running without a disk.
+type MemoryStore struct {
+	mu    sync.Mutex
+	saved map[string]*Snapshot
+}
+
+// Save keeps s.
+func (m *MemoryStore) Save(s *Snapshot) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.saved == nil {
+		m.saved = make(map[string]*Snapshot)
+	}
+	m.saved[s.Project.ID] = s
+	return nil
+}
+
+// Remove forgets a project.
+func (m *MemoryStore) Remove(p *Project) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.saved, p.ID)
+	return nil
+}
+
+// Saved returns the last snapshot saved for a project, nil if none.
+func (m *MemoryStore) Saved(id string) *Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saved[id]
+}

@@ -1,0 +1,164 @@
+// Package project is the controller's domain: projects, their nodes and
+// links, the rules that govern them (naming, ports, link checks, capture
+// side), and the Service that carries out every operation, running nodes
+// and links on compute agents through the Computes interface it declares
+// and saving every change through a Store.
+//
+// Values returned by the Service are copies: callers may keep them. Maps
+// and slices inside them are shared and must be treated as read-only; the
+// Service itself never edits them in place, it replaces them.
+package project
+
+import (
+	"encoding/json"
+)
+
+// Project statuses.
+const (
+	Opened = "opened"
+	Closed = "closed"
+)
+
+// Project is a lab: its settings and where its files live.
+type Project struct {
+	ID       string
+	Name     string
+	Path     string // absolute directory
+	Filename string // "<name>.gns3", fixed at creation
+	Status   string // Opened or Closed
+	Settings Settings
+}
+
+// Settings are a project's GNS3 display and behaviour settings.
+type Settings struct {
+	AutoStart, AutoClose, AutoOpen                bool
+	SceneHeight, SceneWidth, Zoom                 int
+	GridSize, DrawingGridSize                     int
+	ShowLayers, SnapToGrid, ShowGrid, ShowIfLabel bool
+	// Supplier and Variables are client data kept verbatim; nil is JSON null.
+	Supplier, Variables json.RawMessage
+}
+
+// DefaultSettings are GNS3's defaults for a new project.
+func DefaultSettings() Settings {
+	return Settings{AutoClose: true, SceneHeight: 1000, SceneWidth: 2000, Zoom: 100, GridSize: 75, DrawingGridSize: 25}
+}
+
+// Label is a text label as GNS3 stores it: the members the client sent,
+// kept verbatim (missing ones are not filled in), with "text" owned by the
+// server where GNS3 does so.
+type Label map[string]json.RawMessage
+
+// Node statuses.
+const (
+	Started   = "started"
+	Stopped   = "stopped"
+	Suspended = "suspended"
+)
+
+// Node is a device of a project, run by a compute.
+type Node struct {
+	ID, ProjectID, ComputeID string
+	Type                     string
+	Name                     string
+	TemplateID               string // "" is null
+	Status                   string
+	Console                  int // 0 is null
+	ConsoleHost              string
+	ConsoleType              string // "" is null
+	ConsoleAutoStart         bool
+	CommandLine              *string // nil until the compute reports one
+	NodeDirectory            *string
+	Properties               map[string]any
+	Label                    Label
+	X, Y, Z                  int
+	Locked                   bool
+	Width, Height            int
+	Symbol                   string
+	PortNameFormat           string
+	PortSegmentSize          int
+	FirstPortName            *string
+	CustomAdapters           []json.RawMessage
+	// MACIndex is the last byte of the node's MAC, unique in the project.
+	MACIndex int
+}
+
+// Port is a network port of a node.
+type Port struct {
+	Name          string
+	ShortName     string
+	AdapterNumber int
+	PortNumber    int
+	LinkType      string            // "ethernet" or "serial"
+	DataLinkTypes map[string]string // display name → DLT_ name
+}
+
+// Link types.
+const (
+	Ethernet = "ethernet"
+	Serial   = "serial"
+)
+
+// Link joins two node ports.
+type Link struct {
+	ID, ProjectID string
+	Endpoints     []Endpoint // in attachment order
+	Filters       map[string][]any
+	Style         json.RawMessage // any JSON object
+	Suspend       bool
+	LinkType      string
+	Capture       Capture
+	// Wired is true once the link runs on its compute(s): exactly two
+	// endpoints and the relays are up.
+	Wired bool
+	// Computes lists where the link's relays run.
+	Computes []string
+}
+
+// Endpoint is one end of a link.
+type Endpoint struct {
+	NodeID  string
+	Adapter int
+	Port    int
+	Label   Label
+}
+
+// Capture is a link's packet capture state, as GNS3 reports it.
+type Capture struct {
+	Active bool
+	// FileName and FilePath stay after a stop ("" is null before any
+	// capture); ComputeID is set only while capturing.
+	FileName, FilePath, ComputeID string
+	// Side is the index of the endpoint whose node the capture depends on.
+	Side int
+}
+
+// Default node settings (api-v2.md 2.4).
+const (
+	DefaultSymbol         = ":/symbols/computer.svg"
+	DefaultPortNameFormat = "Ethernet{0}"
+)
+
+// portsOf lists a node's ports, from its type (api-v2.md 2.4).
+func portsOf(n *Node) []Port {
+	switch n.Type {
+	case "vpcs", "traceng":
+		return []Port{{
+			Name: "Ethernet0", ShortName: "e0", LinkType: Ethernet,
+			DataLinkTypes: map[string]string{"Ethernet": "DLT_EN10MB"},
+		}}
+	}
+	return nil
+}
+
+// Ports lists a node's ports.
+func (n *Node) Ports() []Port { return portsOf(n) }
+
+func (n *Node) port(adapter, port int) (Port, bool) {
+	for _, p := range portsOf(n) {
+		if p.AdapterNumber == adapter && p.PortNumber == port {
+			return p, true
+		}
+	}
+	return Port{}, false
+}

@@ -1,0 +1,329 @@
+package project
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// NodeCreate is a request to create a node. Start from NewNodeCreate, which
+// holds GNS3's defaults, and set what the client gave.
+type NodeCreate struct {
+	ID               string // "" picks a new one
+	ComputeID, Type  string
+	Name             string
+	TemplateID       string
+	Symbol           string
+	X, Y, Z          int
+	Locked           bool
+	Label            Label // nil: generated from the name
+	ConsoleAutoStart bool
+	Properties       map[string]any
+	PortNameFormat   string
+	PortSegmentSize  int
+	FirstPortName    *string
+	CustomAdapters   []json.RawMessage
+}
+
+// NewNodeCreate returns a request holding GNS3's defaults.
+func NewNodeCreate() NodeCreate {
+	return NodeCreate{
+		Symbol:         DefaultSymbol,
+		Z:              1,
+		PortNameFormat: DefaultPortNameFormat,
+		Properties:     map[string]any{},
+		CustomAdapters: []json.RawMessage{},
+	}
+}
+
+// supportedTypes are the node types the controller can model (ports and
+// rules); a compute must also run the type.
+var supportedTypes = []string{"vpcs"}
+
+// Nodes returns a project's nodes in creation order.
+func (s *Service) Nodes(projectID string) ([]Node, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make([]Node, 0, len(st.nodeOrder))
+	for _, id := range st.nodeOrder {
+		out = append(out, *st.nodes[id])
+	}
+	return out, nil
+}
+
+// Node returns one node.
+func (s *Service) Node(projectID, nodeID string) (Node, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Node{}, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	n, ok := st.nodes[nodeID]
+	if !ok {
+		return Node{}, nodeNotFound(nodeID)
+	}
+	return *n, nil
+}
+
+// nodeLocked returns a node. st.mu must be held.
+func (st *state) nodeLocked(id string) (*Node, error) {
+	n, ok := st.nodes[id]
+	if !ok {
+		return nil, nodeNotFound(id)
+	}
+	return n, nil
+}
+
+// CreateNode creates a node on its compute, saves the project and returns
+// the node. Creating a node whose id exists returns it unchanged.
+func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
+	if !s.cfg.Computes.Exists(req.ComputeID) {
+		return Node{}, computeNotFound(req.ComputeID)
+	}
+	st, err := s.lookup(projectID)
+	if err != nil {
+		return Node{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	if _, err := s.opened(projectID); err != nil {
+		return Node{}, err
+	}
+	st.mu.RLock()
+	if n, ok := st.nodes[req.ID]; ok && req.ID != "" {
+		st.mu.RUnlock()
+		return *n, nil
+	}
+	name, err := allocateName(req.Name, func(name string) bool { return st.nameTakenLocked(name) })
+	mac := st.freeMACLocked()
+	pref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
+	st.mu.RUnlock()
+	if err != nil {
+		return Node{}, err
+	}
+	if !slices.Contains(supportedTypes, req.Type) || !slices.Contains(s.cfg.Computes.NodeTypes(req.ComputeID), req.Type) {
+		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
+	}
+	if mac < 0 {
+		return Node{}, errorf(ErrConflict, "Project %s has no MAC address left for a new node", pref.Name)
+	}
+	if req.ID == "" {
+		req.ID = newID()
+	}
+	if err := s.cfg.Computes.OpenProject(ctx, req.ComputeID, pref); err != nil {
+		return Node{}, err
+	}
+	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, NodeSpec{ID: req.ID, Type: req.Type, Name: name, MACIndex: mac})
+	if err != nil {
+		return Node{}, err
+	}
+	n := &Node{
+		ID: req.ID, ProjectID: projectID, ComputeID: req.ComputeID, Type: req.Type, Name: name,
+		TemplateID: req.TemplateID, ConsoleAutoStart: req.ConsoleAutoStart,
+		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
+		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
+		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+	}
+	n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+	n.applyRuntime(rt)
+	n.Label = nodeLabel(req.Label, name, n.Height)
+
+	st.mu.Lock()
+	st.nodes[n.ID] = n
+	st.nodeOrder = append(st.nodeOrder, n.ID)
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		// Nothing stays of a node that could not be saved.
+		st.mu.Lock()
+		delete(st.nodes, n.ID)
+		st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
+		st.mu.Unlock()
+		if derr := s.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
+			s.log.Warn("roll back node", "node", n.ID, "err", derr)
+		}
+		return Node{}, err
+	}
+	out := *n
+	s.emit(st, NodeCreated, &out, nil)
+	return out, nil
+}
+
+// nameTakenLocked reports whether a node of the project has this name.
+// st.mu must be held.
+func (st *state) nameTakenLocked(name string) bool {
+	for _, n := range st.nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// freeMACLocked returns the lowest MAC index no node of the project uses,
+// -1 if all 255 are taken. Indexes are project-wide, so nodes on different
+// computes never share a MAC. st.mu must be held.
+func (st *state) freeMACLocked() int {
+	used := make([]bool, 255)
+	for _, n := range st.nodes {
+		if n.MACIndex >= 0 && n.MACIndex < len(used) {
+			used[n.MACIndex] = true
+		}
+	}
+	return slices.Index(used, false)
+}
+
+// applyRuntime copies what the compute reported into the node.
+func (n *Node) applyRuntime(rt NodeRuntime) {
+	n.Status = rt.Status
+	if n.Status == "" {
+		n.Status = Stopped
+	}
+	n.Console = rt.Console
+	n.ConsoleHost = rt.ConsoleHost
+	n.ConsoleType = rt.ConsoleType
+	if rt.ConsoleType == "none" && rt.Console == 0 {
+		n.ConsoleType = "none"
+	}
+	cl, dir := rt.CommandLine, rt.NodeDirectory
+	n.CommandLine, n.NodeDirectory = &cl, &dir
+}
+
+// nodeLabel returns the node's label: the client's, with text set to the
+// name, or GNS3's generated one above the symbol.
+func nodeLabel(given Label, name string, height int) Label {
+	text, _ := json.Marshal(name)
+	if given != nil {
+		l := make(Label, len(given)+1)
+		for k, v := range given {
+			l[k] = v
+		}
+		l["text"] = text
+		return l
+	}
+	// y = -(round(height/2 + 10)), rounding halves to even as Python does.
+	y := -int(math.RoundToEven(float64(height)/2 + 10))
+	return Label{
+		"text":     text,
+		"style":    json.RawMessage("null"),
+		"x":        json.RawMessage("null"),
+		"y":        json.RawMessage(fmt.Sprint(y)),
+		"rotation": json.RawMessage("0"),
+	}
+}
+
+// StartNode starts a node and returns it with the status its compute
+// reports (GNS3 returns before knowing it; clients then race its event).
+func (s *Service) StartNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+	return s.setStatus(ctx, projectID, nodeID, Started)
+}
+
+// StopNode stops a node. Captures that depend on it stop first.
+func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+	return s.setStatus(ctx, projectID, nodeID, Stopped)
+}
+
+func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Node{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	n, err := st.nodeLocked(nodeID)
+	var computeID string
+	if err == nil {
+		computeID = n.ComputeID
+	}
+	st.mu.RUnlock()
+	if err != nil {
+		return Node{}, err
+	}
+	rt, err := s.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
+	if err != nil {
+		if status == Started {
+			return Node{}, err
+		}
+		// GNS3 answers a stop with 200 whatever the compute says; the
+		// node's status stays what we last knew.
+		s.log.Warn("stop node", "node", nodeID, "err", err)
+		return s.Node(projectID, nodeID)
+	}
+	st.mu.Lock()
+	before := *n
+	n.applyRuntime(rt)
+	after := *n
+	st.mu.Unlock()
+	if after.Status != Started {
+		s.stopCapturesOf(ctx, st, nodeID)
+	}
+	if before.Console != after.Console {
+		if err := s.save(st); err != nil {
+			s.log.Error("save project", "project", projectID, "err", err)
+		}
+	}
+	if before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine) {
+		s.emit(st, NodeUpdated, &after, nil)
+	}
+	return after, nil
+}
+
+func derefStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// DeleteNode deletes a node's links, then the node. A locked node stays.
+func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) error {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	n, err := st.nodeLocked(nodeID)
+	var node Node
+	var links []string
+	if err == nil {
+		node = *n
+		for _, id := range st.linkOrder {
+			if st.links[id].touches(nodeID) {
+				links = append(links, id)
+			}
+		}
+	}
+	st.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if node.Locked {
+		return errorf(ErrConflict, "Node %s cannot be deleted because it is locked", node.Name)
+	}
+	for _, id := range links {
+		if err := s.deleteLinkLocked(ctx, st, id); err != nil {
+			s.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
+		}
+	}
+	if err := s.cfg.Computes.DeleteNode(ctx, node.ComputeID, projectID, nodeID); err != nil && !isNotFound(err) {
+		return err
+	}
+	st.mu.Lock()
+	delete(st.nodes, nodeID)
+	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		s.log.Error("save project", "project", projectID, "err", err)
+	}
+	s.emit(st, NodeDeleted, &node, nil)
+	return nil
+}

@@ -1,0 +1,321 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+)
+
+// SymbolSizes tells a symbol's width and height in pixels.
+type SymbolSizes func(symbolID string) (width, height int)
+
+// Config configures a Service.
+type Config struct {
+	// ProjectsDir holds one directory per project (<ProjectsDir>/<id>).
+	ProjectsDir string
+	Computes    Computes
+	// Store saves projects; nil keeps them in memory only.
+	Store Store
+	// Events receives what happens; nil discards it.
+	Events Emitter
+	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
+	Symbols SymbolSizes
+	Logger  *slog.Logger
+}
+
+// Service carries out every operation on projects, nodes and links. It is
+// safe for concurrent use. Changes to one project are serialised (one at a
+// time, compute calls included), so checks and effects never interleave;
+// reads never wait for a change in progress.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.RWMutex // guards projects and order
+	projects map[string]*state
+	order    []string // creation order of project ids
+}
+
+// state is one project and everything in it.
+type state struct {
+	ops sync.Mutex // serialises changes; held across compute calls
+
+	mu        sync.RWMutex // guards the fields below
+	p         Project
+	nodes     map[string]*Node
+	nodeOrder []string
+	links     map[string]*Link
+	linkOrder []string
+}
+
+type discardEvents struct{}
+
+func (discardEvents) Emit(Event) {}
+
+// NewService returns a Service with no projects.
+func NewService(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Store == nil {
+		cfg.Store = &MemoryStore{}
+	}
+	if cfg.Events == nil {
+		cfg.Events = discardEvents{}
+	}
+	if cfg.Symbols == nil {
+		cfg.Symbols = func(string) (int, int) { return 65, 59 }
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+}
+
+func newState(p Project) *state {
+	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link)}
+}
+
+// lookup returns a project's state.
+func (s *Service) lookup(id string) (*state, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.projects[id]
+	if !ok {
+		return nil, projectNotFound(id)
+	}
+	return st, nil
+}
+
+// opened returns the state of an opened project, for node and link work.
+func (s *Service) opened(id string) (*state, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.p.Status != Opened {
+		return nil, errNotOpened
+	}
+	return st, nil
+}
+
+// Projects returns every project, in creation order.
+func (s *Service) Projects() []Project {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Project, 0, len(s.order))
+	for _, id := range s.order {
+		st := s.projects[id]
+		st.mu.RLock()
+		out = append(out, st.p)
+		st.mu.RUnlock()
+	}
+	return out
+}
+
+// Project returns one project.
+func (s *Service) Project(id string) (Project, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return Project{}, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.p, nil
+}
+
+// ProjectCreate is a request to create a project.
+type ProjectCreate struct {
+	ID       string // "" picks a new one
+	Name     string
+	Path     string // "" is <ProjectsDir>/<id>
+	Settings Settings
+}
+
+// CreateProject creates an opened project and writes its file. Creating a
+// project whose id exists returns that project unchanged (GNS3 does so).
+func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project, error) {
+	if req.Name == "" {
+		return Project{}, errorf(ErrInvalid, "Project name cannot be empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if req.ID != "" {
+		if st, ok := s.projects[req.ID]; ok {
+			st.mu.RLock()
+			defer st.mu.RUnlock()
+			return st.p, nil
+		}
+	} else {
+		req.ID = uuid.NewString()
+	}
+	for _, st := range s.projects {
+		if st.p.Name == req.Name {
+			return Project{}, errorf(ErrConflict, "Project \"%s\" already exists", req.Name)
+		}
+	}
+	path, err := s.projectPath(req.ID, req.Path)
+	if err != nil {
+		return Project{}, err
+	}
+	p := Project{
+		ID:       req.ID,
+		Name:     req.Name,
+		Path:     path,
+		Filename: fileName(req.Name),
+		Status:   Opened,
+		Settings: req.Settings,
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return Project{}, &Error{Kind: ErrInternal, Msg: fmt.Sprintf("Could not create project directory: %v", err), Err: err}
+	}
+	if err := s.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
+		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+	}
+	s.projects[p.ID] = newState(p)
+	s.order = append(s.order, p.ID)
+	s.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: p.ID, Project: &p})
+	s.log.Info("project created", "project", p.ID, "name", p.Name)
+	return p, nil
+}
+
+// projectPath returns the absolute directory of a new project: the one
+// asked for, which must be inside the projects directory (GNS3 without
+// --local), or <ProjectsDir>/<id>.
+func (s *Service) projectPath(id, asked string) (string, error) {
+	root, err := filepath.Abs(s.cfg.ProjectsDir)
+	if err != nil {
+		return "", &Error{Kind: ErrInternal, Msg: err.Error(), Err: err}
+	}
+	if asked == "" {
+		return filepath.Join(root, id), nil
+	}
+	if strings.Contains(asked, `"`) {
+		return "", errorf(ErrForbidden, "You are not allowed to use \" in the project directory path. Not supported by Dynamips.")
+	}
+	path, err := filepath.Abs(asked)
+	if err != nil || !within(root, path) || path == root {
+		return "", errorf(ErrForbidden, "The path is not allowed")
+	}
+	if _, err := os.Stat(path); err == nil {
+		return "", errorf(ErrForbidden, "The path %s already exist.", asked)
+	}
+	return path, nil
+}
+
+// within reports whether path is dir or inside it, comparing cleaned
+// absolute paths component by component, never as plain string prefixes
+// (GNS3's check lets "<dir>-evil" and "<dir>/../victim" through).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	if err != nil {
+		return false
+	}
+	return rel == "." || rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// fileName derives a project's file name from its name with every path
+// separator removed, so the file always lands in the project directory.
+func fileName(name string) string {
+	base := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return -1
+		}
+		return r
+	}, name)
+	base = strings.TrimLeft(base, ".")
+	if base == "" {
+		base = "project"
+	}
+	return base + ".gns3"
+}
+
+// DeleteProject closes a project on its computes, removes its directory
+// (only if it is inside the projects directory) and forgets it.
+func (s *Service) DeleteProject(ctx context.Context, id string) error {
+	st, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	p := st.p
+	computes := st.computesLocked()
+	st.mu.RUnlock()
+	for _, c := range computes {
+		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
+			s.log.Warn("close project on compute", "project", id, "compute", c, "err", err)
+		}
+	}
+	root, _ := filepath.Abs(s.cfg.ProjectsDir)
+	if !within(root, p.Path) || filepath.Clean(p.Path) == filepath.Clean(root) {
+		return errorf(ErrConflict, "Project '%s' cannot be deleted because it is not in the default project directory: '%s'", p.Name, root)
+	}
+	if err := s.cfg.Store.Remove(&p); err != nil {
+		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Cannot delete project directory %s: %v", p.Path, err), Err: err}
+	}
+	s.mu.Lock()
+	delete(s.projects, id)
+	s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
+	s.mu.Unlock()
+	s.cfg.Events.Emit(Event{Action: ProjectDeleted, ProjectID: id, Project: &p})
+	s.log.Info("project deleted", "project", id)
+	return nil
+}
+
+// computesLocked lists the computes the project's nodes run on. st.mu must
+// be held.
+func (st *state) computesLocked() []string {
+	var out []string
+	for _, id := range st.nodeOrder {
+		if c := st.nodes[id].ComputeID; !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// snapshotLocked copies the project for the Store. st.mu must be held.
+func (st *state) snapshotLocked() *Snapshot {
+	snap := &Snapshot{Project: st.p, Nodes: make([]Node, 0, len(st.nodeOrder)), Links: make([]Link, 0, len(st.linkOrder))}
+	for _, id := range st.nodeOrder {
+		snap.Nodes = append(snap.Nodes, *st.nodes[id])
+	}
+	for _, id := range st.linkOrder {
+		snap.Links = append(snap.Links, *st.links[id])
+	}
+	return snap
+}
+
+// save writes the project through the Store. st.ops must be held.
+func (s *Service) save(st *state) error {
+	st.mu.RLock()
+	snap := st.snapshotLocked()
+	st.mu.RUnlock()
+	if err := s.cfg.Store.Save(snap); err != nil {
+		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+	}
+	return nil
+}
+
+// emit sends an event about a project. st.ops must be held, so that events
+// leave in the order things happened.
+func (s *Service) emit(st *state, action string, n *Node, l *Link) {
+	ev := Event{Action: action, Node: n, Link: l}
+	st.mu.RLock()
+	ev.ProjectID = st.p.ID
+	st.mu.RUnlock()
+	s.cfg.Events.Emit(ev)
+}
+
+// isNotFound reports an error a compute gives for something it does not
+// know, which removals tolerate.
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

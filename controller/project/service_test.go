@@ -1,0 +1,386 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeComputes is a compute "local" (and "remote") kept in memory, whose
+// state tests assert on.
+type fakeComputes struct {
+	mu       sync.Mutex
+	nodes    map[string]string // node id → status
+	links    map[string]Wiring
+	captures map[string]CaptureRequest // link id → running capture
+	failOn   map[string]error          // operation name → error to return
+	calls    []string
+}
+
+func newFakeComputes() *fakeComputes {
+	return &fakeComputes{
+		nodes: map[string]string{}, links: map[string]Wiring{}, captures: map[string]CaptureRequest{},
+		failOn: map[string]error{},
+	}
+}
+
+func (f *fakeComputes) op(name string) error {
+	f.calls = append(f.calls, name)
+	return f.failOn[name]
+}
+
+func (f *fakeComputes) Exists(id string) bool                              { return id == "local" || id == "remote" }
+func (f *fakeComputes) NodeTypes(id string) []string                       { return []string{"vpcs"} }
+func (f *fakeComputes) CloseProject(context.Context, string, string) error { return nil }
+func (f *fakeComputes) OpenProject(context.Context, string, ProjectRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.op("open")
+}
+
+func (f *fakeComputes) CreateNode(_ context.Context, c, p string, n NodeSpec) (NodeRuntime, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("create_node"); err != nil {
+		return NodeRuntime{}, err
+	}
+	f.nodes[n.ID] = Stopped
+	return NodeRuntime{Status: Stopped, Console: 5000 + len(f.nodes), ConsoleHost: "127.0.0.1", ConsoleType: "telnet"}, nil
+}
+
+func (f *fakeComputes) SetNodeStatus(_ context.Context, c, p, id, status string) (NodeRuntime, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("status_" + status); err != nil {
+		return NodeRuntime{}, err
+	}
+	f.nodes[id] = status
+	return NodeRuntime{Status: status, Console: 5001, ConsoleHost: "127.0.0.1", ConsoleType: "telnet", CommandLine: "vpcs " + status}, nil
+}
+
+func (f *fakeComputes) DeleteNode(_ context.Context, c, p, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.nodes, id)
+	return f.op("delete_node")
+}
+
+func (f *fakeComputes) PutLink(_ context.Context, c, p string, w Wiring) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("put_link"); err != nil {
+		return err
+	}
+	f.links[w.LinkID] = w
+	return nil
+}
+
+func (f *fakeComputes) DeleteLink(_ context.Context, c, p, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.links, id)
+	delete(f.captures, id)
+	return f.op("delete_link")
+}
+
+func (f *fakeComputes) StartCapture(_ context.Context, c, p, l string, req CaptureRequest) (CaptureResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("start_capture"); err != nil {
+		return CaptureResult{}, err
+	}
+	f.captures[l] = req
+	return CaptureResult{FilePath: "/captures/" + req.FileName}, nil
+}
+
+func (f *fakeComputes) StopCapture(_ context.Context, c, p, l string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.captures, l)
+	return f.op("stop_capture")
+}
+
+func (f *fakeComputes) CaptureStream(context.Context, string, string, string) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("pcap")), nil
+}
+
+// recorder keeps events.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) Emit(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) actions() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		out = append(out, e.Action)
+	}
+	return out
+}
+
+// failingStore fails every Save once fail is set.
+type failingStore struct {
+	MemoryStore
+	fail bool
+}
+
+func (s *failingStore) Save(snap *Snapshot) error {
+	if s.fail {
+		return errors.New("disk full")
+	}
+	return s.MemoryStore.Save(snap)
+}
+
+type fixture struct {
+	svc      *Service
+	computes *fakeComputes
+	store    *failingStore
+	events   *recorder
+	project  Project
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{computes: newFakeComputes(), store: &failingStore{}, events: &recorder{}}
+	f.svc = NewService(Config{ProjectsDir: t.TempDir(), Computes: f.computes, Store: f.store, Events: f.events})
+	p, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "lab", Settings: DefaultSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.project = p
+	return f
+}
+
+func (f *fixture) node(t *testing.T, name string) Node {
+	t.Helper()
+	req := NewNodeCreate()
+	req.ComputeID, req.Type, req.Name = "local", "vpcs", name
+	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) link(t *testing.T, a, b Node) Link {
+	t.Helper()
+	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func wantErr(t *testing.T, err, kind error, msg string) {
+	t.Helper()
+	if !errors.Is(err, kind) || err.Error() != msg {
+		t.Fatalf("error = %v (%T), want %v %q", err, err, kind, msg)
+	}
+}
+
+func TestCreateNodeNamesAndSavesIt(t *testing.T) {
+	f := newFixture(t)
+	a := f.node(t, "PC 1")
+	b := f.node(t, "PC1")
+	if a.Name != "PC1" || b.Name != "PC2" {
+		t.Fatalf("names %q, %q; want PC1, PC2", a.Name, b.Name)
+	}
+	if a.MACIndex == b.MACIndex {
+		t.Fatal("two nodes of a project share a MAC index")
+	}
+	if a.Status != Stopped || a.Console == 0 || a.Width != 65 || a.Height != 59 || string(a.Label["y"]) != "-40" {
+		t.Fatalf("node %+v", a)
+	}
+	if snap := f.store.Saved(f.project.ID); snap == nil || len(snap.Nodes) != 2 {
+		t.Fatalf("saved snapshot %+v, want 2 nodes", snap)
+	}
+	_, err := f.svc.CreateNode(t.Context(), f.project.ID, NodeCreate{ComputeID: "nowhere", Type: "vpcs", Name: "x"})
+	wantErr(t, err, ErrNotFound, "Compute ID nowhere doesn't exist")
+	_, err = f.svc.CreateNode(t.Context(), "missing", NodeCreate{ComputeID: "local", Type: "vpcs", Name: "x"})
+	wantErr(t, err, ErrNotFound, "Project ID missing doesn't exist")
+}
+
+func TestNodeThatCannotBeSavedIsRolledBack(t *testing.T) {
+	f := newFixture(t)
+	f.store.fail = true
+	req := NewNodeCreate()
+	req.ComputeID, req.Type, req.Name = "local", "vpcs", "PC1"
+	if _, err := f.svc.CreateNode(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
+		t.Fatalf("CreateNode with a full disk: %v", err)
+	}
+	nodes, _ := f.svc.Nodes(f.project.ID)
+	if len(nodes) != 0 || len(f.computes.nodes) != 0 {
+		t.Fatalf("after a failed save: %d nodes here, %d on the compute", len(nodes), len(f.computes.nodes))
+	}
+	// The name was not kept either (GNS3 keeps it, api-v2.md 7.28).
+	f.store.fail = false
+	if n := f.node(t, "PC1"); n.Name != "PC1" {
+		t.Fatalf("name %q, want PC1", n.Name)
+	}
+}
+
+func TestLinkChecksInGNS3Order(t *testing.T) {
+	f := newFixture(t)
+	a, b, c := f.node(t, "A"), f.node(t, "B"), f.node(t, "C")
+	f.link(t, a, b)
+	tests := []struct {
+		name string
+		eps  []Endpoint
+		kind error
+		msg  string
+	}{
+		{"unknown node", []Endpoint{{NodeID: "00000000-0000-4000-8000-000000000000"}}, ErrNotFound,
+			"Node ID 00000000-0000-4000-8000-000000000000 doesn't exist"},
+		{"unknown port", []Endpoint{{NodeID: c.ID, Adapter: 0, Port: 1}}, ErrNotFound, "Port 0/1 for C not found"},
+		{"port used", []Endpoint{{NodeID: c.ID}, {NodeID: a.ID}}, ErrConflict, "Port is already used"},
+		{"same node twice", []Endpoint{{NodeID: c.ID}, {NodeID: c.ID}}, ErrConflict, "Cannot connect to itself"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.computes.links)
+			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: tt.eps})
+			wantErr(t, err, tt.kind, tt.msg)
+			links, _ := f.svc.Links(f.project.ID)
+			if len(links) != 1 || len(f.computes.links) != before {
+				t.Fatalf("a refused link changed state: %d links", len(links))
+			}
+		})
+	}
+	if _, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: make([]Endpoint, 3)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("three endpoints: %v, want invalid", err)
+	}
+	// A half link is kept, not wired, and reserves nothing.
+	half, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: c.ID}}})
+	if err != nil || half.Wired || len(f.computes.links) != 1 {
+		t.Fatalf("half link: %+v, %v", half, err)
+	}
+}
+
+func TestFailedWiringLeavesNoLink(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.node(t, "A"), f.node(t, "B")
+	f.computes.failOn["put_link"] = &Error{Kind: ErrConflict, Msg: "agent says no"}
+	_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	wantErr(t, err, ErrConflict, "agent says no")
+	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 {
+		t.Fatalf("%d links after a failed creation", len(links))
+	}
+	delete(f.computes.failOn, "put_link")
+	f.link(t, a, b) // the ports were not left reserved
+}
+
+func TestCaptureLifecycle(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.node(t, "PC1"), f.node(t, "PC2")
+	l := f.link(t, a, b)
+	_, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	wantErr(t, err, ErrConflict, "Cannot capture because there is no running device on this link")
+
+	if _, err := f.svc.StartNode(t.Context(), f.project.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Capture{Active: true, FileName: "PC1_0-0_to_PC2_0-0.pcap", FilePath: "/captures/PC1_0-0_to_PC2_0-0.pcap", ComputeID: "local", Side: 1}
+	if got.Capture != want || f.computes.captures[l.ID].DataLinkType != "DLT_EN10MB" {
+		t.Fatalf("capture %+v, want %+v", got.Capture, want)
+	}
+	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{DataLinkType: "DLT_C_HDLC"})
+	wantErr(t, err, ErrConflict, "Packet capture is already active on this link")
+
+	// Stopping the other node leaves the capture running.
+	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	f.svc.StopNode(t.Context(), f.project.ID, a.ID)
+	if l, _ := f.svc.Link(f.project.ID, l.ID); !l.Capture.Active {
+		t.Fatal("stopping the other node stopped the capture")
+	}
+	// Stopping the capture side stops it, announced before the node.
+	f.events.events = nil
+	f.svc.StopNode(t.Context(), f.project.ID, b.ID)
+	after, _ := f.svc.Link(f.project.ID, l.ID)
+	if after.Capture.Active || after.Capture.ComputeID != "" || after.Capture.FileName != want.FileName || len(f.computes.captures) != 0 {
+		t.Fatalf("after the capture node stopped: %+v", after.Capture)
+	}
+	if got := fmt.Sprint(f.events.actions()); got != "[link.updated node.updated]" {
+		t.Fatalf("events %s, want link.updated then node.updated", got)
+	}
+	// Stop when not capturing is fine.
+	if _, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCaptureFileNamesAreSanitised(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.node(t, "PC1"), f.node(t, "PC2")
+	l := f.link(t, a, b)
+	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{FileName: "../../../etc/cron.d/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Capture.FileName != "etccrondx.pcap" || f.computes.captures[l.ID].FileName != "etccrondx.pcap" {
+		t.Fatalf("file name %q", got.Capture.FileName)
+	}
+	f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
+	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{FileName: "../.."})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a name with nothing usable: %v, want invalid", err)
+	}
+}
+
+func TestDeleteNodeDeletesItsLinksFirst(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.node(t, "A"), f.node(t, "B")
+	f.link(t, a, b)
+	f.events.events = nil
+	if err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(f.events.actions()); got != "[link.deleted node.deleted]" {
+		t.Fatalf("events %s", got)
+	}
+	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
+		t.Fatal("the node's link survived it")
+	}
+	err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID)
+	wantErr(t, err, ErrNotFound, "Node ID "+a.ID+" doesn't exist")
+}
+
+func TestProjectNamesAreUnique(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "lab", Settings: DefaultSettings()})
+	wantErr(t, err, ErrConflict, `Project "lab" already exists`)
+	// The same id returns the existing project.
+	p, err := f.svc.CreateProject(t.Context(), ProjectCreate{ID: f.project.ID, Name: "other"})
+	if err != nil || p.Name != "lab" {
+		t.Fatalf("same id: %+v, %v", p, err)
+	}
+}
+
+func TestProjectPathMustStayInsideTheProjectsDirectory(t *testing.T) {
+	f := newFixture(t)
+	dir := f.svc.cfg.ProjectsDir
+	for _, path := range []string{"/tmp/outside", dir + "-evil", dir + "/../victim", dir} {
+		_, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "p-" + path, Path: path})
+		if !errors.Is(err, ErrForbidden) {
+			t.Errorf("path %q: %v, want forbidden", path, err)
+		}
+	}
+	if _, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "inside", Path: dir + "/mine"}); err != nil {
+		t.Fatalf("a path inside: %v", err)
+	}
+}
