@@ -106,14 +106,23 @@ func run(args []string) error {
 		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "version", version)
 
 	g, gctx := errgroup.WithContext(ctx)
+	// Capture streams outlive gctx a little: at shutdown the local agent
+	// closes its captures first, which ends their streams cleanly, and only
+	// then are streams from other agents (whose captures go on) cut.
+	streamCtx, cancelStreams := context.WithCancel(context.Background())
+	defer cancelStreams()
+	agentDone := make(chan struct{})
 	registry := compute.NewRegistry(compute.NewClient(compute.ClientConfig{Logger: log}), log.With("component", "computes"))
-	if o.localAgent {
+	if !o.localAgent {
+		close(agentDone)
+	} else {
 		agentLn, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		secret := randomSecret()
 		g.Go(func() error {
+			defer close(agentDone)
 			return server.Run(gctx, server.Config{
 				Host: host.Config{
 					ComputeID:       project.LocalCompute,
@@ -148,7 +157,7 @@ func run(args []string) error {
 		Projects: projects,
 		Computes: registry,
 		Version:  o.gns3Version,
-		Context:  gctx,
+		Context:  streamCtx,
 		Logger:   log.With("component", "api"),
 	})
 	if err != nil {
@@ -157,7 +166,15 @@ func run(args []string) error {
 	g.Go(func() error { return app.Listener(ln) })
 	g.Go(func() error {
 		<-gctx.Done()
-		return app.ShutdownWithTimeout(10 * time.Second)
+		go func() {
+			select {
+			case <-agentDone:
+			case <-time.After(10 * time.Second):
+			}
+			cancelStreams()
+		}()
+		// Stops accepting at once, then waits for requests in flight.
+		return app.ShutdownWithTimeout(15 * time.Second)
 	})
 	g.Go(func() error { return registry.Run(gctx, 5*time.Second) })
 	err = g.Wait()

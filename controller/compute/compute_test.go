@@ -1,0 +1,110 @@
+package compute
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
+)
+
+func registryFor(t *testing.T, url string) *Registry {
+	t.Helper()
+	r := NewRegistry(NewClient(ClientConfig{Retries: 2, Timeout: 5 * time.Second}), nil)
+	r.Add(t.Context(), Compute{ID: "c1", URL: url, Secret: "s3cret"})
+	return r
+}
+
+func TestClientMapsAgentErrorsToProjectErrorsKeepingTheMessage(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   error
+		msg    string
+	}{
+		{"unknown node", 404, `{"code":"not_found","message":"node n1 does not exist on this agent"}`, project.ErrNotFound, "node n1 does not exist on this agent"},
+		{"conflict passes the message through", 409, `{"code":"conflict","message":"Packet capture is already active on this link"}`, project.ErrConflict, "Packet capture is already active on this link"},
+		{"invalid", 400, `{"code":"invalid","message":"bad name"}`, project.ErrInvalid, "bad name"},
+		{"wrong secret", 401, `{"code":"unauthorized","message":"x"}`, project.ErrConflict, "Invalid authentication for compute c1"},
+		{"not JSON", 409, `plain words`, project.ErrConflict, "plain words"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == proto.InfoPath {
+					w.Write([]byte(`{"node_types":["vpcs"]}`))
+					return
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			}))
+			t.Cleanup(agent.Close)
+			err := registryFor(t, agent.URL).DeleteNode(t.Context(), "c1", "p", "n1")
+			if !errors.Is(err, tt.want) || err.Error() != tt.msg {
+				t.Fatalf("DeleteNode() = %v, want %v %q", err, tt.want, tt.msg)
+			}
+		})
+	}
+}
+
+func TestClientRetriesUnavailableAgentsAndSendsTheSecret(t *testing.T) {
+	var calls atomic.Int32
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(proto.SecretHeader) != "s3cret" {
+			w.WriteHeader(401)
+			return
+		}
+		if r.URL.Path == proto.InfoPath {
+			w.Write([]byte(`{"node_types":["vpcs"],"cpu_usage_percent":12.5}`))
+			return
+		}
+		if calls.Add(1) < 3 { // two failures, then success
+			w.WriteHeader(503)
+			io.WriteString(w, `{"code":"unavailable","message":"busy"}`)
+			return
+		}
+		io.WriteString(w, `{"node_id":"n1","status":"started","console":5000}`)
+	}))
+	t.Cleanup(agent.Close)
+	r := registryFor(t, agent.URL)
+	c, _ := r.Get("c1")
+	if !c.Connected || *c.CPUPercent != 12.5 || r.NodeTypes("c1")[0] != "vpcs" {
+		t.Fatalf("compute after check: %+v", c)
+	}
+	rt, err := r.SetNodeStatus(t.Context(), "c1", "p", "n1", "started")
+	if err != nil || rt.Status != "started" || rt.Console != 5000 {
+		t.Fatalf("SetNodeStatus = %+v, %v", rt, err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("%d calls, want 3 (2 retries)", calls.Load())
+	}
+}
+
+func TestUnreachableComputeIsAConflictNamingIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	r := NewRegistry(NewClient(ClientConfig{Retries: 1, Timeout: 5 * time.Second}), nil)
+	r.Add(t.Context(), Compute{ID: "gone", URL: url})
+	if c, _ := r.Get("gone"); c.Connected || c.LastError == "" || c.CPUPercent != nil {
+		t.Fatalf("unreachable compute: %+v", c)
+	}
+	err = r.DeleteLink(t.Context(), "gone", "p", "l")
+	want := "Cannot connect to compute 'gone' with request DELETE /v1/projects/p/links/l"
+	if !errors.Is(err, project.ErrConflict) || err.Error() != want {
+		t.Fatalf("DeleteLink = %v, want %q", err, want)
+	}
+	if err := r.DeleteLink(t.Context(), "nope", "p", "l"); !errors.Is(err, project.ErrNotFound) {
+		t.Fatalf("unknown compute: %v", err)
+	}
+}

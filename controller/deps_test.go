@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestPackagesKeepTheirImportRules enforces the "must not import" column of
+// the package map (style/go-style.md section 3, and README): each package's
+// direct imports must avoid the listed paths, for the reason given.
+func TestPackagesKeepTheirImportRules(t *testing.T) {
+	const mod = "github.com/labtap/labtap/"
+	rules := []struct {
+		pkg    string
+		banned []string
+		why    string
+	}{
+		{"proto", []string{mod, "github.com/", "golang.org/"}, "the wire contract is importable by anyone: standard library only"},
+		{"captures", []string{mod + "controller", mod + "agent", mod + "proto", "net/http", "github.com/gofiber/"}, "capture writing knows files and writers, not transports or projects"},
+		{"controller/api", []string{"github.com/hashicorp/go-retryablehttp", "github.com/google/gopacket", mod + "agent/"}, "the API maps HTTP to the service; agent calls and packets live elsewhere"},
+		{"controller/project", []string{"github.com/gofiber/", "net/http", mod + "proto", "github.com/hashicorp/go-retryablehttp", mod + "controller/compute", mod + "captures"}, "the domain knows nothing of transport, wire types or capture files"},
+		{"controller/compute", []string{"github.com/gofiber/", mod + "controller/api", mod + "agent/"}, "the agent client speaks proto over HTTP, nothing more"},
+		{"controller/topology", []string{"github.com/gofiber/", "net/http", mod + "proto", mod + "agent/"}, "project files are domain data on disk"},
+		{"agent/api", []string{"github.com/gofiber/", mod + "controller/", "github.com/hashicorp/go-retryablehttp"}, "the agent serves net/http and never calls the controller's code"},
+		{"agent/host", []string{"net/http", "github.com/gofiber/", mod + "controller/"}, "the agent's state is transport-free"},
+		{"agent/bridge", []string{"net/http", mod + "proto", mod + "captures", mod + "agent/node"}, "the relay moves frames; a capture is only a Tap"},
+		{"agent/node", []string{"net/http", mod + "proto", mod + "agent/bridge"}, "node runners hand the bridge an address, not a type"},
+	}
+	for _, r := range rules {
+		t.Run(r.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+r.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", r.pkg, err)
+			}
+			for _, imp := range strings.Fields(string(out)) {
+				for _, b := range r.banned {
+					if strings.HasPrefix(imp, b) {
+						t.Errorf("%s imports %s: %s", r.pkg, imp, r.why)
+					}
+				}
+			}
+		})
+	}
+}

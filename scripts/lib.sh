@@ -1,0 +1,31 @@
+# Shared by scripts/run and scripts/test: install what is missing.
+# Sourced, not run.
+
+# need_go stops with a clear message when Go is missing or too old.
+need_go() {
+	if ! command -v go >/dev/null 2>&1; then
+		echo "Go is required: install Go $(awk '/^go /{print $2}' go.mod) or later (https://go.dev/dl/)" >&2
+		exit 1
+	fi
+}
+
+# need CMD:PACKAGE... installs, with apt-get, the Debian packages of the
+# commands that are not on PATH.
+need() {
+	local missing=() pair
+	for pair in "$@"; do
+		command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+		sudo="sudo"
+	fi
+	echo "installing: ${missing[*]}" >&2
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	for pair in "$@"; do
+		command -v "${pair%%:*}" >/dev/null 2>&1 || { echo "${pair%%:*} still missing after installing ${pair#*:}" >&2; exit 1; }
+	done
+}
