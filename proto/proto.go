@@ -19,7 +19,9 @@ import (
 //
 // History:
 //   - 1: projects, VPCS nodes, same-agent links, captures and capture streams.
-const Version = 1
+//   - 2: multi-port nodes (cloud UDP ports, ethernet_switch, ethernet_hub)
+//     through NodeSpec.Ports; link filters; pcapng captures.
+const Version = 2
 
 // SecretHeader carries the shared secret on every controller→agent call.
 // An agent configured with a secret refuses calls without the right one.
@@ -93,7 +95,34 @@ type NodeSpec struct {
 	// controller hands them out per project, so nodes on different agents of
 	// one project never share a MAC.
 	MACIndex int `json:"mac_index"`
+	// Ports describes the ports of node types whose ports are configured
+	// (GNS3's "ports_mapping"): cloud, ethernet_switch, ethernet_hub. A
+	// link endpoint (adapter 0, port i) is Ports[i]. Empty for VPCS.
+	Ports []PortMapping `json:"ports,omitempty"`
 }
+
+// Port mapping types.
+const (
+	PortUDP    = "udp"    // cloud: a UDP tunnel to something outside the lab
+	PortAccess = "access" // switch: untagged, in VLAN
+	PortDot1Q  = "dot1q"  // switch: 802.1Q trunk, VLAN is the native one
+	PortHub    = ""       // hub ports have no type
+)
+
+// PortMapping is one port of a cloud, switch or hub, as GNS3's
+// ports_mapping entries describe them.
+type PortMapping struct {
+	Name string `json:"name"`
+	Type string `json:"type,omitempty"`
+	// VLAN is an access port's VLAN, or a trunk's native VLAN (switch).
+	VLAN int `json:"vlan,omitempty"`
+	// LocalPort, RemoteHost and RemotePort make a cloud's UDP port: frames
+	// from the lab are sent to RemoteHost:RemotePort, from LocalPort.
+	LocalPort  int    `json:"lport,omitempty"`
+	RemoteHost string `json:"rhost,omitempty"`
+	RemotePort int    `json:"rport,omitempty"`
+}
+
 
 // Node statuses, as GNS3 names them.
 const (

@@ -95,7 +95,9 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	})
 }
 
-// fiberPath turns "{name}" placeholders into Fiber's ":name".
+// fiberPath turns "{name}" placeholders into Fiber's ":name", and a
+// greedy "{name:.+}" (several segments, as symbol ids) into Fiber's "*",
+// read back with c.Params("*").
 func fiberPath(template string) string {
 	var b strings.Builder
 	for {
@@ -106,7 +108,11 @@ func fiberPath(template string) string {
 		}
 		j := strings.IndexByte(template[i:], '}')
 		b.WriteString(template[:i])
-		b.WriteString(":" + template[i+1:i+j])
+		if name := template[i+1 : i+j]; strings.HasSuffix(name, ":.+") {
+			b.WriteString("*")
+		} else {
+			b.WriteString(":" + name)
+		}
 		template = template[i+j+1:]
 	}
 }
@@ -136,6 +142,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handle(app, "GET", link+"/pcap", a.pcap)
+	a.registerSymbols(app)
 }
 
 // unmatched answers a request no route took: 405 with Allow when the path
