@@ -123,7 +123,6 @@ type PortMapping struct {
 	RemotePort int    `json:"rport,omitempty"`
 }
 
-
 // Node statuses, as GNS3 names them.
 const (
 	StatusStarted   = "started"
