@@ -21,6 +21,8 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"controller/api", []string{"github.com/hashicorp/go-retryablehttp", "github.com/google/gopacket", mod + "agent/"}, "the API maps HTTP to the service; agent calls and packets live elsewhere"},
 		{"controller/project", []string{"github.com/gofiber/", "net/http", mod + "proto", "github.com/hashicorp/go-retryablehttp", mod + "controller/compute", mod + "captures"}, "the domain knows nothing of transport, wire types or capture files"},
 		{"controller/compute", []string{"github.com/gofiber/", mod + "controller/api", mod + "agent/"}, "the agent client speaks proto over HTTP, nothing more"},
+		{"controller/symbols", []string{"github.com/gofiber/", "github.com/valyala/", "net/http", mod + "controller/api", mod + "agent/"}, "the icon library is files and images, served by the API"},
+		{"controller/notify", []string{"github.com/gofiber/", "net/http", mod + "controller/", mod + "agent/"}, "the hub moves bytes between publishers and listeners, nothing more"},
 		{"controller/topology", []string{"github.com/gofiber/", "net/http", mod + "proto", mod + "agent/"}, "project files are domain data on disk"},
 		{"agent/api", []string{"github.com/gofiber/", mod + "controller/", "github.com/hashicorp/go-retryablehttp"}, "the agent serves net/http and never calls the controller's code"},
 		{"agent/host", []string{"net/http", "github.com/gofiber/", mod + "controller/"}, "the agent's state is transport-free"},

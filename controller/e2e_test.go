@@ -86,7 +86,13 @@ var listenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
 // fresh data directory, and stops it when the test ends.
 func startController(t *testing.T) *controller {
 	t.Helper()
-	c := &controller{t: t, data: t.TempDir(), log: &syncBuffer{}, done: make(chan error, 1)}
+	return startControllerIn(t, t.TempDir())
+}
+
+// startControllerIn runs the controller on a given data directory.
+func startControllerIn(t *testing.T, data string) *controller {
+	t.Helper()
+	c := &controller{t: t, data: data, log: &syncBuffer{}, done: make(chan error, 1)}
 	c.cmd = exec.Command(controllerBinary(t), "--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug")
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {

@@ -10,8 +10,9 @@
 //	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_GNS3_VERSION, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_LOG_LEVEL); a
-// flag wins over its variable.
+// LABTAP_GNS3_VERSION, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
+// LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
+// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
 import (
@@ -34,7 +35,9 @@ import (
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
 	"golang.org/x/sync/errgroup"
 )
@@ -55,6 +58,9 @@ func main() {
 // options are the controller's settings, from flags and environment.
 type options struct {
 	listen, dataDir, gns3Version, vpcs string
+	user, password                     string
+	maxJSONBody                        int
+	autoCloseGrace                     time.Duration
 	localAgent                         bool
 	level                              slog.Level
 }
@@ -71,6 +77,18 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("LABTAP_LOCAL_AGENT: %w", err)
 	}
 	fs.BoolVar(&o.localAgent, "local-agent", localAgent, "run an embedded agent as compute \"local\"")
+	fs.StringVar(&o.user, "user", envOr("LABTAP_USER", ""), "HTTP Basic user; with --password, turns authentication on")
+	fs.StringVar(&o.password, "password", envOr("LABTAP_PASSWORD", ""), "HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)")
+	maxBody, err := strconv.Atoi(envOr("LABTAP_MAX_JSON_BODY", "1048576"))
+	if err != nil {
+		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
+	}
+	fs.IntVar(&o.maxJSONBody, "max-json-body", maxBody, "largest JSON request body, in bytes")
+	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
+	if err != nil {
+		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
+	}
+	fs.DurationVar(&o.autoCloseGrace, "auto-close-grace", grace, "how long a project with auto_close stays opened after its last notification listener leaves")
 	if err := o.level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
 		return o, fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
 	}
@@ -103,7 +121,8 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.dataDir,
-		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "version", version)
+		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "auth", o.user != "" && o.password != "",
+		"version", version)
 
 	g, gctx := errgroup.WithContext(ctx)
 	// Capture streams outlive gctx a little: at shutdown the local agent
@@ -112,7 +131,22 @@ func run(args []string) error {
 	streamCtx, cancelStreams := context.WithCancel(context.Background())
 	defer cancelStreams()
 	agentDone := make(chan struct{})
-	registry := compute.NewRegistry(compute.NewClient(compute.ClientConfig{Logger: log}), log.With("component", "computes"))
+	// Notifications: projects left without listeners for the grace period
+	// are closed if their auto_close says so.
+	var projects *project.Service
+	hub := notify.New(notify.Config{
+		IdleGrace: o.autoCloseGrace,
+		OnIdle:    func(id string) { projects.AutoCloseIdle(gctx, id) },
+	})
+	defer hub.Close()
+	events := &api.Events{Hub: hub, Version: o.gns3Version}
+	registry := compute.NewRegistry(compute.RegistryConfig{
+		Client:   compute.NewClient(compute.ClientConfig{Logger: log}),
+		Path:     filepath.Join(o.dataDir, "computes.json"),
+		Secret:   os.Getenv("LABTAP_SECRET"),
+		OnChange: events.ComputeChanged,
+		Logger:   log.With("component", "computes"),
+	})
 	if !o.localAgent {
 		close(agentDone)
 	} else {
@@ -144,21 +178,36 @@ func run(args []string) error {
 		}
 		registry.Add(ctx, compute.Compute{
 			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
-			URL: "http://" + agentLn.Addr().String(), Secret: secret,
+			User: o.user, URL: "http://" + agentLn.Addr().String(), Secret: secret,
 		})
 	}
-	projects := project.NewService(project.Config{
+	if err := registry.Load(ctx); err != nil {
+		log.Error("load computes", "err", err)
+	}
+	symbolLib := symbols.New(filepath.Join(o.dataDir, "symbols"), log.With("component", "symbols"))
+	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
 		Computes:    registry,
+		Events:      events,
 		Store:       &topology.Store{Dir: projectsDir, Version: o.gns3Version},
+		Symbols:     symbolLib.Size,
 		Logger:      log.With("component", "projects"),
 	})
+	for _, err := range projects.Load(ctx) {
+		log.Error("load projects", "err", err)
+	}
 	app, _, err := api.New(api.Config{
-		Projects: projects,
-		Computes: registry,
-		Version:  o.gns3Version,
-		Context:  streamCtx,
-		Logger:   log.With("component", "api"),
+		Projects:    projects,
+		Computes:    registry,
+		Symbols:     symbolLib,
+		User:        o.user,
+		Password:    o.password,
+		MaxJSONBody: o.maxJSONBody,
+		Hub:         hub,
+		Load:        localLoad(registry),
+		Version:     o.gns3Version,
+		Context:     streamCtx,
+		Logger:      log.With("component", "api"),
 	})
 	if err != nil {
 		return err
@@ -169,6 +218,9 @@ func run(args []string) error {
 		go func() {
 			select {
 			case <-agentDone:
+				// The local agent has written the end of its streams; give
+				// the relays a moment to pass it on before cutting the rest.
+				time.Sleep(time.Second)
 			case <-time.After(10 * time.Second):
 			}
 			cancelStreams()
@@ -180,6 +232,18 @@ func run(args []string) error {
 	err = g.Wait()
 	log.Info("controller stopped")
 	return err
+}
+
+// localLoad reports the host's load as the local agent last measured it
+// (the controller and its local agent share the host), for stream pings.
+func localLoad(r *compute.Registry) func() (float64, float64) {
+	return func() (float64, float64) {
+		c, ok := r.Get(project.LocalCompute)
+		if !ok || c.CPUPercent == nil || c.MemoryPercent == nil {
+			return 0, 0
+		}
+		return *c.CPUPercent, *c.MemoryPercent
+	}
 }
 
 func splitHostPort(addr net.Addr) (string, int) {

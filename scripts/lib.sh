@@ -9,12 +9,21 @@ need_go() {
 	fi
 }
 
+# has CMD is true when CMD is on PATH or, if CMD is an absolute path, exists.
+has() {
+	case $1 in
+	/*) [ -e "$1" ] ;;
+	*) command -v "$1" >/dev/null 2>&1 ;;
+	esac
+}
+
 # need CMD:PACKAGE... installs, with apt-get, the Debian packages of the
-# commands that are not on PATH.
+# commands that are not on PATH. For a package without a command, CMD is
+# the absolute path of one of its files.
 need() {
 	local missing=() pair
 	for pair in "$@"; do
-		command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+		has "${pair%%:*}" || missing+=("${pair#*:}")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	local sudo=""
@@ -24,8 +33,8 @@ need() {
 	fi
 	echo "installing: ${missing[*]}" >&2
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	for pair in "$@"; do
-		command -v "${pair%%:*}" >/dev/null 2>&1 || { echo "${pair%%:*} still missing after installing ${pair#*:}" >&2; exit 1; }
+		has "${pair%%:*}" || { echo "${pair%%:*} still missing after installing ${pair#*:}" >&2; exit 1; }
 	done
 }

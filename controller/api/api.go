@@ -15,14 +15,38 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/controller/symbols"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
+
+// Computes is what the API needs of the compute registry.
+// *compute.Registry satisfies it.
+type Computes interface {
+	List() []compute.Compute
+	Get(id string) (compute.Compute, bool)
+	Create(ctx context.Context, c compute.Compute) (compute.Compute, error)
+	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
+	Remove(id string) error
+}
 
 // Config configures the API.
 type Config struct {
 	Projects *project.Service
-	Computes *compute.Registry
+	Computes Computes
+	// Symbols serves the symbol routes; nil serves the built-in symbols
+	// only and refuses uploads.
+	Symbols *symbols.Library
+	// User and Password, when both set, turn on HTTP Basic authentication
+	// (GNS3's realm and replies).
+	User, Password string
+	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
+	MaxJSONBody int
+	// Hub carries the notification streams; nil turns them off.
+	Hub *notify.Hub
+	// Load reports the host's CPU and memory use (0-100) for stream pings.
+	Load func() (cpu, mem float64)
 	// Version is the GNS3 version reported by GET /v2/version, e.g.
 	// "2.2.59". The GNS3 GUI connects only when its own x.y.z matches.
 	Version string
@@ -39,7 +63,8 @@ type API struct {
 	cfg      Config
 	log      *slog.Logger
 	projects *project.Service
-	computes *compute.Registry
+	computes Computes
+	hub      *notify.Hub
 	schemas  map[string]*jsonschema.Schema
 	routes   []Route
 }
@@ -60,11 +85,14 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
 	}
+	if cfg.MaxJSONBody <= 0 {
+		cfg.MaxJSONBody = 1 << 20
+	}
 	schemas, err := compileSchemas()
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, schemas: schemas}
+	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas}
 	app := fiber.New(fiber.Config{
 		AppName:               "labtap",
 		Immutable:             true, // handler strings outlive the request buffers
@@ -76,6 +104,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
+	if cfg.User != "" && cfg.Password != "" {
+		app.Use(a.basicAuth)
+	}
 	a.register(app)
 	app.Use(a.unmatched)
 	return app, a, nil
@@ -119,30 +150,62 @@ func fiberPath(template string) string {
 
 func (a *API) register(app *fiber.App) {
 	const (
-		project = "/v2/projects/{project_id}"
-		node    = project + "/nodes/{node_id}"
-		link    = project + "/links/{link_id}"
+		computes  = "/v2/computes"
+		compute   = computes + "/{compute_id}"
+		projects  = "/v2/projects"
+		project   = projects + "/{project_id}"
+		nodes     = project + "/nodes"
+		node      = nodes + "/{node_id}"
+		links     = project + "/links"
+		link      = links + "/{link_id}"
+		templates = "/v2/templates"
 	)
 	a.handle(app, "GET", "/v2/version", a.version)
-	a.handle(app, "GET", "/v2/computes", a.listComputes)
-	a.handle(app, "GET", "/v2/projects", a.listProjects)
-	a.handle(app, "POST", "/v2/projects", a.createProject)
+	a.handle(app, "POST", "/v2/version", a.checkVersion)
+	a.handle(app, "GET", computes, a.listComputes)
+	a.handle(app, "POST", computes, a.createCompute)
+	a.handle(app, "GET", compute, a.getCompute)
+	a.handle(app, "PUT", compute, a.updateCompute)
+	a.handle(app, "DELETE", compute, a.deleteCompute)
+	a.handle(app, "GET", "/v2/notifications", a.controllerNotifications)
+	a.handle(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
+	a.handle(app, "GET", projects, a.listProjects)
+	a.handle(app, "POST", projects, a.createProject)
 	a.handle(app, "GET", project, a.getProject)
+	a.handle(app, "PUT", project, a.updateProject)
 	a.handle(app, "DELETE", project, a.deleteProject)
-	a.handle(app, "GET", project+"/nodes", a.listNodes)
-	a.handle(app, "POST", project+"/nodes", a.createNode)
+	a.handle(app, "POST", project+"/open", a.openProject)
+	a.handle(app, "POST", project+"/close", a.closeProject)
+	a.handle(app, "GET", project+"/stats", a.projectStats)
+	a.handle(app, "GET", project+"/notifications", a.projectNotifications)
+	a.handle(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
+	a.handle(app, "GET", nodes, a.listNodes)
+	a.handle(app, "POST", nodes, a.createNode)
+	for _, op := range []string{"start", "stop", "suspend", "reload"} {
+		a.handle(app, "POST", nodes+"/"+op, a.allNodes(op))
+	}
 	a.handle(app, "GET", node, a.getNode)
+	a.handle(app, "PUT", node, a.updateNode)
 	a.handle(app, "DELETE", node, a.deleteNode)
-	a.handle(app, "POST", node+"/start", a.startNode)
-	a.handle(app, "POST", node+"/stop", a.stopNode)
-	a.handle(app, "GET", project+"/links", a.listLinks)
-	a.handle(app, "POST", project+"/links", a.createLink)
+	a.handle(app, "POST", node+"/start", a.nodeStatus(a.projects.StartNode))
+	a.handle(app, "POST", node+"/stop", a.nodeStatus(a.projects.StopNode))
+	a.handle(app, "POST", node+"/suspend", a.nodeStatus(a.projects.SuspendNode))
+	a.handle(app, "POST", node+"/reload", a.nodeStatus(a.projects.ReloadNode))
+	a.handle(app, "GET", node+"/links", a.nodeLinks)
+	a.handle(app, "GET", templates, a.listTemplates)
+	a.handle(app, "GET", templates+"/{template_id}", a.getTemplate)
+	a.handle(app, "POST", project+"/templates/{template_id}", a.createFromTemplate)
+	a.handle(app, "GET", links, a.listLinks)
+	a.handle(app, "POST", links, a.createLink)
 	a.handle(app, "GET", link, a.getLink)
+	a.handle(app, "PUT", link, a.updateLink)
 	a.handle(app, "DELETE", link, a.deleteLink)
+	a.handle(app, "GET", link+"/available_filters", a.availableFilters)
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handle(app, "GET", link+"/pcap", a.pcap)
 	a.registerSymbols(app)
+	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }
 
 // unmatched answers a request no route took: 405 with Allow when the path
@@ -162,23 +225,36 @@ func (a *API) unmatched(c *fiber.Ctx) error {
 	return fiber.NewError(fiber.StatusNotFound, "No route "+c.Method()+" "+c.Path())
 }
 
-// matchTemplate reports whether path fits a route template, each "{...}"
-// standing for one non-empty segment.
+// matchTemplate reports whether path fits a route template: each "{...}"
+// stands for one non-empty segment, and a greedy "{name:.+}" for one or
+// more (symbol ids hold slashes).
 func matchTemplate(template, path string) bool {
-	ts, ps := strings.Split(template, "/"), strings.Split(strings.TrimSuffix(path, "/"), "/")
-	if len(ts) != len(ps) {
-		return false
-	}
+	return matchSegments(strings.Split(template, "/"), strings.Split(strings.TrimSuffix(path, "/"), "/"))
+}
+
+func matchSegments(ts, ps []string) bool {
 	for i, t := range ts {
-		if strings.HasPrefix(t, "{") {
+		if i >= len(ps) {
+			return false
+		}
+		switch {
+		case strings.HasPrefix(t, "{") && strings.HasSuffix(t, ":.+}"):
+			rest := ts[i+1:]
+			for n := 1; i+n+len(rest) <= len(ps); n++ { // the greedy part takes n segments
+				if matchSegments(rest, ps[i+n:]) {
+					return true
+				}
+			}
+			return false
+		case strings.HasPrefix(t, "{"):
 			if ps[i] == "" {
 				return false
 			}
-		} else if t != ps[i] {
+		case t != ps[i]:
 			return false
 		}
 	}
-	return true
+	return len(ts) == len(ps)
 }
 
 // handleError is the one place errors become replies: {"message", "status"},
@@ -200,6 +276,16 @@ func (a *API) handleError(c *fiber.Ctx, err error) error {
 		a.log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "err", err)
 	} else {
 		a.log.Debug("request refused", "method", c.Method(), "path", c.Path(), "status", status, "err", err)
+	}
+	if len(c.Response().Header.Peek("X-Route")) == 0 {
+		// Refused before any route ran (a body over Fiber's limit): name
+		// the route the request was for, when there is one.
+		for _, r := range a.routes {
+			if r.Method == c.Method() && matchTemplate(r.Template, c.Path()) {
+				c.Set("X-Route", r.Template)
+				break
+			}
+		}
 	}
 	body := fiber.Map{"message": msg, "status": status}
 	if status == fiber.StatusBadRequest {

@@ -33,7 +33,17 @@ type server struct {
 
 func newServer(t *testing.T) *server {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with a hook that prepares the data directory
+// (e.g. writes project files) before the controller loads it.
+func newServerWith(t *testing.T, prepare func(data string)) *server {
+	t.Helper()
 	data := t.TempDir()
+	if prepare != nil {
+		prepare(data)
+	}
 	h := host.New(host.Config{
 		DataDir: data,
 		Runners: map[string]host.RunnerFactory{
@@ -44,7 +54,7 @@ func newServer(t *testing.T) *server {
 	})
 	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{Secret: "s"}))
 	t.Cleanup(func() { h.Close(); agent.Close() })
-	reg := compute.NewRegistry(compute.NewClient(compute.ClientConfig{Retries: 1}), nil)
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Retries: 1})})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", Protocol: "http", Host: "127.0.0.1", Port: 3080, URL: agent.URL, Secret: "s"})
 	projectsDir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{
@@ -52,6 +62,9 @@ func newServer(t *testing.T) *server {
 		Computes:    reg,
 		Store:       &topology.Store{Dir: projectsDir, Version: "2.2.59"},
 	})
+	for _, err := range svc.Load(t.Context()) {
+		t.Logf("load: %v", err) // tests assert what loaded
+	}
 	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", Context: t.Context()})
 	if err != nil {
 		t.Fatal(err)
@@ -509,7 +522,7 @@ func TestUnknownRoutesAndMethodsAnswerJSON(t *testing.T) {
 		t.Fatalf("unknown route: %d %s", r.status, r.raw)
 	}
 	r = s.do("DELETE", "/v2/version", nil)
-	if r.status != 405 || r.header.Get("Allow") != "GET" || r.body["status"] != 405.0 {
+	if r.status != 405 || r.header.Get("Allow") != "GET,POST" || r.body["status"] != 405.0 {
 		t.Fatalf("wrong method: %d %q %s", r.status, r.header.Get("Allow"), r.raw)
 	}
 }

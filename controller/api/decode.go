@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// maxJSONBody bounds JSON request bodies (uploads have their own limit).
-const maxJSONBody = 1 << 20
 
 // compileSchemas compiles the request schemas. It runs once, in New.
 func compileSchemas() (map[string]*jsonschema.Schema, error) {
@@ -53,11 +51,20 @@ func (e *badRequest) Error() string { return e.msg }
 // schema, then decoded into dst. Every failure is a 400 and changes
 // nothing.
 func (a *API) decode(c *fiber.Ctx, schema string, dst any) error {
-	raw := c.Body()
-	if len(raw) > maxJSONBody {
-		return fiber.NewError(fiber.StatusRequestEntityTooLarge, fmt.Sprintf("Request body over %d bytes", maxJSONBody))
+	// The raw body: c.Body() would inflate a gzip or deflate body with no
+	// bound before the size check below (a few KB could become GBs).
+	raw := c.Request().Body()
+	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
+		return fiber.NewError(fiber.StatusUnsupportedMediaType, "Compressed request bodies are not accepted (Content-Encoding: "+enc+")")
+	}
+	if len(raw) > a.cfg.MaxJSONBody {
+		return fiber.NewError(fiber.StatusRequestEntityTooLarge, fmt.Sprintf("Request body over %d bytes", a.cfg.MaxJSONBody))
 	}
 	var doc any = map[string]any{}
+	if !utf8.Valid(raw) {
+		// GNS3 crashes (500) on these (api-v2.md 7.23).
+		return &badRequest{msg: "Invalid JSON: the body is not UTF-8", request: map[string]string{"malformed_json": strings.ToValidUTF8(string(raw), "\ufffd")}}
+	}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		var err error
 		doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(raw))

@@ -15,13 +15,7 @@ func (a *API) listComputes(c *fiber.Ctx) error {
 	list := a.computes.List()
 	out := make([]computeJSON, 0, len(list))
 	for _, cp := range list {
-		j := computeFrom(cp)
-		if cp.Connected {
-			// Our agents speak proto, versioned on its own; to GNS3 clients
-			// they are computes of the version the controller reports.
-			j.Capabilities.Version = &a.cfg.Version
-		}
-		out = append(out, j)
+		out = append(out, a.computeJSONOf(cp))
 	}
 	return c.JSON(out)
 }
@@ -110,9 +104,16 @@ func (a *API) deleteProject(c *fiber.Ctx) error {
 }
 
 func (a *API) listNodes(c *fiber.Ctx) error {
-	list, err := a.projects.Nodes(c.Params("project_id"))
+	p, err := a.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
+	}
+	list, err := a.projects.Nodes(p.ID)
+	if err != nil {
+		return err
+	}
+	if p.Status == project.Closed {
+		return c.JSON(storedNodes(list))
 	}
 	out := make([]nodeJSON, 0, len(list))
 	for _, n := range list {
@@ -196,26 +197,17 @@ func (a *API) deleteNode(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
-func (a *API) startNode(c *fiber.Ctx) error {
-	n, err := a.projects.StartNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(nodeFrom(n))
-}
-
-func (a *API) stopNode(c *fiber.Ctx) error {
-	n, err := a.projects.StopNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(nodeFrom(n))
-}
-
 func (a *API) listLinks(c *fiber.Ctx) error {
-	list, err := a.projects.Links(c.Params("project_id"))
+	p, err := a.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
+	}
+	list, err := a.projects.Links(p.ID)
+	if err != nil {
+		return err
+	}
+	if p.Status == project.Closed {
+		return c.JSON(storedLinks(list))
 	}
 	out := make([]linkJSON, 0, len(list))
 	for _, l := range list {

@@ -2,9 +2,14 @@ package compute
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,7 +25,8 @@ type Compute struct {
 	Protocol string // "http" or "https"
 	Host     string
 	Port     int
-	User     string // "" is null; the password is never shown
+	User     string // "" is null
+	Password string // kept for the compute; never shown
 	// URL and Secret reach the agent's API. For the embedded local agent
 	// they differ from Host and Port, which name the controller itself.
 	URL    string
@@ -37,20 +43,45 @@ type Compute struct {
 // Registry holds the computes and carries out project.Computes on them.
 // It is safe for concurrent use.
 type Registry struct {
-	client *Client
-	log    *slog.Logger
+	client   *Client
+	log      *slog.Logger
+	path     string // where the computes are saved; "" keeps them in memory
+	secret   string // for agents added without one
+	onChange func(action string, c Compute)
 
 	mu       sync.RWMutex // guards computes and order
 	computes map[string]*Compute
 	order    []string
 }
 
+// RegistryConfig configures a Registry.
+type RegistryConfig struct {
+	Client *Client
+	// Path is the file the computes (but the local one) are saved to; empty
+	// keeps them in memory only.
+	Path string
+	// Secret is sent to every agent added without one of its own
+	// (LABTAP_SECRET, shared by the controller and its agents).
+	Secret string
+	// OnChange, if set, hears of every change of a compute:
+	// "compute.created", "compute.updated" (every health report too, as in
+	// GNS3) and "compute.deleted". It must not block.
+	OnChange func(action string, c Compute)
+	Logger   *slog.Logger
+}
+
 // NewRegistry returns an empty Registry.
-func NewRegistry(client *Client, log *slog.Logger) *Registry {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func NewRegistry(cfg RegistryConfig) *Registry {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Registry{client: client, log: log, computes: make(map[string]*Compute)}
+	if cfg.Client == nil {
+		cfg.Client = NewClient(ClientConfig{Logger: cfg.Logger})
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func(string, Compute) {}
+	}
+	return &Registry{client: cfg.Client, log: cfg.Logger, path: cfg.Path, secret: cfg.Secret, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
 }
 
 // Add registers a compute, replacing one with the same id, and checks it
@@ -127,7 +158,17 @@ func (r *Registry) check(ctx context.Context, id string) {
 	var info proto.AgentInfo
 	err = r.client.call(ctx, t, "GET", proto.InfoPath, nil, &info)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer func() {
+		c, ok := r.computes[id]
+		var snapshot Compute
+		if ok {
+			snapshot = *c
+		}
+		r.mu.Unlock()
+		if ok {
+			r.onChange("compute.updated", snapshot)
+		}
+	}()
 	c, ok := r.computes[id]
 	if !ok {
 		return
@@ -206,7 +247,14 @@ func (r *Registry) PutLink(ctx context.Context, computeID, projectID string, w p
 	end := func(e project.WireEnd) proto.Endpoint {
 		return proto.Endpoint{NodeID: e.NodeID, Adapter: e.Adapter, Port: e.Port, Name: e.Name}
 	}
-	spec := proto.LinkSpec{LinkID: w.LinkID, A: end(w.A), B: end(w.B), Suspend: w.Suspend}
+	f := w.Filters
+	spec := proto.LinkSpec{
+		LinkID: w.LinkID, A: end(w.A), B: end(w.B), Suspend: w.Suspend, DataLinkType: w.DataLinkType,
+		Filters: proto.Filters{FrequencyDrop: f.FrequencyDrop, PacketLoss: f.PacketLoss, Corrupt: f.Corrupt, BPF: f.BPF},
+	}
+	if f.Delay != nil {
+		spec.Filters.Delay = &proto.Delay{Latency: f.Delay[0], Jitter: f.Delay[1]}
+	}
 	return r.do(ctx, computeID, "PUT", proto.LinkPath(projectID, w.LinkID), spec, nil)
 }
 
@@ -238,3 +286,204 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 }
 
 var _ project.Computes = (*Registry)(nil)
+
+// Reserved compute ids: the controller's own compute and GNS3's VM.
+const (
+	LocalID = "local"
+	VMID    = "vm"
+)
+
+// Create registers a new compute, saves the list and checks the compute
+// once (a compute that cannot be reached is still registered, with
+// connected false, as in GNS3). Creating a compute whose id exists returns
+// the existing one unchanged.
+func (r *Registry) Create(ctx context.Context, c Compute) (Compute, error) {
+	if existing, ok := r.Get(c.ID); ok {
+		r.check(ctx, c.ID)
+		got, _ := r.Get(existing.ID)
+		return got, nil
+	}
+	if c.ID == LocalID || c.ID == VMID || c.Name == "gns3vm" {
+		return Compute{}, &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q and name \"gns3vm\" are reserved", c.ID)}
+	}
+	if err := r.checkName(c.ID, c.Name); err != nil {
+		return Compute{}, err
+	}
+	if c.URL == "" {
+		c.URL = agentURL(c)
+	}
+	if c.Secret == "" {
+		c.Secret = r.secret
+	}
+	got := r.Add(ctx, c)
+	if err := r.persist(); err != nil {
+		r.Remove(c.ID)
+		return Compute{}, err
+	}
+	r.onChange("compute.created", got)
+	return got, nil
+}
+
+// checkName refuses a name another compute has.
+func (r *Registry) checkName(id, name string) error {
+	for _, other := range r.List() {
+		if other.ID != id && other.Name == name {
+			return &project.Error{Kind: project.ErrConflict, Msg: fmt.Sprintf("Compute name \"%s\" already exists", name)}
+		}
+	}
+	return nil
+}
+
+// ComputeUpdate changes a compute; nil members stay.
+type ComputeUpdate struct {
+	Name, Protocol, Host *string
+	Port                 *int
+	User, Password       *string
+}
+
+// Update changes a compute, saves the list and checks the compute again.
+// The local compute is the controller itself: only its name can change.
+func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Compute, error) {
+	cur, ok := r.Get(id)
+	if !ok {
+		return Compute{}, &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
+	}
+	next := cur
+	if u.Name != nil {
+		next.Name = *u.Name
+	}
+	if id == LocalID && (u.Protocol != nil && *u.Protocol != cur.Protocol || u.Host != nil && *u.Host != cur.Host || u.Port != nil && *u.Port != cur.Port) {
+		return Compute{}, &project.Error{Kind: project.ErrConflict, Msg: "The local compute is the controller itself: its address cannot be changed"}
+	}
+	if u.Protocol != nil {
+		next.Protocol = *u.Protocol
+	}
+	if u.Host != nil {
+		next.Host = *u.Host
+	}
+	if u.Port != nil {
+		next.Port = *u.Port
+	}
+	if u.User != nil {
+		next.User = *u.User
+	}
+	if u.Password != nil {
+		next.Password = *u.Password
+	}
+	if err := r.checkName(id, next.Name); err != nil {
+		return Compute{}, err
+	}
+	if id != LocalID {
+		next.URL = agentURL(next)
+	}
+	r.mu.Lock()
+	if c, ok := r.computes[id]; ok {
+		*c = next
+	}
+	r.mu.Unlock()
+	if err := r.persist(); err != nil {
+		return Compute{}, err
+	}
+	r.check(ctx, id)
+	got, _ := r.Get(id)
+	return got, nil
+}
+
+// Remove forgets a compute and saves the list. Removing an unknown compute
+// does nothing.
+func (r *Registry) Remove(id string) error {
+	r.mu.Lock()
+	c, ok := r.computes[id]
+	delete(r.computes, id)
+	r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	r.onChange("compute.deleted", *c)
+	return r.persist()
+}
+
+// agentURL is where an agent registered by host and port listens.
+func agentURL(c Compute) string {
+	proto := c.Protocol
+	if proto == "" {
+		proto = "http"
+	}
+	return proto + "://" + net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+}
+
+// stored is a compute in the registry's file.
+type stored struct {
+	ID       string `json:"compute_id"`
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// persist writes every compute but the local one to the registry's file,
+// atomically, readable by its owner only (it holds passwords).
+func (r *Registry) persist() error {
+	if r.path == "" {
+		return nil
+	}
+	var list []stored
+	for _, c := range r.List() {
+		if c.ID == LocalID {
+			continue
+		}
+		list = append(list, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password})
+	}
+	data, err := json.MarshalIndent(list, "", "    ")
+	if err != nil {
+		return err
+	}
+	tmp := r.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("save computes: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("save computes: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save computes: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save computes: %w", err)
+	}
+	if err := os.Rename(tmp, r.path); err != nil {
+		return fmt.Errorf("save computes: %w", err)
+	}
+	return nil
+}
+
+// Load registers the computes saved in the registry's file (at start-up)
+// and checks each once.
+func (r *Registry) Load(ctx context.Context) error {
+	if r.path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(r.path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var list []stored
+	if err := json.Unmarshal(data, &list); err != nil {
+		return fmt.Errorf("read %s: %w", r.path, err)
+	}
+	for _, s := range list {
+		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, Secret: r.secret}
+		c.URL = agentURL(c)
+		r.Add(ctx, c)
+	}
+	return nil
+}

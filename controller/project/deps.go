@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 )
@@ -53,7 +54,11 @@ type NodeRuntime struct {
 type Wiring struct {
 	LinkID  string
 	A, B    WireEnd
+	Filters ActiveFilters
+	// Suspend drops every frame; the filters stay configured.
 	Suspend bool
+	// DataLinkType is the link's DLT_ name, for compiling BPF filters.
+	DataLinkType string
 }
 
 // WireEnd is one end of a relay: a node port on that compute, or a tunnel.
@@ -89,6 +94,11 @@ type Store interface {
 	Save(s *Snapshot) error
 	// Remove deletes a project's directory, and nothing outside it.
 	Remove(p *Project) error
+	// Load reads one project as it is stored now.
+	Load(p *Project) (*Snapshot, error)
+	// LoadAll reads every stored project; those that cannot be read are
+	// reported and skipped.
+	LoadAll() ([]*Snapshot, []error)
 }
 
 // Event actions on the project and controller notification streams.
@@ -102,6 +112,8 @@ const (
 
 	ProjectCreated = "project.created"
 	ProjectUpdated = "project.updated"
+	ProjectOpened  = "project.opened"
+	ProjectClosed  = "project.closed"
 	ProjectDeleted = "project.deleted"
 )
 
@@ -145,6 +157,28 @@ func (m *MemoryStore) Remove(p *Project) error {
 	defer m.mu.Unlock()
 	delete(m.saved, p.ID)
 	return nil
+}
+
+// Load returns the last snapshot saved for a project.
+func (m *MemoryStore) Load(p *Project) (*Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	snap, ok := m.saved[p.ID]
+	if !ok {
+		return nil, errors.New("project not stored")
+	}
+	return snap, nil
+}
+
+// LoadAll returns every saved snapshot.
+func (m *MemoryStore) LoadAll() ([]*Snapshot, []error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Snapshot
+	for _, s := range m.saved {
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // Saved returns the last snapshot saved for a project, nil if none.

@@ -1,9 +1,11 @@
 package project
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/google/uuid"
@@ -29,9 +31,10 @@ func defaultEndpointLabel(adapter, port int) Label {
 	}
 }
 
-// Links returns a project's links in creation order.
+// Links returns a project's links in creation order. For a closed project
+// they are the links its file holds.
 func (s *Service) Links(projectID string) ([]Link, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -101,16 +104,17 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 	}
 	st.ops.Lock()
 	defer st.ops.Unlock()
+	filters, err := normalizeFilters(req.Filters)
+	if err != nil {
+		return Link{}, err
+	}
 	l := &Link{
 		ID:        newID(),
 		ProjectID: projectID,
-		Filters:   req.Filters,
+		Filters:   filters,
 		Style:     req.Style,
 		Suspend:   req.Suspend,
 		LinkType:  Ethernet,
-	}
-	if l.Filters == nil {
-		l.Filters = map[string][]any{}
 	}
 	if l.Style == nil {
 		l.Style = json.RawMessage("{}")
@@ -195,18 +199,32 @@ func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	if a.ComputeID != b.ComputeID {
 		return errorf(ErrConflict, "Links between nodes on different computes (%s, %s) are not supported yet", a.ComputeID, b.ComputeID)
 	}
-	w := Wiring{
-		LinkID:  l.ID,
-		A:       wireEnd(a, l.Endpoints[0]),
-		B:       wireEnd(b, l.Endpoints[1]),
-		Suspend: l.Suspend,
-	}
-	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, w); err != nil {
+	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, wiringOf(l, nodes)); err != nil {
 		return err
 	}
 	l.Wired = true
 	l.Computes = []string{a.ComputeID}
 	return nil
+}
+
+// wiringOf describes a link's relay for its compute.
+func wiringOf(l *Link, nodes []*Node) Wiring {
+	return Wiring{
+		LinkID:       l.ID,
+		A:            wireEnd(nodes[0], l.Endpoints[0]),
+		B:            wireEnd(nodes[1], l.Endpoints[1]),
+		Filters:      activeFilters(l.Filters),
+		Suspend:      l.Suspend,
+		DataLinkType: dataLinkTypeOf(l.LinkType),
+	}
+}
+
+// dataLinkTypeOf is the data link type BPF filters of a link compile for.
+func dataLinkTypeOf(linkType string) string {
+	if linkType == Serial {
+		return "DLT_C_HDLC"
+	}
+	return DefaultDataLinkType
 }
 
 func wireEnd(n *Node, ep Endpoint) WireEnd {
@@ -227,6 +245,139 @@ func (s *Service) unwire(ctx context.Context, l *Link) error {
 		}
 	}
 	return first
+}
+
+// LinkUpdate is a change to a link (PUT). Nil members leave things as they
+// are.
+type LinkUpdate struct {
+	Filters map[string][]any // nil: unchanged; empty: no filters
+	Style   json.RawMessage  // nil: unchanged
+	Suspend *bool
+	// Labels replaces endpoint labels: each entry names a node of the link
+	// and its new label (entries for other nodes are ignored, as in GNS3).
+	Labels []Endpoint
+}
+
+// UpdateLink applies a change to a link in GNS3's order (filters, style,
+// suspend, labels), announcing each effective step. Everything is checked,
+// and the relay updated, before anything changes: a refused update changes
+// nothing (GNS3 applies the first steps, then fails).
+func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Link{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	cur, err := st.linkLocked(linkID)
+	var next Link
+	var nodes []*Node
+	if err == nil {
+		next = *cur
+		for _, e := range cur.Endpoints {
+			nodes = append(nodes, st.nodes[e.NodeID])
+		}
+		for _, lb := range u.Labels {
+			if _, ok := st.nodes[lb.NodeID]; !ok {
+				err = nodeNotFound(lb.NodeID)
+				break
+			}
+		}
+	}
+	st.mu.RUnlock()
+	if err != nil {
+		return Link{}, err
+	}
+	var steps []bool // which of filters, style, suspend, labels changed
+	if u.Filters != nil {
+		f, err := normalizeFilters(u.Filters)
+		if err != nil {
+			return Link{}, err
+		}
+		steps = append(steps, !reflect.DeepEqual(f, cur.Filters))
+		next.Filters = f
+	} else {
+		steps = append(steps, false)
+	}
+	if u.Style != nil && !bytes.Equal(u.Style, cur.Style) {
+		next.Style = u.Style
+		steps = append(steps, true)
+	} else {
+		steps = append(steps, false)
+	}
+	if u.Suspend != nil && *u.Suspend != cur.Suspend {
+		next.Suspend = *u.Suspend
+		steps = append(steps, true)
+	} else {
+		steps = append(steps, false)
+	}
+	if u.Labels != nil {
+		eps := slices.Clone(cur.Endpoints)
+		for _, lb := range u.Labels {
+			for i := range eps {
+				if eps[i].NodeID == lb.NodeID && len(lb.Label) > 0 {
+					eps[i].Label = lb.Label
+				}
+			}
+		}
+		next.Endpoints = eps
+	}
+	steps = append(steps, u.Labels != nil) // GNS3 announces labels even when unchanged
+	relayChanged := steps[0] || steps[2]
+	if relayChanged && cur.Wired {
+		for _, c := range cur.Computes {
+			if err := s.cfg.Computes.PutLink(ctx, c, projectID, wiringOf(&next, nodes)); err != nil {
+				return Link{}, err
+			}
+		}
+	}
+	if !slices.Contains(steps, true) {
+		return *cur, nil
+	}
+	st.mu.Lock()
+	*cur = next
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		s.log.Error("save project", "project", projectID, "err", err)
+	}
+	for _, changed := range steps {
+		if changed {
+			out := next
+			s.emit(st, LinkUpdated, nil, &out)
+		}
+	}
+	return next, nil
+}
+
+// AvailableFilters lists the filters a link can apply: the whole catalogue,
+// whatever its nodes (GNS3 offers none on links between switches and hubs;
+// our relay filters every link).
+func (s *Service) AvailableFilters(projectID, linkID string) ([]FilterType, error) {
+	if _, err := s.Link(projectID, linkID); err != nil {
+		return nil, err
+	}
+	return Filters, nil
+}
+
+// NodeLinks returns the wired links touching a node.
+func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if _, err := st.nodeLocked(nodeID); err != nil {
+		return nil, err
+	}
+	var out []Link
+	for _, id := range st.linkOrder {
+		if l := st.links[id]; l.Wired && l.touches(nodeID) {
+			out = append(out, *l)
+		}
+	}
+	return out, nil
 }
 
 // DeleteLink removes a link: its relays (which ends a capture, leaving a
@@ -262,6 +413,13 @@ func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string
 	st.mu.Unlock()
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", st.p.ID, "err", err)
+	}
+	if old.Capture.Active {
+		// Its capture ended with the link: say so first, so a client never
+		// believes a deleted link was still capturing.
+		old.Capture.Active, old.Capture.ComputeID = false, ""
+		stopped := old
+		s.emit(st, LinkUpdated, nil, &stopped)
 	}
 	s.emit(st, LinkDeleted, nil, &old)
 	return nil

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // NodeCreate is a request to create a node. Start from NewNodeCreate, which
@@ -42,9 +46,10 @@ func NewNodeCreate() NodeCreate {
 // rules); a compute must also run the type.
 var supportedTypes = []string{"vpcs"}
 
-// Nodes returns a project's nodes in creation order.
+// Nodes returns a project's nodes in creation order. For a closed project
+// they are the nodes its file holds (GNS3 lists them too).
 func (s *Service) Nodes(projectID string) ([]Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +122,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if req.ID == "" {
 		req.ID = newID()
 	}
-	if err := s.cfg.Computes.OpenProject(ctx, req.ComputeID, pref); err != nil {
+	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
 	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, NodeSpec{ID: req.ID, Type: req.Type, Name: name, MACIndex: mac})
@@ -236,11 +241,17 @@ func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status strin
 	}
 	st.ops.Lock()
 	defer st.ops.Unlock()
+	return s.setStatusLocked(ctx, st, nodeID, status)
+}
+
+// setStatusLocked starts or stops one node. Several may run at once for
+// different nodes of a project. st.ops must be held.
+func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
-	var computeID string
+	var computeID, projectID string
 	if err == nil {
-		computeID = n.ComputeID
+		computeID, projectID = n.ComputeID, n.ProjectID
 	}
 	st.mu.RUnlock()
 	if err != nil {
@@ -254,7 +265,9 @@ func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status strin
 		// GNS3 answers a stop with 200 whatever the compute says; the
 		// node's status stays what we last knew.
 		s.log.Warn("stop node", "node", nodeID, "err", err)
-		return s.Node(projectID, nodeID)
+		st.mu.RLock()
+		defer st.mu.RUnlock()
+		return *n, nil
 	}
 	st.mu.Lock()
 	before := *n
@@ -273,6 +286,220 @@ func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status strin
 		s.emit(st, NodeUpdated, &after, nil)
 	}
 	return after, nil
+}
+
+// suspendable node types: VPCS has no suspend in GNS3 either.
+var suspendable []string
+
+// SuspendNode suspends a node.
+func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+	n, err := s.Node(projectID, nodeID)
+	if err != nil {
+		return Node{}, err
+	}
+	if !slices.Contains(suspendable, n.Type) {
+		return Node{}, errorf(ErrConflict, "Suspend is not supported by %s nodes", n.Type)
+	}
+	return s.setStatus(ctx, projectID, nodeID, Suspended)
+}
+
+// ReloadNode restarts a node: stop, then start.
+func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Node{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	if _, err := s.setStatusLocked(ctx, st, nodeID, Stopped); err != nil {
+		return Node{}, err
+	}
+	return s.setStatusLocked(ctx, st, nodeID, Started)
+}
+
+// bulkParallel is how many nodes a bulk operation handles at once (GNS3: 3).
+const bulkParallel = 3
+
+// StartAll starts every node of a project, three at a time.
+func (s *Service) StartAll(ctx context.Context, projectID string) error {
+	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
+		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
+		return err
+	})
+}
+
+// StopAll stops every node of a project.
+func (s *Service) StopAll(ctx context.Context, projectID string) error {
+	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
+		_, err := s.setStatusLocked(ctx, st, n.ID, Stopped)
+		return err
+	})
+}
+
+// SuspendAll suspends every node that can be; the others are left as they are.
+func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
+	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
+		if !slices.Contains(suspendable, n.Type) {
+			return nil
+		}
+		_, err := s.setStatusLocked(ctx, st, n.ID, Suspended)
+		return err
+	})
+}
+
+// ReloadAll restarts every node of a project.
+func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
+	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
+		if _, err := s.setStatusLocked(ctx, st, n.ID, Stopped); err != nil {
+			return err
+		}
+		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
+		return err
+	})
+}
+
+// bulk runs op on every node, bulkParallel at a time, and returns the
+// first error after all have run.
+func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
+	nodes, err := s.Nodes(projectID)
+	if err != nil {
+		return err
+	}
+	st, err := s.opened(projectID)
+	if err != nil {
+		return err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	var g errgroup.Group
+	g.SetLimit(bulkParallel)
+	var mu sync.Mutex
+	var first error
+	for _, n := range nodes {
+		g.Go(func() error {
+			if err := op(ctx, st, n); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return first
+}
+
+// NodeUpdate is a change to a node (PUT); nil members stay as they are.
+type NodeUpdate struct {
+	Name             *string
+	X, Y, Z          *int
+	Locked           *bool
+	Symbol           *string
+	Label            Label // nil: unchanged
+	PortNameFormat   *string
+	PortSegmentSize  *int
+	FirstPortName    *string
+	ConsoleAutoStart *bool
+	// Properties are merged into the node's: the keys given replace theirs.
+	Properties     map[string]any
+	CustomAdapters []json.RawMessage // nil: unchanged
+	// Console and ConsoleType may only repeat the current values: the
+	// compute picks the console.
+	Console     *int
+	ConsoleType *string
+}
+
+// UpdateNode applies a change to a node and announces it. A rename follows
+// the naming rules, sets the label's text and resets its x (as GNS3).
+func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Node{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	cur, err := st.nodeLocked(nodeID)
+	var next Node
+	if err == nil {
+		next = *cur
+		if u.Name != nil && *u.Name != cur.Name {
+			next.Name, err = allocateName(*u.Name, func(name string) bool { return name != cur.Name && st.nameTakenLocked(name) })
+		}
+	}
+	st.mu.RUnlock()
+	if err != nil {
+		return Node{}, err
+	}
+	if u.Console != nil && *u.Console != cur.Console {
+		return Node{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
+	}
+	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
+		return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+	}
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&next.X, u.X)
+	set(&next.Y, u.Y)
+	set(&next.Z, u.Z)
+	set(&next.PortSegmentSize, u.PortSegmentSize)
+	if u.Locked != nil {
+		next.Locked = *u.Locked
+	}
+	if u.ConsoleAutoStart != nil {
+		next.ConsoleAutoStart = *u.ConsoleAutoStart
+	}
+	if u.PortNameFormat != nil {
+		next.PortNameFormat = *u.PortNameFormat
+	}
+	if u.FirstPortName != nil {
+		next.FirstPortName = u.FirstPortName
+	}
+	if u.Symbol != nil && *u.Symbol != cur.Symbol {
+		next.Symbol = *u.Symbol
+		next.Width, next.Height = s.cfg.Symbols(next.Symbol)
+	}
+	if u.Properties != nil {
+		props := make(map[string]any, len(cur.Properties)+len(u.Properties))
+		for k, v := range cur.Properties {
+			props[k] = v
+		}
+		for k, v := range u.Properties {
+			props[k] = v
+		}
+		next.Properties = props
+	}
+	if u.CustomAdapters != nil {
+		next.CustomAdapters = u.CustomAdapters
+	}
+	switch {
+	case u.Label != nil:
+		next.Label = nodeLabel(u.Label, next.Name, next.Height)
+	case next.Name != cur.Name:
+		l := nodeLabel(cur.Label, next.Name, next.Height)
+		l["x"] = json.RawMessage("null")
+		next.Label = l
+	}
+	if reflect.DeepEqual(*cur, next) {
+		return next, nil
+	}
+	st.mu.Lock()
+	prev := *cur
+	*cur = next
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		st.mu.Lock()
+		*cur = prev
+		st.mu.Unlock()
+		return Node{}, err
+	}
+	s.emit(st, NodeUpdated, &next, nil)
+	return next, nil
 }
 
 func derefStr(p *string) string {

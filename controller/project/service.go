@@ -54,6 +54,9 @@ type state struct {
 	nodeOrder []string
 	links     map[string]*Link
 	linkOrder []string
+	// onComputes are the computes the project is open on, so a node
+	// creation does not reopen it each time. Reset when the project closes.
+	onComputes map[string]bool
 }
 
 type discardEvents struct{}
@@ -78,7 +81,26 @@ func NewService(cfg Config) *Service {
 }
 
 func newState(p Project) *state {
-	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link)}
+	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link), onComputes: make(map[string]bool)}
+}
+
+// openOn opens the project on a compute unless it is open there already.
+// st.ops must be held.
+func (s *Service) openOn(ctx context.Context, st *state, computeID string) error {
+	st.mu.RLock()
+	done := st.onComputes[computeID]
+	ref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
+	st.mu.RUnlock()
+	if done {
+		return nil
+	}
+	if err := s.cfg.Computes.OpenProject(ctx, computeID, ref); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.onComputes[computeID] = true
+	st.mu.Unlock()
+	return nil
 }
 
 // lookup returns a project's state.
@@ -248,7 +270,7 @@ func (s *Service) DeleteProject(ctx context.Context, id string) error {
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	p := st.p
-	computes := st.computesLocked()
+	computes := st.openComputesLocked()
 	st.mu.RUnlock()
 	for _, c := range computes {
 		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
@@ -277,6 +299,18 @@ func (st *state) computesLocked() []string {
 	var out []string
 	for _, id := range st.nodeOrder {
 		if c := st.nodes[id].ComputeID; !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// openComputesLocked lists the computes the project is open on, and those
+// its nodes are on. st.mu must be held.
+func (st *state) openComputesLocked() []string {
+	out := st.computesLocked()
+	for c := range st.onComputes {
+		if !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}

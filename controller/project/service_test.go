@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -382,5 +383,66 @@ func TestProjectPathMustStayInsideTheProjectsDirectory(t *testing.T) {
 	}
 	if _, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "inside", Path: dir + "/mine"}); err != nil {
 		t.Fatalf("a path inside: %v", err)
+	}
+}
+
+func TestConcurrentLinksCannotShareAPort(t *testing.T) {
+	// GNS3 checks "port used" before an awaited compute call and marks it
+	// after, so two requests at once can wire one port twice (7.6).
+	f := newFixture(t)
+	a := f.node(t, "A")
+	others := []Node{f.node(t, "B"), f.node(t, "C"), f.node(t, "D"), f.node(t, "E")}
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for _, o := range others {
+		wg.Go(func() {
+			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: o.ID}}})
+			if err == nil {
+				ok.Add(1)
+			} else if !errors.Is(err, ErrConflict) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1 || len(f.computes.links) != 1 {
+		t.Fatalf("%d links created on one port (%d on the compute), want 1", ok.Load(), len(f.computes.links))
+	}
+}
+
+func TestAFailedLinkDeletionKeepsTheLinkAndItsPorts(t *testing.T) {
+	// GNS3 removes the link before the compute calls; when one fails the
+	// ports stay marked used with no link to free them (7.7).
+	f := newFixture(t)
+	a, b := f.node(t, "A"), f.node(t, "B")
+	l := f.link(t, a, b)
+	f.computes.failOn["delete_link"] = &Error{Kind: ErrConflict, Msg: "agent busy"}
+	err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID)
+	wantErr(t, err, ErrConflict, "agent busy")
+	if _, err := f.svc.Link(f.project.ID, l.ID); err != nil {
+		t.Fatalf("the link is gone after a failed deletion: %v", err)
+	}
+	delete(f.computes.failOn, "delete_link")
+	if err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.link(t, a, b) // the ports are free
+}
+
+func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
+	// 7.12: GNS3 leaves capturing true with no way out.
+	f := newFixture(t)
+	a, b := f.node(t, "A"), f.node(t, "B")
+	l := f.link(t, a, b)
+	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	f.computes.failOn["stop_capture"] = &Error{Kind: ErrConflict, Msg: "agent lost"}
+	got, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
+	if err != nil || got.Capture.Active || got.Capture.FileName == "" {
+		t.Fatalf("stop with a failing compute: %+v, %v", got.Capture, err)
+	}
+	delete(f.computes.failOn, "stop_capture")
+	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{}); err != nil {
+		t.Fatalf("a new capture after the failed stop: %v", err)
 	}
 }

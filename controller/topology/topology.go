@@ -120,22 +120,10 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 		},
 	}
 	for _, n := range snap.Nodes {
-		f.Topology.Nodes = append(f.Topology.Nodes, Node{
-			ComputeID: n.ComputeID, Console: nullInt(n.Console), ConsoleAutoStart: n.ConsoleAutoStart,
-			ConsoleType: nullStr(n.ConsoleType), CustomAdapters: n.CustomAdapters, FirstPortName: n.FirstPortName,
-			Height: n.Height, Label: n.Label, Locked: n.Locked, Name: n.Name, NodeID: n.ID, NodeType: n.Type,
-			PortNameFormat: n.PortNameFormat, PortSegmentSize: n.PortSegmentSize, Properties: n.Properties,
-			Symbol: n.Symbol, TemplateID: nullStr(n.TemplateID), Width: n.Width, X: n.X, Y: n.Y, Z: n.Z,
-		})
+		f.Topology.Nodes = append(f.Topology.Nodes, NodeEntry(n))
 	}
 	for _, l := range snap.Links {
-		eps := make([]Endpoint, 0, len(l.Endpoints))
-		for _, e := range l.Endpoints {
-			eps = append(eps, Endpoint{AdapterNumber: e.Adapter, Label: e.Label, NodeID: e.NodeID, PortNumber: e.Port})
-		}
-		f.Topology.Links = append(f.Topology.Links, Link{
-			Filters: l.Filters, LinkID: l.ID, LinkStyle: l.Style, Nodes: eps, Suspend: l.Suspend,
-		})
+		f.Topology.Links = append(f.Topology.Links, LinkEntry(l))
 	}
 	return json.MarshalIndent(f, "", "    ")
 }
@@ -228,3 +216,172 @@ func nullStr(v string) *string {
 }
 
 var _ project.Store = (*Store)(nil)
+
+// ErrRevision reports a project file written by a newer GNS3 than labtap
+// reads.
+var ErrRevision = errors.New("project file revision is newer than 9")
+
+// Decode reads a .gns3 file's content into a snapshot of a closed project
+// that lives in dir and is stored as filename. Unknown members are ignored,
+// so files written by GNS3 2.2 (and 2.1, revision 8, which has the same
+// layout) load as they are.
+func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
+	var f File
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", filename, err)
+	}
+	if f.Type != "" && f.Type != "topology" {
+		return nil, fmt.Errorf("decode %s: type %q is not a topology", filename, f.Type)
+	}
+	if f.Revision > Revision {
+		return nil, fmt.Errorf("decode %s: revision %d: %w", filename, f.Revision, ErrRevision)
+	}
+	if f.ProjectID == "" || f.Name == "" {
+		return nil, fmt.Errorf("decode %s: project_id and name are required", filename)
+	}
+	s := project.DefaultSettings()
+	s.AutoClose, s.AutoOpen, s.AutoStart = f.AutoClose, f.AutoOpen, f.AutoStart
+	set := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&s.SceneHeight, f.SceneHeight)
+	set(&s.SceneWidth, f.SceneWidth)
+	set(&s.Zoom, f.Zoom)
+	set(&s.GridSize, f.GridSize)
+	set(&s.DrawingGridSize, f.DrawingGridSize)
+	s.ShowGrid, s.ShowIfLabel, s.ShowLayers, s.SnapToGrid = f.ShowGrid, f.ShowInterfaceLabels, f.ShowLayers, f.SnapToGrid
+	s.Supplier, s.Variables = nullToNil(f.Supplier), nullToNil(f.Variables)
+	snap := &project.Snapshot{Project: project.Project{
+		ID: f.ProjectID, Name: f.Name, Path: dir, Filename: filename, Status: project.Closed, Settings: s,
+	}}
+	for _, n := range f.Topology.Nodes {
+		node := project.Node{
+			ID: n.NodeID, ProjectID: f.ProjectID, ComputeID: n.ComputeID, Type: n.NodeType, Name: n.Name,
+			Status: project.Stopped, ConsoleType: deref(n.ConsoleType), ConsoleAutoStart: n.ConsoleAutoStart,
+			Properties: n.Properties, Label: n.Label, X: n.X, Y: n.Y, Z: n.Z, Locked: n.Locked,
+			Width: n.Width, Height: n.Height, Symbol: n.Symbol, PortNameFormat: n.PortNameFormat,
+			PortSegmentSize: n.PortSegmentSize, FirstPortName: n.FirstPortName, CustomAdapters: n.CustomAdapters,
+			TemplateID: deref(n.TemplateID),
+		}
+		if n.Console != nil {
+			node.Console = *n.Console
+		}
+		if node.ComputeID == "" {
+			node.ComputeID = project.LocalCompute
+		}
+		if node.Properties == nil {
+			node.Properties = map[string]any{}
+		}
+		if node.CustomAdapters == nil {
+			node.CustomAdapters = []json.RawMessage{}
+		}
+		if node.PortNameFormat == "" {
+			node.PortNameFormat = project.DefaultPortNameFormat
+		}
+		snap.Nodes = append(snap.Nodes, node)
+	}
+	for _, l := range f.Topology.Links {
+		link := project.Link{
+			ID: l.LinkID, ProjectID: f.ProjectID, Filters: l.Filters, Style: l.LinkStyle, Suspend: l.Suspend,
+			LinkType: project.Ethernet,
+		}
+		if link.Filters == nil {
+			link.Filters = map[string][]any{}
+		}
+		if len(link.Style) == 0 || string(link.Style) == "null" {
+			link.Style = json.RawMessage("{}")
+		}
+		for _, e := range l.Nodes {
+			link.Endpoints = append(link.Endpoints, project.Endpoint{NodeID: e.NodeID, Adapter: e.AdapterNumber, Port: e.PortNumber, Label: e.Label})
+		}
+		snap.Links = append(snap.Links, link)
+	}
+	return snap, nil
+}
+
+// Load reads the file of one project, as it is on disk now.
+func (s *Store) Load(p *project.Project) (*project.Snapshot, error) {
+	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data, p.Path, p.Filename)
+}
+
+// LoadAll reads every project under the projects directory: each
+// subdirectory holding a .gns3 file (the first one in name order, as GNS3
+// does). Projects that cannot be read are reported in errs and skipped.
+func (s *Store) LoadAll() (snaps []*project.Snapshot, errs []error) {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, []error{err}
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.Dir, e.Name())
+		// A crash between writing a temp file and renaming it leaves the
+		// temp file behind; the project file itself is intact.
+		stale, _ := filepath.Glob(filepath.Join(dir, "*.gns3.*.tmp"))
+		for _, f := range stale {
+			os.Remove(f)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.gns3"))
+		if len(files) == 0 {
+			continue
+		}
+		data, err := os.ReadFile(files[0])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		snap, err := Decode(data, dir, filepath.Base(files[0]))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		snaps = append(snaps, snap)
+	}
+	return snaps, errs
+}
+
+func nullToNil(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 || string(r) == "null" {
+		return nil
+	}
+	return r
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// NodeEntry is how a node is stored in a .gns3 file; a closed project's
+// GET .../nodes answers with these (GNS3 does).
+func NodeEntry(n project.Node) Node {
+	return Node{
+		ComputeID: n.ComputeID, Console: nullInt(n.Console), ConsoleAutoStart: n.ConsoleAutoStart,
+		ConsoleType: nullStr(n.ConsoleType), CustomAdapters: n.CustomAdapters, FirstPortName: n.FirstPortName,
+		Height: n.Height, Label: n.Label, Locked: n.Locked, Name: n.Name, NodeID: n.ID, NodeType: n.Type,
+		PortNameFormat: n.PortNameFormat, PortSegmentSize: n.PortSegmentSize, Properties: n.Properties,
+		Symbol: n.Symbol, TemplateID: nullStr(n.TemplateID), Width: n.Width, X: n.X, Y: n.Y, Z: n.Z,
+	}
+}
+
+// LinkEntry is how a link is stored in a .gns3 file.
+func LinkEntry(l project.Link) Link {
+	eps := make([]Endpoint, 0, len(l.Endpoints))
+	for _, e := range l.Endpoints {
+		eps = append(eps, Endpoint{AdapterNumber: e.Adapter, Label: e.Label, NodeID: e.NodeID, PortNumber: e.Port})
+	}
+	return Link{Filters: l.Filters, LinkID: l.ID, LinkStyle: l.Style, Nodes: eps, Suspend: l.Suspend}
+}

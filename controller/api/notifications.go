@@ -1,0 +1,202 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/gofiber/contrib/websocket"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/notify"
+	"github.com/labtap/labtap/controller/project"
+)
+
+// pingInterval is how long a stream may stay silent before a ping (GNS3).
+const pingInterval = 5 * time.Second
+
+// Events turns what happens into notification messages on the hub: project
+// lifecycle and compute events on the controller stream, node and link
+// events on their project's stream. It satisfies project.Emitter. A message
+// is encoded once, whatever the number of listeners.
+type Events struct {
+	Hub *notify.Hub
+	// Version is the GNS3 version computes are reported with.
+	Version string
+}
+
+// message is one notification: {"action": ..., "event": ...}.
+type message struct {
+	Action string `json:"action"`
+	Event  any    `json:"event"`
+}
+
+func encodeMessage(action string, payload any) []byte {
+	b, err := json.Marshal(message{Action: action, Event: payload})
+	if err != nil {
+		b, _ = json.Marshal(message{Action: "log.error", Event: map[string]string{"message": "cannot encode " + action + ": " + err.Error()}})
+	}
+	return b
+}
+
+// Emit publishes a project event.
+func (e *Events) Emit(ev project.Event) {
+	var payload any
+	switch {
+	case ev.Node != nil:
+		payload = nodeFrom(*ev.Node)
+	case ev.Link != nil:
+		payload = linkFrom(*ev.Link)
+	case ev.Project != nil:
+		payload = projectFrom(*ev.Project)
+	}
+	stream := ev.ProjectID
+	if strings.HasPrefix(ev.Action, "project.") {
+		stream = notify.Controller // project lifecycle is not on the project stream (GNS3)
+	}
+	e.Hub.Publish(stream, encodeMessage(ev.Action, payload))
+}
+
+// ComputeChanged publishes compute.created/updated/deleted on the
+// controller stream.
+func (e *Events) ComputeChanged(action string, c compute.Compute) {
+	j := computeFrom(c)
+	if c.Connected {
+		j.Capabilities.Version = &e.Version
+	}
+	e.Hub.Publish(notify.Controller, encodeMessage(action, j))
+}
+
+// ping is the message a stream starts with and repeats when it has been
+// silent for pingInterval: the controller host's load.
+func (a *API) ping() []byte {
+	var cpu, mem float64
+	if a.cfg.Load != nil {
+		cpu, mem = a.cfg.Load()
+	}
+	return encodeMessage("ping", map[string]float64{"cpu_usage_percent": cpu, "memory_usage_percent": mem})
+}
+
+// controllerNotifications streams the controller's events as JSON lines.
+func (a *API) controllerNotifications(c *fiber.Ctx) error {
+	return a.streamLines(c, notify.Controller)
+}
+
+// projectNotifications streams a project's events as JSON lines. The
+// project need not be opened.
+func (a *API) projectNotifications(c *fiber.Ctx) error {
+	p, err := a.projects.Project(c.Params("project_id"))
+	if err != nil {
+		return err
+	}
+	return a.streamLines(c, p.ID)
+}
+
+// streamLines answers a chunked JSON-lines stream: a ping first, then every
+// message of the stream, each flushed at once, and a ping after 5 s of
+// silence. It ends when the client goes away, when the listener falls too
+// far behind (the client reconnects), or when the server stops; the body
+// then ends properly.
+func (a *API) streamLines(c *fiber.Ctx, stream string) error {
+	if a.hub == nil {
+		return fiber.NewError(fiber.StatusNotImplemented, "Notifications are not enabled")
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	done := a.cfg.Context.Done()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		sub := a.hub.Subscribe(stream)
+		defer a.hub.Unsubscribe(sub)
+		send := func(msg []byte) bool {
+			w.Write(msg)
+			w.WriteByte('\n')
+			return w.Flush() == nil // an error: the client is gone
+		}
+		a.pump(sub, send, done)
+	})
+	return nil
+}
+
+// pump sends a ping, then the stream's messages, with pings in silences,
+// until send fails, the subscription ends, or done is closed.
+func (a *API) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}) {
+	if !send(a.ping()) {
+		return
+	}
+	t := time.NewTimer(pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case msg, ok := <-sub.C:
+			if !ok || !send(msg) {
+				return
+			}
+			t.Reset(pingInterval)
+		case <-t.C:
+			if !send(a.ping()) {
+				return
+			}
+			t.Reset(pingInterval)
+		case <-done:
+			return
+		}
+	}
+}
+
+// websocketOnly refuses a plain request on a WebSocket route.
+func websocketOnly(next fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if !websocket.IsWebSocketUpgrade(c) {
+			return fiber.NewError(fiber.StatusUpgradeRequired, "This route speaks WebSocket only")
+		}
+		return next(c)
+	}
+}
+
+// controllerNotificationsWS streams the controller's events, one text
+// frame per message.
+func (a *API) controllerNotificationsWS() fiber.Handler {
+	return websocketOnly(websocket.New(func(conn *websocket.Conn) { a.streamFrames(conn, notify.Controller) }))
+}
+
+// projectNotificationsWS streams a project's events over WebSocket.
+func (a *API) projectNotificationsWS() fiber.Handler {
+	ws := websocket.New(func(conn *websocket.Conn) { a.streamFrames(conn, conn.Params("project_id")) })
+	return websocketOnly(func(c *fiber.Ctx) error {
+		if _, err := a.projects.Project(c.Params("project_id")); err != nil {
+			return err
+		}
+		return ws(c)
+	})
+}
+
+func (a *API) streamFrames(conn *websocket.Conn, stream string) {
+	if a.hub == nil {
+		return
+	}
+	sub := a.hub.Subscribe(stream)
+	defer a.hub.Unsubscribe(sub)
+	gone := make(chan struct{})
+	go func() { // reads only to notice the client leaving
+		defer close(gone)
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-gone:
+		case <-a.cfg.Context.Done():
+		}
+		close(stop)
+	}()
+	a.pump(sub, func(msg []byte) bool {
+		conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		return conn.WriteMessage(websocket.TextMessage, msg) == nil
+	}, stop)
+	conn.Close()
+}

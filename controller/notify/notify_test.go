@@ -1,0 +1,180 @@
+package notify
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func newHub(t testing.TB, cfg Config) *Hub {
+	h := New(cfg)
+	t.Cleanup(h.Close)
+	return h
+}
+
+func TestSubscribersGetTheirStreamInOrder(t *testing.T) {
+	h := newHub(t, Config{})
+	a, b := h.Subscribe("p1"), h.Subscribe("p1")
+	other, ctl := h.Subscribe("p2"), h.Subscribe(Controller)
+	for i := range 100 {
+		h.Publish("p1", []byte(fmt.Sprint(i)))
+	}
+	h.Publish(Controller, []byte("project.created"))
+	for _, s := range []*Sub{a, b} {
+		for i := range 100 {
+			if got := string(<-s.C); got != fmt.Sprint(i) {
+				t.Fatalf("message %d = %q", i, got)
+			}
+		}
+	}
+	select {
+	case m := <-other.C:
+		t.Fatalf("another project's stream got %q", m)
+	default:
+	}
+	if got := string(<-ctl.C); got != "project.created" {
+		t.Fatalf("controller stream got %q", got)
+	}
+}
+
+func TestASubscriberThatFallsBehindIsDroppedAndOthersKeepGoing(t *testing.T) {
+	h := newHub(t, Config{Queue: 8})
+	stalled, healthy := h.Subscribe("p"), h.Subscribe("p")
+	for i := range 100 {
+		h.Publish("p", []byte(fmt.Sprint(i)))
+		if got := string(<-healthy.C); got != fmt.Sprint(i) {
+			t.Fatalf("healthy subscriber got %q, want %d", got, i)
+		}
+	}
+	n := 0
+	for range stalled.C { // drains the 8 queued, then sees the close
+		n++
+	}
+	if n != 8 {
+		t.Fatalf("stalled subscriber got %d messages before being dropped, want 8", n)
+	}
+	if h.Count("p") != 1 {
+		t.Fatalf("Count = %d, want 1", h.Count("p"))
+	}
+	h.Unsubscribe(stalled) // after a drop: harmless
+	h.Unsubscribe(healthy)
+	h.Unsubscribe(healthy)
+}
+
+func TestIdleIsReportedOnlyAfterTheGraceWithNoListener(t *testing.T) {
+	idle := make(chan string, 4)
+	h := newHub(t, Config{IdleGrace: 100 * time.Millisecond, OnIdle: func(p string) { idle <- p }})
+	a, b := h.Subscribe("p"), h.Subscribe("p")
+	c := h.Subscribe(Controller)
+	h.Unsubscribe(a)
+	h.Unsubscribe(c) // the controller stream never goes idle
+	noIdle := func(why string) {
+		select {
+		case p := <-idle:
+			t.Fatalf("idle %q %s", p, why)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	noIdle("with a listener left")
+	// The last listener leaves, and another comes back within the grace:
+	// a browser reloading its page keeps its project open.
+	h.Unsubscribe(b)
+	back := h.Subscribe("p")
+	noIdle("after a listener came back within the grace")
+	h.Unsubscribe(back)
+	select {
+	case p := <-idle:
+		if p != "p" {
+			t.Fatalf("idle %q", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no idle report after the grace")
+	}
+}
+
+func TestPublishAllReachesEveryProjectButNotTheController(t *testing.T) {
+	h := newHub(t, Config{})
+	p1, p2, ctl := h.Subscribe("p1"), h.Subscribe("p2"), h.Subscribe(Controller)
+	h.PublishAll([]byte("log"))
+	h.Publish(Controller, []byte("after"))
+	if string(<-p1.C) != "log" || string(<-p2.C) != "log" {
+		t.Fatal("a project stream missed the message")
+	}
+	if m := <-ctl.C; string(m) != "after" {
+		t.Fatalf("controller stream got %q", m)
+	}
+}
+
+func TestASubscriberGetsNothingPublishedBeforeIt(t *testing.T) {
+	h := newHub(t, Config{})
+	h.Publish("p", []byte("before"))
+	s := h.Subscribe("p")
+	h.Publish("p", []byte("after"))
+	if m := <-s.C; string(m) != "after" {
+		t.Fatalf("got %q", m)
+	}
+}
+
+func TestWhenTheDispatcherFallsBehindEveryListenerIsDroppedNotLied(t *testing.T) {
+	h := newHub(t, Config{Queue: 1})
+	s := h.Subscribe("p")
+	// Hold the dispatcher so its queue (4 × Queue) fills up.
+	h.mu.Lock()
+	for range 10 {
+		h.Publish("p", []byte("x"))
+	}
+	h.mu.Unlock()
+	// The subscriber may get a message or two, then its stream ends: it
+	// never sees a stream with a hole in it.
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-s.C:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("a listener that missed messages was not dropped")
+		}
+	}
+}
+
+func TestCloseEndsEveryStream(t *testing.T) {
+	h := New(Config{})
+	s := h.Subscribe("p")
+	h.Close()
+	h.Close()
+	if _, ok := <-s.C; ok {
+		t.Fatal("stream still open after Close")
+	}
+	h.Publish("p", []byte("late")) // no panic, goes nowhere
+	if _, ok := <-h.Subscribe("p").C; ok {
+		t.Fatal("a subscription after Close is open")
+	}
+}
+
+// BenchmarkPublishToThousandSubscribers measures what a publisher (an API
+// call emitting an event) pays with 1,000 listeners on the project, each
+// draining its queue.
+func BenchmarkPublishToThousandSubscribers(b *testing.B) {
+	h := newHub(b, Config{Queue: 1 << 16})
+	done := make(chan struct{})
+	for range 1000 {
+		s := h.Subscribe("p")
+		go func() {
+			for range s.C {
+			}
+			done <- struct{}{}
+		}()
+	}
+	msg := []byte(`{"action": "link.updated", "event": {"capturing": true}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.Publish("p", msg)
+	}
+	b.StopTimer()
+	h.Close()
+	for range 1000 {
+		<-done
+	}
+}

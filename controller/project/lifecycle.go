@@ -1,0 +1,361 @@
+package project
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// Load registers every stored project, closed, then opens those whose
+// auto_open is set. It returns the problems it met: projects that could not
+// be read are skipped, projects that could not be opened stay closed.
+func (s *Service) Load(ctx context.Context) []error {
+	snaps, errs := s.cfg.Store.LoadAll()
+	var autoOpen []string
+	s.mu.Lock()
+	for _, snap := range snaps {
+		id := snap.Project.ID
+		if _, dup := s.projects[id]; dup {
+			errs = append(errs, fmt.Errorf("project %s in %s: the id is used by another project", id, snap.Project.Path))
+			continue
+		}
+		st := newState(snap.Project)
+		st.p.Status = Closed
+		st.setStoredLocked(snap)
+		s.projects[id] = st
+		s.order = append(s.order, id)
+		if snap.Project.Settings.AutoOpen {
+			autoOpen = append(autoOpen, id)
+		}
+	}
+	s.mu.Unlock()
+	s.log.Info("projects loaded", "count", len(snaps), "errors", len(errs))
+	for _, id := range autoOpen {
+		if _, err := s.OpenProject(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("auto-open project %s: %w", id, err))
+		}
+	}
+	return errs
+}
+
+// setStoredLocked replaces a closed project's nodes and links with stored
+// ones. st.mu must be held.
+func (st *state) setStoredLocked(snap *Snapshot) {
+	st.nodes, st.nodeOrder = make(map[string]*Node), nil
+	st.links, st.linkOrder = make(map[string]*Link), nil
+	for i := range snap.Nodes {
+		n := snap.Nodes[i]
+		n.ProjectID = st.p.ID
+		st.nodes[n.ID] = &n
+		st.nodeOrder = append(st.nodeOrder, n.ID)
+	}
+	for i := range snap.Links {
+		l := snap.Links[i]
+		l.ProjectID, l.Wired, l.Computes, l.Capture = st.p.ID, false, nil, Capture{}
+		st.links[l.ID] = &l
+		st.linkOrder = append(st.linkOrder, l.ID)
+	}
+}
+
+// OpenProject opens a closed project (api-v2.md 6.3): it reads the project
+// file as it is on disk now, creates its nodes on their computes, and wires
+// every link that still has two valid endpoints (with its filters and its
+// suspend, which GNS3 forgets). Opening an opened project does nothing. If
+// anything fails, the computes forget the project and it stays closed.
+func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return Project{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	p := st.p
+	st.mu.RUnlock()
+	if p.Status == Opened {
+		return p, nil
+	}
+	snap, err := s.cfg.Store.Load(&p)
+	if err != nil {
+		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not load project %s: %v", p.Name, err), Err: err}
+	}
+	opened := newState(p)
+	opened.p.Status = Opened
+	opened.p.Settings = snap.Project.Settings
+	if err := s.build(ctx, opened, snap); err != nil {
+		for c := range opened.onComputes {
+			if cerr := s.cfg.Computes.CloseProject(context.WithoutCancel(ctx), c, id); cerr != nil {
+				s.log.Warn("close project after a failed open", "project", id, "compute", c, "err", cerr)
+			}
+		}
+		return Project{}, err
+	}
+	st.mu.Lock()
+	st.p = opened.p
+	st.nodes, st.nodeOrder = opened.nodes, opened.nodeOrder
+	st.links, st.linkOrder = opened.links, opened.linkOrder
+	st.onComputes = opened.onComputes
+	out := st.p
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		s.log.Error("save project", "project", id, "err", err)
+	}
+	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.log.Info("project opened", "project", id, "nodes", len(opened.nodeOrder), "links", len(opened.linkOrder))
+	if out.Settings.AutoStart {
+		s.log.Info("auto-starting nodes", "project", id)
+		go func() {
+			if err := s.StartAll(context.WithoutCancel(ctx), id); err != nil {
+				s.log.Warn("auto-start", "project", id, "err", err)
+			}
+		}()
+	}
+	return out, nil
+}
+
+// build creates a stored project's nodes and links on their computes into
+// st, which nobody else sees yet. Links whose endpoints are missing or
+// taken are dropped, with a log line, as GNS3 does.
+func (s *Service) build(ctx context.Context, st *state, snap *Snapshot) error {
+	for _, stored := range snap.Nodes {
+		n := stored
+		if !s.cfg.Computes.Exists(n.ComputeID) {
+			return computeNotFound(n.ComputeID)
+		}
+		if !slices.Contains(supportedTypes, n.Type) || !slices.Contains(s.cfg.Computes.NodeTypes(n.ComputeID), n.Type) {
+			return errorf(ErrConflict, "Node type %s is not supported by compute %s", n.Type, n.ComputeID)
+		}
+		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
+			return err
+		}
+		n.ProjectID = st.p.ID
+		n.MACIndex = st.freeMACLocked()
+		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex})
+		if err != nil {
+			return err
+		}
+		n.applyRuntime(rt)
+		if n.Width == 0 || n.Height == 0 {
+			n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+		}
+		if n.Label == nil {
+			n.Label = nodeLabel(nil, n.Name, n.Height)
+		}
+		st.nodes[n.ID] = &n
+		st.nodeOrder = append(st.nodeOrder, n.ID)
+	}
+	for _, stored := range snap.Links {
+		filters, err := normalizeFilters(stored.Filters)
+		if err != nil {
+			s.log.Warn("link filters ignored", "link", stored.ID, "err", err)
+			filters = map[string][]any{}
+		}
+		l := &Link{ID: stored.ID, ProjectID: st.p.ID, Filters: filters, Style: stored.Style, Suspend: stored.Suspend, LinkType: Ethernet}
+		var nodes []*Node
+		for _, ep := range stored.Endpoints {
+			got, err := st.attachLocked(l, []Endpoint{ep})
+			if err != nil {
+				s.log.Warn("link endpoint skipped", "link", l.ID, "node", ep.NodeID, "err", err)
+				continue
+			}
+			// attachLocked checks against the endpoints already in l.
+			nodes = append(nodes, got...)
+		}
+		if len(l.Endpoints) != 2 {
+			s.log.Warn("link dropped: it does not have two endpoints", "link", l.ID)
+			continue
+		}
+		if err := s.wire(ctx, l, nodes); err != nil {
+			return err
+		}
+		st.links[l.ID] = l
+		st.linkOrder = append(st.linkOrder, l.ID)
+	}
+	return nil
+}
+
+// CloseProject closes a project (api-v2.md 6.4): its computes stop its
+// nodes and captures (files stay valid) and forget it; the controller keeps
+// only what the project file holds. Closing a closed project does nothing.
+func (s *Service) CloseProject(ctx context.Context, id string) error {
+	st, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	p := st.p
+	computes := st.openComputesLocked()
+	st.mu.RUnlock()
+	if p.Status == Closed {
+		return nil
+	}
+	for _, c := range computes {
+		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
+			s.log.Warn("close project on compute", "project", id, "compute", c, "err", err)
+		}
+	}
+	st.mu.Lock()
+	snap := st.snapshotLocked()
+	st.p.Status = Closed
+	st.setStoredLocked(snap)
+	st.onComputes = make(map[string]bool)
+	for _, n := range st.nodes {
+		n.Status, n.CommandLine, n.NodeDirectory, n.ConsoleHost = Stopped, nil, nil, ""
+	}
+	out := st.p
+	st.mu.Unlock()
+	s.cfg.Events.Emit(Event{Action: ProjectClosed, ProjectID: id, Project: &out})
+	s.log.Info("project closed", "project", id)
+	return nil
+}
+
+// ProjectUpdate changes a project's settings (PUT); nil members stay.
+type ProjectUpdate struct {
+	Name                             *string
+	Path                             *string
+	AutoClose, AutoOpen, AutoStart   *bool
+	SceneHeight, SceneWidth, Zoom    *int
+	GridSize, DrawingGridSize        *int
+	ShowLayers, SnapToGrid, ShowGrid *bool
+	ShowInterfaceLabels              *bool
+	Supplier, Variables              json.RawMessage // nil: unchanged; "null" clears
+}
+
+// UpdateProject applies settings, saves the file and announces the change
+// if anything changed. A new name is not checked for uniqueness and does
+// not rename the file (GNS3 does the same). A new path only creates that
+// directory; files do not move.
+func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate) (Project, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return Project{}, err
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	p := st.p
+	st.mu.RUnlock()
+	next := p
+	if u.Name != nil {
+		if *u.Name == "" {
+			return Project{}, errorf(ErrInvalid, "Project name cannot be empty")
+		}
+		next.Name = *u.Name
+	}
+	if u.Path != nil && *u.Path != p.Path {
+		return Project{}, errorf(ErrConflict, "Moving a project to another directory is not supported")
+	}
+	set := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	seti := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	ss := &next.Settings
+	set(&ss.AutoClose, u.AutoClose)
+	set(&ss.AutoOpen, u.AutoOpen)
+	set(&ss.AutoStart, u.AutoStart)
+	seti(&ss.SceneHeight, u.SceneHeight)
+	seti(&ss.SceneWidth, u.SceneWidth)
+	seti(&ss.Zoom, u.Zoom)
+	seti(&ss.GridSize, u.GridSize)
+	seti(&ss.DrawingGridSize, u.DrawingGridSize)
+	set(&ss.ShowLayers, u.ShowLayers)
+	set(&ss.SnapToGrid, u.SnapToGrid)
+	set(&ss.ShowGrid, u.ShowGrid)
+	set(&ss.ShowIfLabel, u.ShowInterfaceLabels)
+	if u.Supplier != nil {
+		ss.Supplier = nullToNil(u.Supplier)
+	}
+	if u.Variables != nil {
+		ss.Variables = nullToNil(u.Variables)
+	}
+	if equalProjects(p, next) {
+		return p, nil
+	}
+	st.mu.Lock()
+	st.p = next
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		st.mu.Lock()
+		st.p = p
+		st.mu.Unlock()
+		return Project{}, err
+	}
+	s.cfg.Events.Emit(Event{Action: ProjectUpdated, ProjectID: id, Project: &next})
+	return next, nil
+}
+
+func nullToNil(r json.RawMessage) json.RawMessage {
+	if string(r) == "null" {
+		return nil
+	}
+	return r
+}
+
+func equalProjects(a, b Project) bool {
+	aj, _ := json.Marshal(a)
+	bj, _ := json.Marshal(b)
+	return string(aj) == string(bj)
+}
+
+// Stats counts what a project holds; a closed project has nothing in
+// memory, as in GNS3.
+type Stats struct {
+	Nodes, Links, Drawings, Snapshots int
+}
+
+// ProjectStats returns a project's counts.
+func (s *Service) ProjectStats(id string) (Stats, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.p.Status != Opened {
+		return Stats{}, nil
+	}
+	return Stats{Nodes: len(st.nodes), Links: len(st.links)}, nil
+}
+
+// AutoCloseIdle closes a project whose notification listeners have all
+// been gone for the grace period, if it is opened and its auto_close is set
+// (GNS3's default). Its computes stop its nodes and captures, so capture
+// files end valid.
+func (s *Service) AutoCloseIdle(ctx context.Context, id string) {
+	p, err := s.Project(id)
+	if err != nil || p.Status != Opened || !p.Settings.AutoClose {
+		return
+	}
+	s.log.Info("auto-closing a project with no listener left", "project", id)
+	if err := s.CloseProject(ctx, id); err != nil {
+		s.log.Warn("auto-close", "project", id, "err", err)
+	}
+}
+
+// CloseProjectsOn closes every opened project with a node on a compute
+// (before the compute is removed). Failures are logged.
+func (s *Service) CloseProjectsOn(ctx context.Context, computeID string) {
+	for _, p := range s.Projects() {
+		st, err := s.lookup(p.ID)
+		if err != nil {
+			continue
+		}
+		st.mu.RLock()
+		uses := p.Status == Opened && slices.Contains(st.openComputesLocked(), computeID)
+		st.mu.RUnlock()
+		if uses {
+			if err := s.CloseProject(ctx, p.ID); err != nil {
+				s.log.Warn("close project of a removed compute", "project", p.ID, "err", err)
+			}
+		}
+	}
+}
