@@ -1,14 +1,16 @@
-// The agent command runs a labtap compute agent: it runs lab nodes (VPCS),
-// relays their frames between UDP tunnel ends, and writes link captures,
-// all driven by a labtap controller over HTTP.
+// The agent command runs a labtap compute agent: it runs lab nodes (VPCS,
+// and the cloud, hub and switch nodes it implements itself), relays their
+// frames between UDP tunnel ends through each link's filters, and writes
+// link captures, all driven by a labtap controller over HTTP.
 //
 // Usage:
 //
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
+//	      [--socket-buffer BYTES]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_VPCS, LABTAP_LOG_LEVEL); a flag
-// wins over its variable. LABTAP_SECRET, when set, is the shared secret the
+// LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_VPCS, LABTAP_SOCKET_BUFFER,
+// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET, when set, is the shared secret the
 // controller must send on every call.
 package main
 
@@ -21,8 +23,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
+	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 )
@@ -44,6 +48,8 @@ func run(args []string) error {
 	computeID := fs.String("compute-id", envOr("LABTAP_COMPUTE_ID", hostname()), "the id the controller knows this agent by")
 	advertise := fs.String("advertise", envOr("LABTAP_ADVERTISE", ""), "address the controller and other agents reach this host on (default: the listen host)")
 	vpcs := fs.String("vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable")
+	socketBuffer := fs.Int("socket-buffer", envInt("LABTAP_SOCKET_BUFFER", bridge.DefaultBufferBytes),
+		"receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
 		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
@@ -65,7 +71,8 @@ func run(args []string) error {
 	}
 	secret := os.Getenv("LABTAP_SECRET")
 	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", *computeID,
-		"data_dir", *dataDir, "console_host", consoleHost, "secret", secret != "", "version", version)
+		"data_dir", *dataDir, "console_host", consoleHost, "secret", secret != "", "version", version,
+		"socket_buffer", *socketBuffer)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -77,6 +84,7 @@ func run(args []string) error {
 			ConsoleBind:     bindHost,
 			VPCS:            *vpcs,
 			SoftwareVersion: version,
+			SocketBuffer:    *socketBuffer,
 			Logger:          log,
 		},
 		Secret: secret,
@@ -86,6 +94,13 @@ func run(args []string) error {
 
 func envOr(key, def string) string {
 	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
 		return v
 	}
 	return def

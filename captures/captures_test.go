@@ -236,9 +236,10 @@ func TestFileEndsWithWholeRecordsWhenTheDiskFills(t *testing.T) {
 	for range 10 {
 		c.WritePacket(AtoB, make([]byte, 100))
 	}
+	// The writer goroutine meets the full disk within a flush interval.
 	select {
 	case <-c.Done():
-	default:
+	case <-time.After(5 * time.Second):
 		t.Fatal("capture still running after the disk filled")
 	}
 	if err := c.Err(); !errors.Is(err, syscall.ENOSPC) {
@@ -334,8 +335,9 @@ func TestFollowStreamsTheWholeFileToEveryReaderUntilTheCaptureEnds(t *testing.T)
 	outs := make([]*safeBuffer, readers)
 	errs := make(chan error, readers)
 	for i := range outs {
-		outs[i] = &safeBuffer{}
-		go func() { errs <- c.Follow(t.Context(), outs[i], nil) }()
+		out := &safeBuffer{}
+		outs[i] = out
+		go func() { errs <- c.Follow(t.Context(), out, nil) }()
 	}
 	// A reader that joins before any frame gets the header at once.
 	waitFor(t, func() bool { return outs[0].Len() >= 24 })
@@ -453,6 +455,227 @@ func BenchmarkWriterWritePacket(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// slowDisk blocks every write until it is let go, like a disk that cannot
+// keep up.
+type slowDisk struct {
+	gate chan struct{}
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func (d *slowDisk) Write(p []byte) (int, error) {
+	if d.buf.Len() > 0 { // the header goes through
+		<-d.gate
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.buf.Write(p)
+}
+
+func (d *slowDisk) Truncate(size int64) error { d.buf.Truncate(int(size)); return nil }
+func (d *slowDisk) Close() error              { return nil }
+
+func TestFileDropsAndCountsWhenTheDiskCannotKeepUpButNeverWaits(t *testing.T) {
+	disk := &slowDisk{gate: make(chan struct{})}
+	c, err := newFile("/nowhere/slow.pcap", disk, Options{QueueBytes: 2 * chunkSize, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000 // 7.5 MB of records for a 2 MiB queue
+	frame := make([]byte, 1500)
+	start := time.Now()
+	for i := range n {
+		binary.BigEndian.PutUint32(frame, uint32(i))
+		c.WritePackets(Direction(i%2), [][]byte{frame})
+	}
+	if el := time.Since(start); el > 5*time.Second { // a generous bound: it must not wait for the disk
+		t.Fatalf("writing to a stuck disk took %v", el)
+	}
+	_, _, dropped := c.Stats()
+	if dropped == 0 {
+		t.Fatal("nothing dropped although the queue could not hold the frames")
+	}
+	close(disk.gate) // the disk catches up
+	c.Close()
+	frames, size, dropped := c.Stats()
+	if frames+dropped != n {
+		t.Fatalf("%d written + %d dropped != %d", frames, dropped, n)
+	}
+	if int64(disk.buf.Len()) != size {
+		t.Fatalf("file %d bytes, Stats says %d", disk.buf.Len(), size)
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(disk.buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, got := -1, 0
+	for {
+		data, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := int(binary.BigEndian.Uint32(data))
+		if seq <= last { // drops leave gaps, never disorder
+			t.Fatalf("record %d after %d", seq, last)
+		}
+		last = seq
+		got++
+	}
+	if got != int(frames) {
+		t.Fatalf("file holds %d records, Stats says %d", got, frames)
+	}
+}
+
+func TestCloseWritesEveryFrameAcceptedBeforeIt(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "all.pcap", Options{FlushInterval: time.Hour}) // only Close writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	const perDir = 3000
+	for d := range 2 {
+		wg.Go(func() {
+			for i := range perDir {
+				f := make([]byte, 60+i%1000)
+				binary.BigEndian.PutUint32(f, uint32(d))
+				binary.BigEndian.PutUint32(f[4:], uint32(i))
+				c.WritePackets(Direction(d), [][]byte{f})
+			}
+		})
+	}
+	wg.Wait()
+	c.Close()
+	c.WritePacket(AtoB, []byte("too late")) // ignored, not counted
+	frames, _, dropped := c.Stats()
+	if frames != 2*perDir || dropped != 0 {
+		t.Fatalf("Stats() = %d frames, %d dropped; want %d, 0", frames, dropped, 2*perDir)
+	}
+	data, _ := os.ReadFile(c.Path())
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := [2]int{}
+	var lastTS time.Time
+	for {
+		rec, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, i := binary.BigEndian.Uint32(rec), int(binary.BigEndian.Uint32(rec[4:]))
+		if i != next[d] || len(rec) != 60+i%1000 {
+			t.Fatalf("direction %d: frame %d, want %d", d, i, next[d])
+		}
+		next[d]++
+		if ci.Timestamp.Before(lastTS) {
+			t.Fatalf("time goes back: %v after %v", ci.Timestamp, lastTS)
+		}
+		lastTS = ci.Timestamp
+	}
+	if next != [2]int{perDir, perDir} {
+		t.Fatalf("file holds %v frames per direction", next)
+	}
+}
+
+func TestFollowSeesARecordWithoutWaitingForClose(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "live.pcap", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out := &safeBuffer{}
+	go c.Follow(t.Context(), out, nil)
+	c.WritePacket(AtoB, make([]byte, 100))
+	waitFor(t, func() bool { return out.Len() == 24+16+100 }) // within a flush interval, in practice
+}
+
+func TestPcapngFileHasOneNamedInterfacePerDirectionAndItsDropCounts(t *testing.T) {
+	root, _ := openRoot(t)
+	c, err := Create(root, "d.pcapng", Options{Format: FormatPcapng, LinkType: layers.LinkTypeEthernet,
+		Interfaces: [2]string{"PC1 Ethernet0", "PC2 Ethernet0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		c.WritePacket(Direction(i%2), bytes.Repeat([]byte{byte(i)}, 61+i)) // odd sizes: padded blocks
+	}
+	c.Close()
+	f, err := os.Open(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ifaces []int
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) != 61+len(ifaces) || data[0] != byte(len(ifaces)) {
+			t.Fatalf("record %d: %d bytes", len(ifaces), len(data))
+		}
+		ifaces = append(ifaces, ci.InterfaceIndex)
+	}
+	if fmt.Sprint(ifaces) != "[0 1 0 1 0]" || r.NInterfaces() != 2 {
+		t.Fatalf("interfaces %v of %d", ifaces, r.NInterfaces())
+	}
+	for i, name := range []string{"PC1 Ethernet0", "PC2 Ethernet0"} {
+		intf, err := r.Interface(i)
+		if err != nil || intf.Name != name {
+			t.Fatalf("interface %d: %+v, %v", i, intf.Name, err)
+		}
+	}
+}
+
+// discardDisk is a disk that takes everything at once.
+type discardDisk struct{}
+
+func (discardDisk) Write(p []byte) (int, error) { return len(p), nil }
+func (discardDisk) Truncate(int64) error        { return nil }
+func (discardDisk) Close() error                { return nil }
+
+// BenchmarkFileWritePackets measures what a capture costs the forwarding
+// path: queueing a batch of 32 frames (the disk here takes everything at
+// once, so nothing is dropped and the queue's cost is what is measured).
+func BenchmarkFileWritePackets(b *testing.B) {
+	for _, size := range []int{64, 1500} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			c, err := newFile("/nowhere/b.pcap", discardDisk{}, Options{QueueBytes: 256 << 20}) // room for a writer thread the machine is slow to schedule
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch := make([][]byte, 32)
+			for i := range batch {
+				batch[i] = make([]byte, size)
+			}
+			b.SetBytes(int64(size * len(batch)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.WritePackets(AtoB, batch)
+			}
+			c.Close()
+			_, _, dropped := c.Stats()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/frame")
+			b.ReportMetric(float64(dropped), "dropped")
 		})
 	}
 }

@@ -1,11 +1,16 @@
 // Package captures writes packet captures and streams them while they grow.
 //
-// A [Writer] turns frames into pcap records (gopacket's pcapgo underneath)
-// and makes every record visible to readers of the file as soon as it is
-// written. A [File] is a capture on disk that readers can [File.Follow]: they
-// get the file from its first byte and then every record appended to it,
-// until the capture ends. The package knows nothing of HTTP or of labtap's
-// projects: it works on files, directories and io.Writers.
+// A [File] is a capture on disk, in pcap or pcapng (one interface per
+// direction of a link; gopacket's pcapgo writes the headers). Frames are
+// queued in memory by the forwarding path and written out by the File's own
+// goroutine in large writes, a few milliseconds later; a disk that cannot
+// keep up costs dropped frames, counted, never a slower relay. The file only
+// ever holds whole records, and readers can [File.Follow] it: they get the
+// file from its first byte and then every record appended to it, until the
+// capture ends. A [Writer] writes the same records to any io.Writer, in the
+// caller's goroutine, each record in one Write. The package knows nothing of
+// HTTP or of labtap's projects: it works on files, directories and
+// io.Writers.
 package captures
 
 import (

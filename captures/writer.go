@@ -1,16 +1,13 @@
 package captures
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"time"
 
-	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 )
 
 // DefaultSnaplen is the snapshot length written in capture headers: frames
@@ -26,20 +23,51 @@ const (
 	BtoA Direction = 1 // sent by the link's second endpoint
 )
 
-// Options configure a [Writer]. The zero value writes an Ethernet pcap.
+// Options configure a [Writer] or a [File]. The zero value writes an
+// Ethernet pcap.
 type Options struct {
+	// Format is FormatPcap (the default when empty) or FormatPcapng.
+	Format string
 	// LinkType is written in the header; zero means Ethernet.
 	LinkType layers.LinkType
 	// Snaplen cuts longer frames; zero means DefaultSnaplen.
 	Snaplen int
+	// Interfaces name the pcapng interfaces of the two directions: the
+	// sender of each, e.g. "PC1 Ethernet0". Empty names become "A" and "B".
+	Interfaces [2]string
 	// Now stamps each record; nil means time.Now. Tests pin it.
 	Now func() time.Time
+
+	// For a File only: QueueBytes bounds the records waiting for the disk
+	// (zero means DefaultQueueBytes), and FlushInterval is how long a record
+	// may wait before it is written out for readers to see (zero means
+	// DefaultFlushInterval).
+	QueueBytes    int
+	FlushInterval time.Duration
 }
 
-// Writer appends frames to a classic pcap stream (version 2.4, microsecond
-// timestamps). It writes and flushes the file header when it is made, and
-// hands each record to the underlying writer in one Write as soon as it is
-// written, so a reader following the stream only ever sees whole records.
+func (o *Options) defaults() {
+	o.LinkType = linkTypeOrDefault(o.LinkType)
+	if o.Snaplen <= 0 || o.Snaplen > DefaultSnaplen {
+		o.Snaplen = DefaultSnaplen
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = DefaultQueueBytes
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+}
+
+// Writer appends frames to a capture stream written to an io.Writer, in
+// the calling goroutine: it writes and flushes the file header when it is
+// made, and hands each record to the underlying writer in one Write as soon
+// as it is written, so a reader following the stream only ever sees whole
+// records. (A [File] does the same for a file on disk, off the caller's
+// path.)
 //
 // A Writer is safe for concurrent use, and it never keeps the frames it is
 // given. Records are stamped under the same lock that writes them, so
@@ -47,68 +75,61 @@ type Options struct {
 // error is sticky: every later call returns it. A nil *Writer discards
 // everything.
 type Writer struct {
-	now     func() time.Time
-	snaplen int
+	now func() time.Time
 
 	mu        sync.Mutex // guards everything below
-	bw        *bufio.Writer
-	pw        *pcapgo.Writer
+	w         io.Writer
+	enc       *encoder
+	rec       []byte // the record being written, reused
+	last      time.Time
 	err       error
 	committed int64 // bytes accepted by the underlying writer, all whole records
 	frames    uint64
 }
 
-// bufferSize holds the largest record (16-byte header + 65535 bytes) so a
-// record reaches the underlying writer in a single Write.
-const bufferSize = 16 + DefaultSnaplen + 1
-
-// NewWriter writes a pcap file header to w, flushes it, and returns a Writer
-// for the records that follow. w should not be written to by anyone else.
+// NewWriter writes a capture file header to w and returns a Writer for the
+// records that follow. w should not be written to by anyone else.
 func NewWriter(w io.Writer, opts Options) (*Writer, error) {
-	if opts.LinkType == 0 {
-		opts.LinkType = layers.LinkTypeEthernet
+	opts.defaults()
+	enc, err := newEncoder(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Snaplen <= 0 || opts.Snaplen > DefaultSnaplen {
-		opts.Snaplen = DefaultSnaplen
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	bw := bufio.NewWriterSize(w, bufferSize)
-	pw := pcapgo.NewWriter(bw)
-	if err := pw.WriteFileHeader(uint32(opts.Snaplen), opts.LinkType); err != nil {
+	if _, err := w.Write(enc.header); err != nil {
 		return nil, fmt.Errorf("captures: write file header: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return nil, fmt.Errorf("captures: write file header: %w", err)
-	}
-	return &Writer{now: opts.Now, snaplen: opts.Snaplen, bw: bw, pw: pw, committed: 24}, nil
+	return &Writer{now: opts.Now, w: w, enc: enc, committed: int64(len(enc.header))}, nil
 }
 
 // WritePacket appends frame as one record stamped with the current time.
 // Frames longer than the snapshot length are cut; the record keeps the
-// original length. dir is accepted for symmetry with pcapng and ignored:
-// classic pcap records carry no direction.
+// original length. dir selects the pcapng interface; classic pcap records
+// carry no direction.
 func (w *Writer) WritePacket(dir Direction, frame []byte) error {
 	if w == nil {
 		return nil
 	}
-	data := frame[:min(len(frame), w.snaplen)]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	ci := gopacket.CaptureInfo{Timestamp: w.now(), CaptureLength: len(data), Length: len(frame)}
-	if err := w.pw.WritePacket(ci, data); err != nil {
+	ts := w.now()
+	if ts.Before(w.last) {
+		ts = w.last // the wall clock stepped back: keep the file in order
+	}
+	w.last = ts
+	rec, err := w.enc.appendRecord(w.rec[:0], dir, ts, frame)
+	if err != nil {
 		w.err = fmt.Errorf("captures: write packet: %w", err)
 		return w.err
 	}
-	if err := w.bw.Flush(); err != nil {
+	w.rec = rec
+	if _, err := w.w.Write(rec); err != nil {
 		w.err = fmt.Errorf("captures: write packet: %w", err)
 		return w.err
 	}
-	w.committed += int64(16 + len(data))
+	w.committed += int64(len(rec))
 	w.frames++
 	return nil
 }

@@ -114,7 +114,8 @@ const (
 type PortMapping struct {
 	Name string `json:"name"`
 	Type string `json:"type,omitempty"`
-	// VLAN is an access port's VLAN, or a trunk's native VLAN (switch).
+	// VLAN is an access port's VLAN, or a trunk's native VLAN (switch),
+	// 1 to 4094; 0 (omitted) means 1, GNS3's default.
 	VLAN int `json:"vlan,omitempty"`
 	// LocalPort, RemoteHost and RemotePort make a cloud's UDP port: frames
 	// from the lab are sent to RemoteHost:RemotePort, from LocalPort.
@@ -193,7 +194,8 @@ type Delay struct {
 
 // LinkSpec creates or updates the relay of a link on an agent:
 // PUT /v1/projects/{project}/links/{link}. Sending the same spec again is
-// harmless; sending new Filters or Suspend swaps them in atomically.
+// harmless; sending new Filters or Suspend swaps them in atomically. GET on
+// the same path returns the relay's [LinkState].
 type LinkSpec struct {
 	LinkID  string   `json:"link_id"`
 	A       Endpoint `json:"a"`
@@ -203,6 +205,54 @@ type LinkSpec struct {
 	Suspend bool `json:"suspend"`
 	// DataLinkType is the link's DLT_ name, used to compile BPF filters.
 	DataLinkType string `json:"data_link_type,omitempty"`
+}
+
+// LinkState describes a link's relay on an agent: the reply of
+// GET /v1/projects/{project}/links/{link}. Counters start at 0 when the link
+// is created and only go up (but Delayed).
+type LinkState struct {
+	LinkID string `json:"link_id"`
+	// Directions count frames per direction: [0] from A to B, [1] from B to A.
+	Directions [2]LinkCounters `json:"directions"`
+	// Ends describe the link's two ends, [0] A and [1] B.
+	Ends [2]LinkEnd `json:"ends"`
+}
+
+// LinkCounters count the frames of one direction of a link's relay.
+type LinkCounters struct {
+	// Received frames entered the relay; Forwarded left it (and were
+	// captured, when capturing).
+	Received  uint64 `json:"received"`
+	Forwarded uint64 `json:"forwarded"`
+	// Filtered frames were dropped by suspend or a filter.
+	Filtered uint64 `json:"filtered"`
+	// Delayed frames are in the delay line now; DelayDrops found it full.
+	Delayed    int64  `json:"delayed"`
+	DelayDrops uint64 `json:"delay_drops"`
+	// SendErrors could not be sent (peer not listening yet, ...).
+	SendErrors uint64 `json:"send_errors"`
+}
+
+// LinkEnd describes one end of a link's relay on the agent: a UDP socket
+// (facing a node's emulator, a cloud's remote end or another agent) or a
+// port of a switch or hub the agent runs.
+type LinkEnd struct {
+	// Kind is "udp" or "internal".
+	Kind string `json:"kind"`
+	// LocalPort is the UDP port of a "udp" end.
+	LocalPort int `json:"local_port,omitempty"`
+	// RecvBuffer and SendBuffer are the socket buffers the kernel granted,
+	// as getsockopt reports them (Linux reports twice the usable size).
+	RecvBuffer int `json:"recv_buffer,omitempty"`
+	SendBuffer int `json:"send_buffer,omitempty"`
+	// GSO tells whether the end sends runs of frames with UDP segmentation
+	// offload.
+	GSO bool `json:"gso,omitempty"`
+	// Strays are datagrams from an address other than the end's peer,
+	// dropped; RxErrors and TxErrors count failed socket calls.
+	Strays   uint64 `json:"strays,omitempty"`
+	RxErrors uint64 `json:"rx_errors,omitempty"`
+	TxErrors uint64 `json:"tx_errors,omitempty"`
 }
 
 // Capture file formats.
@@ -234,7 +284,9 @@ type CaptureState struct {
 	// Frames and Bytes count what has been written to the file.
 	Frames uint64 `json:"frames"`
 	Bytes  uint64 `json:"bytes"`
-	// Dropped counts frames that could not be written (e.g. disk full).
+	// Dropped counts frames the link forwarded that are not in the file:
+	// the disk could not keep up (the capture never slows the relay; it
+	// drops and counts instead) or a write failed (e.g. disk full).
 	Dropped uint64 `json:"dropped"`
 	// Err is why the capture ended by itself, empty otherwise.
 	Err string `json:"error,omitempty"`

@@ -1,4 +1,4 @@
-# Shared by scripts/run and scripts/test: install what is missing.
+# Shared by scripts/run, scripts/test and scripts/bench: install what is missing.
 # Sourced, not run.
 
 # need_go stops with a clear message when Go is missing or too old.
@@ -36,5 +36,33 @@ need() {
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	for pair in "$@"; do
 		has "${pair%%:*}" || { echo "${pair%%:*} still missing after installing ${pair#*:}" >&2; exit 1; }
+	done
+}
+
+# need_pkg PACKAGE... installs, with apt-get, the Debian packages that dpkg
+# does not list as installed: libraries and headers, which no command on
+# PATH reveals (libpcap-dev: the agent compiles bpf link filters with
+# libpcap, through cgo, so building it needs the headers and gcc).
+need_pkg() {
+	if ! command -v dpkg >/dev/null 2>&1; then
+		echo "not a Debian system: make sure these are installed: $*" >&2
+		return 0
+	fi
+	installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
+	local missing=() pkg
+	for pkg in "$@"; do
+		installed "$pkg" || missing+=("$pkg")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+		sudo="sudo"
+	fi
+	echo "installing: ${missing[*]}" >&2
+	$sudo apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	for pkg in "$@"; do
+		installed "$pkg" || { echo "$pkg still missing after installing it" >&2; exit 1; }
 	done
 }

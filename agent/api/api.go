@@ -31,6 +31,7 @@ type Service interface {
 	SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error)
 	DeleteNode(ctx context.Context, projectID, nodeID string) error
 	PutLink(projectID string, spec proto.LinkSpec) error
+	Link(projectID, linkID string) (proto.LinkState, error)
 	DeleteLink(projectID, linkID string) error
 	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
 	StopCapture(projectID, linkID string) (proto.CaptureState, error)
@@ -70,6 +71,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+n, h.deleteNode)
 	mux.HandleFunc("PUT "+n+"/status", h.setNodeStatus)
 	mux.HandleFunc("PUT "+l, h.putLink)
+	mux.HandleFunc("GET "+l, h.link)
 	mux.HandleFunc("DELETE "+l, h.deleteLink)
 	mux.HandleFunc("PUT "+l+"/capture", h.startCapture)
 	mux.HandleFunc("GET "+l+"/capture", h.capture)
@@ -147,6 +149,11 @@ func (h *handlers) putLink(w http.ResponseWriter, r *http.Request) {
 	}
 	spec.LinkID = r.PathValue("link")
 	h.reply(w, nil, h.svc.PutLink(r.PathValue("project"), spec))
+}
+
+func (h *handlers) link(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.Link(r.PathValue("project"), r.PathValue("link"))
+	h.reply(w, st, err)
 }
 
 func (h *handlers) deleteLink(w http.ResponseWriter, r *http.Request) {

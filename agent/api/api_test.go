@@ -43,7 +43,7 @@ type agent struct {
 func newAgent(t *testing.T) *agent {
 	t.Helper()
 	a := &agent{t: t, data: t.TempDir(), fakes: make(map[string]*node.Fake)}
-	h := host.New(host.Config{
+	a.serve(host.Config{
 		DataDir: a.data,
 		Runners: map[string]host.RunnerFactory{
 			"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
@@ -55,13 +55,18 @@ func newAgent(t *testing.T) *agent {
 			},
 		},
 	})
+	return a
+}
+
+// serve runs an agent with cfg on httptest until the test ends.
+func (a *agent) serve(cfg host.Config) {
+	h := host.New(cfg)
 	srv := httptest.NewServer(api.NewHandler(h, api.Config{Secret: secret}))
-	t.Cleanup(func() {
+	a.t.Cleanup(func() {
 		h.Close() // ends capture streams, so the server can close
 		srv.Close()
 	})
 	a.url = srv.URL
-	return a
 }
 
 func (a *agent) fake(id string) *node.Fake {
@@ -160,7 +165,8 @@ func TestAgentRefusesCallsWithoutTheSecret(t *testing.T) {
 	}
 	var info proto.AgentInfo
 	a.must("GET", proto.InfoPath, nil, &info, 200)
-	if info.ProtocolVersion != proto.Version || info.ComputeID != "local" || len(info.NodeTypes) != 1 {
+	if info.ProtocolVersion != proto.Version || info.ComputeID != "local" ||
+		fmt.Sprint(info.NodeTypes) != "[cloud ethernet_hub ethernet_switch vpcs]" {
 		t.Fatalf("info = %+v", info)
 	}
 }

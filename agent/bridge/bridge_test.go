@@ -25,6 +25,7 @@ func newEmulator(t *testing.T) *emulator {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetReadBuffer(4 << 20) // tests send bursts before they read
 	return &emulator{t: t, conn: c}
 }
 
@@ -78,11 +79,13 @@ type recordingTap struct {
 	dirs   []Direction
 }
 
-func (r *recordingTap) WritePacket(dir Direction, frame []byte) {
+func (r *recordingTap) WritePackets(dir Direction, frames [][]byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.frames = append(r.frames, bytes.Clone(frame))
-	r.dirs = append(r.dirs, dir)
+	for _, f := range frames {
+		r.frames = append(r.frames, bytes.Clone(f))
+		r.dirs = append(r.dirs, dir)
+	}
 }
 
 func (r *recordingTap) len() int {
@@ -94,7 +97,8 @@ func (r *recordingTap) len() int {
 func TestLinkRelaysBothDirectionsAndTapsEveryForwardedFrame(t *testing.T) {
 	emA, emB := newEmulator(t), newEmulator(t)
 	pa, pb := facing(t, emA), facing(t, emB)
-	l := NewLink(pa, pb, State{})
+	l := NewLink(pa, pb, nil)
+	defer l.Close()
 	tap := &recordingTap{}
 	l.SetTap(tap)
 
@@ -116,20 +120,21 @@ func TestLinkRelaysBothDirectionsAndTapsEveryForwardedFrame(t *testing.T) {
 		t.Fatalf("tap saw %d frames %q dirs %v", tap.len(), tap.frames[:min(2, tap.len())], tap.dirs)
 	}
 	// The counter moves just after the send: wait for it.
-	waitFor(t, func() bool { return l.Stats().Forwarded == [2]uint64{2, 1} })
+	waitFor(t, func() bool { return l.Stats()[AtoB].Forwarded == 2 && l.Stats()[BtoA].Forwarded == 1 })
 }
 
 func TestSuspendedLinkDropsEverythingAndResumes(t *testing.T) {
 	emA, emB := newEmulator(t), newEmulator(t)
 	pa, pb := facing(t, emA), facing(t, emB)
-	l := NewLink(pa, pb, State{Suspend: true})
+	l := NewLink(pa, pb, mustFilters(t, FilterConfig{Suspend: true}))
+	defer l.Close()
 	tap := &recordingTap{}
 	l.SetTap(tap)
 	emA.sendTo(pa.LocalAddr(), []byte("lost"))
 	if got := emB.recv(200 * time.Millisecond); got != nil {
 		t.Fatalf("suspended link forwarded %q", got)
 	}
-	l.SetState(State{})
+	l.SetFilters(nil)
 	emA.sendTo(pa.LocalAddr(), []byte("kept"))
 	if got := emB.recv(2 * time.Second); string(got) != "kept" {
 		t.Fatalf("resumed link delivered %q, want %q", got, "kept")
@@ -137,13 +142,13 @@ func TestSuspendedLinkDropsEverythingAndResumes(t *testing.T) {
 	if tap.len() != 1 {
 		t.Fatalf("tap saw %d frames, want only the forwarded one", tap.len())
 	}
-	waitFor(t, func() bool { return l.Stats().Dropped[AtoB] == 1 })
+	waitFor(t, func() bool { return l.Stats()[AtoB].Filtered == 1 })
 }
 
 func TestUnconnectedPortIgnoresStrangersAndFollowsItsPeer(t *testing.T) {
 	emA, emB, stranger := newEmulator(t), newEmulator(t), newEmulator(t)
 	pa, pb := facing(t, emA), facing(t, emB)
-	NewLink(pa, pb, State{})
+	defer NewLink(pa, pb, nil).Close()
 	stranger.sendTo(pa.LocalAddr(), []byte("spoofed"))
 	if got := emB.recv(200 * time.Millisecond); got != nil {
 		t.Fatalf("a frame from a stranger was forwarded: %q", got)
@@ -183,8 +188,8 @@ func TestConnectedPortsFormATunnel(t *testing.T) {
 	serve(t, t2)
 	emA, emB := newEmulator(t), newEmulator(t)
 	pa, pb := facing(t, emA), facing(t, emB)
-	NewLink(pa, t1, State{}) // agent 1: node port ↔ tunnel
-	NewLink(t2, pb, State{}) // agent 2: tunnel ↔ node port
+	defer NewLink(pa, t1, nil).Close() // agent 1: node port ↔ tunnel
+	defer NewLink(t2, pb, nil).Close() // agent 2: tunnel ↔ node port
 	emA.sendTo(pa.LocalAddr(), []byte("across"))
 	if got := emB.recv(2 * time.Second); string(got) != "across" {
 		t.Fatalf("B received %q through the tunnel", got)
@@ -205,18 +210,20 @@ func TestSendToAbsentPeerIsNotAnError(t *testing.T) {
 	}
 	serve(t, p)
 	for range 3 { // the second send sees the ICMP port-unreachable of the first
-		if err := p.Send([]byte("x")); err != nil {
-			t.Fatalf("Send to a closed peer: %v", err)
-		}
+		p.Send([][]byte{[]byte("x")}) // must neither fail nor block
 		time.Sleep(10 * time.Millisecond)
+	}
+	if st := p.Stats(); st.TxFrames+st.TxErrors != 3 {
+		t.Fatalf("port stats %+v: every frame is either sent or counted as an error", st)
 	}
 }
 
 func TestLinkCloseStopsRelaying(t *testing.T) {
 	emA, emB := newEmulator(t), newEmulator(t)
 	pa, pb := facing(t, emA), facing(t, emB)
-	l := NewLink(pa, pb, State{})
+	l := NewLink(pa, pb, nil)
 	l.Close()
+	l.Close() // twice is fine
 	emA.sendTo(pa.LocalAddr(), []byte("after close"))
 	if got := emB.recv(200 * time.Millisecond); got != nil {
 		t.Fatalf("closed link forwarded %q", got)
@@ -232,4 +239,13 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func mustFilters(t testing.TB, cfg FilterConfig) *Filters {
+	t.Helper()
+	f, err := NewFilters(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -1,64 +1,62 @@
 package bridge
 
 import (
+	"sync"
 	"sync/atomic"
+	"time"
 )
-
-// Direction tells which end of a link a frame came from.
-type Direction int
-
-// The two directions of a link.
-const (
-	AtoB Direction = 0 // received on end A, sent out of end B
-	BtoA Direction = 1 // received on end B, sent out of end A
-)
-
-// Tap receives a copy of every frame a link forwards, after the link's
-// filters, just before it is sent. WritePacket is called from the links'
-// receive goroutines, possibly concurrently for the two directions; it must
-// not keep frame.
-type Tap interface {
-	WritePacket(dir Direction, frame []byte)
-}
-
-// State is what a link applies to the frames it relays. It is replaced as a
-// whole, never edited in place, so the relay never sees half of an update.
-type State struct {
-	// Suspend drops every frame in both directions.
-	Suspend bool
-}
 
 // Link relays frames between two ports, both directions: what end A
-// receives is sent out of end B and the other way round. Its state and tap
-// are swapped atomically while frames flow.
+// receives is sent out of end B and the other way round. Each direction
+// runs, in the goroutine of the port that received the frames:
+//
+//	receive → count → filters (bpf, frequency_drop, packet_loss, corrupt)
+//	        → [delay line] → tap → send → count
+//
+// so dropped frames are never captured, corrupted frames are captured
+// corrupted, and delayed frames are captured when they leave (datapath.md
+// 4.1). The filters and the tap are swapped atomically while frames flow.
 type Link struct {
-	ends  [2]Port
-	state atomic.Pointer[State]
-	tap   atomic.Pointer[tapBox]
+	ends    [2]Port
+	filters atomic.Pointer[Filters] // nil: pass everything
+	tap     atomic.Pointer[tapBox]
+	dirs    [2]*relayDir
 
-	forwarded [2]atomic.Uint64 // per direction
-	dropped   [2]atomic.Uint64 // by the link's state (suspend, filters)
-	sendErrs  [2]atomic.Uint64
+	closeOnce sync.Once
 }
 
 type tapBox struct{ t Tap }
 
-// NewLink joins a and b and starts relaying at once: it becomes the handler
-// of both ports. A port belongs to at most one link at a time.
-func NewLink(a, b Port, st State) *Link {
+// NewLink joins a and b with the filters f (nil passes everything) and
+// starts relaying at once: it becomes the handler of both ports. A port
+// belongs to at most one link at a time. Close the link to stop it.
+func NewLink(a, b Port, f *Filters) *Link {
 	l := &Link{ends: [2]Port{a, b}}
-	l.state.Store(&st)
-	a.SetHandler(direction{l, AtoB})
-	b.SetHandler(direction{l, BtoA})
+	l.filters.Store(f)
+	for d := range l.dirs {
+		rd := &relayDir{l: l, dir: Direction(d), out: make([][]byte, 0, maxBatch)}
+		rd.line = newDelayLine(rd.emitDelayed)
+		l.dirs[d] = rd
+		go rd.line.run() // ended by Close
+	}
+	a.SetHandler(l.dirs[AtoB])
+	b.SetHandler(l.dirs[BtoA])
 	return l
 }
 
-// SetState replaces what the link applies to frames, from the next frame on.
-func (l *Link) SetState(st State) { l.state.Store(&st) }
+// SetFilters swaps in a new filter chain (nil passes everything), from the
+// next frame on. Frames already in a delay line keep their release time.
+func (l *Link) SetFilters(f *Filters) { l.filters.Store(f) }
 
-// SetTap starts (t != nil) or stops (t == nil) copying forwarded frames to t.
-// A frame already being forwarded when the tap is removed may still reach
-// the old tap.
+// Ends returns the ports the link joins, A and B.
+func (l *Link) Ends() [2]Port { return l.ends }
+
+// Filters returns the chain in use; nil means none.
+func (l *Link) Filters() *Filters { return l.filters.Load() }
+
+// SetTap starts (t != nil) or stops (t == nil) giving forwarded frames to
+// t. A batch being forwarded when the tap is removed may still reach the old
+// tap, which must cope (a stopped capture ignores it).
 func (l *Link) SetTap(t Tap) {
 	if t == nil {
 		l.tap.Store(nil)
@@ -67,48 +65,145 @@ func (l *Link) SetTap(t Tap) {
 	l.tap.Store(&tapBox{t})
 }
 
-// Close stops relaying: both ports drop what they receive from now on. The
-// ports stay open; they belong to whoever made them.
+// Close stops relaying: both ports drop what they receive from now on, and
+// the frames still in the delay lines are dropped. The ports stay open; they
+// belong to whoever made them. It is safe to call twice.
 func (l *Link) Close() {
-	l.ends[0].SetHandler(nil)
-	l.ends[1].SetHandler(nil)
-	l.tap.Store(nil)
+	l.closeOnce.Do(func() {
+		l.ends[0].SetHandler(nil)
+		l.ends[1].SetHandler(nil)
+		l.tap.Store(nil)
+		for _, d := range l.dirs {
+			d.line.close()
+		}
+	})
+}
+
+// DirStats counts what one direction of a link did.
+type DirStats struct {
+	// Received frames entered the direction; Forwarded left it.
+	Received, Forwarded uint64
+	// Filtered frames were dropped by suspend or a filter; Delayed is how
+	// many are in the delay line now; DelayDrops found it full (or were in
+	// it when the link closed); SendErrors could not be sent.
+	Filtered, DelayDrops, SendErrors uint64
+	Delayed                          int64
 }
 
 // LinkStats counts what a link did, per direction (index AtoB, BtoA).
-type LinkStats struct {
-	Forwarded, Dropped, SendErrors [2]uint64
-}
+type LinkStats [2]DirStats
 
 // Stats returns the link's counters.
 func (l *Link) Stats() LinkStats {
 	var s LinkStats
-	for d := range 2 {
-		s.Forwarded[d] = l.forwarded[d].Load()
-		s.Dropped[d] = l.dropped[d].Load()
-		s.SendErrors[d] = l.sendErrs[d].Load()
+	for i, d := range l.dirs {
+		s[i] = DirStats{
+			Received:   d.received.Load(),
+			Forwarded:  d.forwarded.Load(),
+			Filtered:   d.filtered.Load(),
+			DelayDrops: d.line.drops.Load(),
+			SendErrors: d.sendErrs.Load(),
+			Delayed:    d.line.pending.Load(),
+		}
 	}
 	return s
 }
 
-// direction is the handler of one end of a link.
-type direction struct {
-	l   *Link
-	dir Direction
+// relayDir is one direction of a link: the handler of the port frames come
+// in on. HandleFrames runs in that port's goroutine only, so out and the
+// corrupt buffers need no lock; emitDelayed runs in the delay line's.
+type relayDir struct {
+	l    *Link
+	dir  Direction
+	line *delayLine
+
+	out     [][]byte // frames of this batch that leave now
+	corrupt [][]byte // copies of this batch's corrupted frames (frames are not ours to change)
+
+	received, forwarded, filtered, sendErrs atomic.Uint64
 }
 
-func (d direction) HandleFrame(frame []byte) {
-	l := d.l
-	if l.state.Load().Suspend {
-		l.dropped[d.dir].Add(1)
+func (d *relayDir) HandleFrames(frames [][]byte) {
+	d.received.Add(uint64(len(frames)))
+	f := d.l.filters.Load()
+	if f == nil && d.line.idle() {
+		d.emit(frames) // the fast path: no filter, nothing delayed
 		return
 	}
-	if tb := l.tap.Load(); tb != nil {
-		tb.t.WritePacket(d.dir, frame)
-	}
-	if err := l.ends[1-d.dir].Send(frame); err != nil {
-		l.sendErrs[d.dir].Add(1)
+	if f != nil && f.cfg.Suspend {
+		d.filtered.Add(uint64(len(frames)))
 		return
 	}
-	l.forwarded[d.dir].Add(1)
+	out, ncorrupt := d.out[:0], 0
+	for _, fr := range frames {
+		var delay bool
+		if f != nil {
+			if f.drop(fr) {
+				d.filtered.Add(1)
+				continue
+			}
+			if f.corrupts() {
+				fr = d.copyForCorruption(ncorrupt, fr)
+				ncorrupt++
+				f.corrupt(fr)
+			}
+			delay = f.delays()
+		}
+		if delay || !d.line.idle() {
+			wait := f.delayIfAny()
+			d.line.push(fr, wait)
+			continue
+		}
+		out = append(out, fr)
+	}
+	d.emit(out)
+	clear(out)
+	d.out = out[:0]
+}
+
+// copyForCorruption returns a copy of frame in the i-th corruption buffer.
+func (d *relayDir) copyForCorruption(i int, frame []byte) []byte {
+	if i == len(d.corrupt) {
+		d.corrupt = append(d.corrupt, nil)
+	}
+	if cap(d.corrupt[i]) < len(frame) {
+		d.corrupt[i] = make([]byte, len(frame), max(len(frame), 2048))
+	}
+	buf := d.corrupt[i][:len(frame)]
+	copy(buf, frame)
+	return buf
+}
+
+// delayIfAny draws a frame's delay; without a delay filter (it was just
+// removed while frames wait) a frame leaves at once, after the queued ones.
+func (f *Filters) delayIfAny() time.Duration {
+	if f == nil || !f.delays() {
+		return 0
+	}
+	return f.delay()
+}
+
+// emit captures frames and sends them out of the other end.
+func (d *relayDir) emit(frames [][]byte) {
+	if len(frames) == 0 {
+		return
+	}
+	if tb := d.l.tap.Load(); tb != nil {
+		tb.t.WritePackets(d.dir, frames)
+	}
+	n := d.l.ends[1-d.dir].Send(frames)
+	d.forwarded.Add(uint64(n))
+	if n < len(frames) {
+		d.sendErrs.Add(uint64(len(frames) - n))
+	}
+}
+
+// emitDelayed sends frames leaving the delay line, unless the link was
+// suspended meanwhile: suspend drops every frame until it is cleared.
+func (d *relayDir) emitDelayed(frames [][]byte) {
+	if f := d.l.filters.Load(); f != nil && f.cfg.Suspend {
+		d.filtered.Add(uint64(len(frames)))
+		return
+	}
+	d.emit(frames)
 }

@@ -1,10 +1,3 @@
-// Package bridge moves frames between the ends of a link: UDP sockets facing
-// emulators or peer agents, one frame per datagram, relayed by a [Link] that
-// applies the link's state (suspend, filters) and hands each forwarded frame
-// to a capture [Tap].
-//
-// The package knows nothing of HTTP, projects or capture files: a Tap is any
-// value with a WritePacket method.
 package bridge
 
 import (
@@ -13,25 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
-
-// Handler receives the frames a port reads. HandleFrame is called from the
-// port's receive goroutine, one frame at a time; it must not keep frame after
-// it returns (copy it to queue it).
-type Handler interface {
-	HandleFrame(frame []byte)
-}
-
-// Port is one end of a link: it sends frames out and delivers the frames it
-// receives to its handler.
-type Port interface {
-	// Send transmits one frame. It does not keep frame.
-	Send(frame []byte) error
-	// SetHandler sets who receives this port's frames; nil drops them.
-	SetHandler(h Handler)
-}
 
 // UDPConfig configures a UDPPort.
 type UDPConfig struct {
@@ -44,28 +25,50 @@ type UDPConfig struct {
 	// such as uBridge and dynamips expect; it needs Peer set. Unconnected
 	// ports filter sources themselves and can change peer.
 	Connect bool
-	// BufferBytes sizes the socket's receive and send buffers; the kernel
-	// caps it at net.core.rmem_max/wmem_max. Zero means 4 MiB.
+	// BufferBytes sizes the socket's receive and send buffers. The kernel
+	// caps it at net.core.rmem_max/wmem_max unless the agent may force more
+	// (CAP_NET_ADMIN); Stats reports what it granted. Zero means 4 MiB.
 	BufferBytes int
+	// NoGSO turns UDP segmentation offload off for sends: every frame then
+	// costs one trip through the kernel's UDP stack. For measurements; a port
+	// also turns it off by itself when the kernel or the path refuses it.
+	NoGSO bool
 }
 
-// UDPPort is a UDP socket that carries one frame per datagram. Run its
-// receive loop with Serve; stop it with Close. Its methods are safe for
-// concurrent use.
+// DefaultBufferBytes is the socket buffer size a UDPPort asks for: enough to
+// ride out tens of milliseconds of scheduling hiccups at full rate, where the
+// kernel's default (208 KiB) overflows within a few.
+const DefaultBufferBytes = 4 << 20
+
+// UDPPort is a UDP socket that carries one frame per datagram. It reads in
+// batches (recvmmsg) and sends runs of equal-sized frames as one GSO buffer
+// (sendmmsg with UDP_SEGMENT). Run its receive loop with Serve; stop it with
+// Close. Its methods are safe for concurrent use.
 type UDPPort struct {
 	conn      *net.UDPConn
+	rc        syscall.RawConn
 	local     netip.AddrPort
+	family    int // of the socket: AF_INET or AF_INET6 (dual stack)
 	connected bool
-	peer      atomic.Pointer[netip.AddrPort] // nil: no peer yet
-	handler   atomic.Pointer[handlerBox]     // nil: frames are dropped
+	peer      atomic.Pointer[peerAddr]   // nil: no peer yet
+	handler   atomic.Pointer[handlerBox] // nil: frames are dropped
+	gso       atomic.Bool                // sends may use UDP_SEGMENT
+
+	smu sync.Mutex // guards sb: one send call at a time
+	sb  *sendBatch
+
+	rcvBuf, sndBuf int // granted by the kernel, as getsockopt reports them
 
 	rxFrames, rxBytes  atomic.Uint64
 	txFrames, txBytes  atomic.Uint64
-	unrouted, strays   atomic.Uint64 // dropped: no handler; wrong source
+	unrouted, strays   atomic.Uint64 // dropped: no handler or no peer; wrong source
 	rxErrors, txErrors atomic.Uint64
+	gsoSends           atomic.Uint64 // messages sent as a GSO run of 2+ frames
 }
 
 type handlerBox struct{ h Handler }
+
+var _ Port = (*UDPPort)(nil)
 
 // ListenUDP opens a UDP port.
 func ListenUDP(cfg UDPConfig) (*UDPPort, error) {
@@ -85,23 +88,51 @@ func ListenUDP(cfg UDPConfig) (*UDPPort, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: open udp %v: %w", cfg.Local, err)
 	}
-	size := cfg.BufferBytes
-	if size <= 0 {
-		size = 4 << 20
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bridge: open udp %v: %w", cfg.Local, err)
 	}
-	// Small default buffers (208 KiB) overflow within a few ms of a burst;
-	// the kernel silently caps these at its maximum, which is fine.
-	_ = conn.SetReadBuffer(size)
-	_ = conn.SetWriteBuffer(size)
 	p := &UDPPort{
 		conn:      conn,
+		rc:        rc,
 		local:     conn.LocalAddr().(*net.UDPAddr).AddrPort(),
 		connected: cfg.Connect,
+		sb:        newSendBatch(),
 	}
+	p.gso.Store(!cfg.NoGSO)
+	size := cfg.BufferBytes
+	if size <= 0 {
+		size = DefaultBufferBytes
+	}
+	rc.Control(func(fd uintptr) {
+		p.family = unix.AF_INET6
+		if sa, err := unix.Getsockname(int(fd)); err == nil {
+			if _, ok := sa.(*unix.SockaddrInet4); ok {
+				p.family = unix.AF_INET
+			}
+		}
+		p.rcvBuf = setBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, size)
+		p.sndBuf = setBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, size)
+	})
 	if cfg.Peer.IsValid() {
-		p.SetPeer(cfg.Peer)
+		p.peer.Store(newPeerAddr(cfg.Peer))
 	}
 	return p, nil
+}
+
+// setBuffer asks for a socket buffer of size bytes, forcing it past the
+// system maximum when the process may (root), and returns what the kernel
+// granted. Linux doubles the value to account for its bookkeeping, and
+// reports the doubled value.
+func setBuffer(fd, opt, force, size int) int {
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, size)
+	if got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt); err == nil && got >= 2*size {
+		return got
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, size) // EPERM without CAP_NET_ADMIN
+	got, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	return got
 }
 
 // LocalAddr returns the address the port is bound to.
@@ -118,8 +149,7 @@ func (p *UDPPort) SetPeer(peer netip.AddrPort) {
 		p.peer.Store(nil)
 		return
 	}
-	peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
-	p.peer.Store(&peer)
+	p.peer.Store(newPeerAddr(peer))
 }
 
 // SetHandler sets who receives this port's frames; nil drops them.
@@ -131,40 +161,131 @@ func (p *UDPPort) SetHandler(h Handler) {
 	p.handler.Store(&handlerBox{h})
 }
 
-// Send transmits one frame to the peer. It does not keep frame. Sending with
-// no peer, or to a peer that is not listening yet, drops the frame and
-// counts it: that is normal while a link's ends come up one after the other.
-func (p *UDPPort) Send(frame []byte) error {
-	var err error
-	if p.connected {
-		_, err = p.conn.Write(frame)
-	} else if peer := p.peer.Load(); peer != nil {
-		_, err = p.conn.WriteToUDPAddrPort(frame, *peer)
-	} else {
-		p.unrouted.Add(1)
-		return nil
+// Send transmits frames to the peer, in order, and returns how many the
+// kernel took. It does not keep frames. Sending with no peer, or to a peer
+// that is not listening yet, drops the frames and counts them: that is
+// normal while a link's ends come up one after the other.
+func (p *UDPPort) Send(frames [][]byte) int {
+	if len(frames) == 0 {
+		return 0
 	}
-	if err != nil {
-		p.txErrors.Add(1)
-		if transient(err) {
-			return nil
+	var (
+		name    unsafe.Pointer
+		namelen uint32
+	)
+	peer := p.peer.Load()
+	if !p.connected {
+		if peer == nil {
+			p.unrouted.Add(uint64(len(frames)))
+			return 0
 		}
-		return fmt.Errorf("bridge: send on %v: %w", p.local, err)
+		if p.family == unix.AF_INET && peer.is4 {
+			name, namelen = unsafe.Pointer(&peer.sa4), unix.SizeofSockaddrInet4
+		} else {
+			name, namelen = unsafe.Pointer(&peer.sa6), unix.SizeofSockaddrInet6
+		}
 	}
-	p.txFrames.Add(1)
-	p.txBytes.Add(uint64(len(frame)))
-	return nil
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	sent := 0
+	for len(frames) > 0 {
+		nframes, nmsgs := p.sb.build(frames, p.gso.Load(), name, namelen)
+		sent += p.sendMsgs(frames[:nframes], nmsgs, name, namelen)
+		frames = frames[nframes:]
+	}
+	return sent
 }
 
-// Serve reads frames and hands them to the handler until the port is closed
-// or ctx is done, then returns nil. It returns an error only if the socket
-// fails for good.
+// sendMsgs sends the messages sb holds for frames. p.smu must be held.
+func (p *UDPPort) sendMsgs(frames [][]byte, nmsgs int, name unsafe.Pointer, namelen uint32) int {
+	sb := p.sb
+	sent, first, bytes := 0, 0, 0 // frames and bytes sent; index of the first frame of message off
+	defer func() {
+		clear(sb.iovs[:len(frames)]) // keep no reference to the caller's frames
+		p.txFrames.Add(uint64(sent))
+		p.txBytes.Add(uint64(bytes))
+	}()
+	for off := 0; off < nmsgs; {
+		n, errno, err := sb.send(p.rc, off, nmsgs-off)
+		if err != nil { // closed
+			p.txErrors.Add(uint64(len(frames) - first))
+			return sent
+		}
+		for range n {
+			segs := sb.segs[off]
+			for _, f := range frames[first : first+segs] {
+				bytes += len(f)
+			}
+			if segs > 1 {
+				p.gsoSends.Add(1)
+			}
+			sent += segs
+			first += segs
+			off++
+		}
+		if errno == 0 && n > 0 {
+			continue
+		}
+		// Message off failed; the ones after it were not tried.
+		segs := sb.segs[off]
+		if segs > 1 && gsoRefused(errno) {
+			// This path cannot take GSO: send the run frame by frame, and
+			// stop asking (one refusal is enough to know).
+			p.gso.Store(false)
+			sent += p.sendEach(frames[first:first+segs], name, namelen)
+		} else {
+			p.txErrors.Add(uint64(segs))
+		}
+		first += segs
+		off++
+	}
+	return sent
+}
+
+// sendEach sends frames one datagram at a time, without GSO. It is the
+// fallback for a run the kernel refused; p.smu must be held.
+func (p *UDPPort) sendEach(frames [][]byte, name unsafe.Pointer, namelen uint32) int {
+	sent := 0
+	for _, f := range frames {
+		var err error
+		if p.connected {
+			_, err = p.conn.Write(f)
+		} else {
+			_, err = p.conn.WriteToUDPAddrPort(f, netip.AddrPortFrom(addrOf(name, namelen)))
+		}
+		if err != nil {
+			p.txErrors.Add(1)
+			continue
+		}
+		p.txBytes.Add(uint64(len(f)))
+		sent++
+	}
+	return sent
+}
+
+// addrOf decodes a sockaddr built by newPeerAddr.
+func addrOf(name unsafe.Pointer, namelen uint32) (netip.Addr, uint16) {
+	if namelen == unix.SizeofSockaddrInet4 {
+		sa := (*unix.RawSockaddrInet4)(name)
+		return netip.AddrFrom4(sa.Addr), htons(sa.Port)
+	}
+	sa := (*unix.RawSockaddrInet6)(name)
+	return netip.AddrFrom16(sa.Addr), htons(sa.Port)
+}
+
+// Serve reads frames and hands them to the handler, a batch at a time,
+// until the port is closed or ctx is done, then returns nil. It returns an
+// error only if the socket fails for good.
 func (p *UDPPort) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { p.conn.Close() }) // unblocks the read
 	defer stop()
-	buf := make([]byte, 64<<10) // room for any datagram: a short buffer silently truncates
+	rb, err := newRecvBatch(maxBatch, !p.connected)
+	if err != nil {
+		return fmt.Errorf("bridge: receive on %v: %w", p.local, err)
+	}
+	defer rb.free() // no frame outlives HandleFrames, so none refers to the slots now
 	for {
-		n, from, err := p.conn.ReadFromUDPAddrPort(buf)
+		n, err := rb.read(p.rc)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
@@ -175,23 +296,35 @@ func (p *UDPPort) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("bridge: receive on %v: %w", p.local, err)
 		}
-		if n == 0 {
-			continue
-		}
+		frames := rb.frames[:0]
+		var peer *peerAddr
 		if !p.connected {
-			peer := p.peer.Load()
-			if peer == nil || from.Port() != peer.Port() || from.Addr().Unmap() != peer.Addr() {
+			peer = p.peer.Load()
+		}
+		bytes := 0
+		for i := range n {
+			f := rb.frame(i)
+			if len(f) == 0 {
+				continue
+			}
+			if !p.connected && (peer == nil || !rb.from(i, peer)) {
 				p.strays.Add(1)
 				continue
 			}
+			bytes += len(f)
+			frames = append(frames, f)
 		}
-		p.rxFrames.Add(1)
-		p.rxBytes.Add(uint64(n))
+		if len(frames) == 0 {
+			continue
+		}
+		p.rxFrames.Add(uint64(len(frames)))
+		p.rxBytes.Add(uint64(bytes))
 		if hb := p.handler.Load(); hb != nil {
-			hb.h.HandleFrame(buf[:n])
+			hb.h.HandleFrames(frames)
 		} else {
-			p.unrouted.Add(1)
+			p.unrouted.Add(uint64(len(frames)))
 		}
+		clear(frames) // the slots are reused: keep no reference to them
 	}
 }
 
@@ -211,6 +344,13 @@ type PortStats struct {
 	// Strays came from an address other than the peer.
 	Unrouted, Strays   uint64
 	RxErrors, TxErrors uint64
+	// GSOSends counts messages that carried a run of frames in one GSO
+	// buffer; GSO is false once the port has stopped using it.
+	GSOSends uint64
+	GSO      bool
+	// RecvBuffer and SendBuffer are the socket buffer sizes the kernel
+	// granted, as getsockopt reports them (twice the usable size).
+	RecvBuffer, SendBuffer int
 }
 
 // Stats returns the port's counters.
@@ -220,6 +360,8 @@ func (p *UDPPort) Stats() PortStats {
 		TxFrames: p.txFrames.Load(), TxBytes: p.txBytes.Load(),
 		Unrouted: p.unrouted.Load(), Strays: p.strays.Load(),
 		RxErrors: p.rxErrors.Load(), TxErrors: p.txErrors.Load(),
+		GSOSends: p.gsoSends.Load(), GSO: p.gso.Load(),
+		RecvBuffer: p.rcvBuf, SendBuffer: p.sndBuf,
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package host is an agent's state and the operations its API performs:
-// the projects it has open, the nodes it runs, the relays of the links
-// between them, and the captures of those links.
+// the projects it has open, the nodes it runs (emulator processes such as
+// VPCS, and the cloud, hub and switch nodes it implements itself, see
+// builtin.go), the relays of the links between their ports with each link's
+// filters, and the captures of those links.
 //
 // Every method is safe for concurrent use and reports failures as
 // *proto.Error, whose code the API turns into an HTTP status.
@@ -56,7 +58,13 @@ type Config struct {
 	Runners map[string]RunnerFactory
 	// SoftwareVersion is reported in AgentInfo.
 	SoftwareVersion string
-	Logger          *slog.Logger
+	// SocketBuffer sizes the receive and send buffers of every UDP socket
+	// of the relay; zero means bridge.DefaultBufferBytes. Larger buffers
+	// ride out longer scheduling stalls on a busy host without loss; the
+	// kernel caps them at net.core.rmem_max/wmem_max unless the agent runs
+	// as root.
+	SocketBuffer int
+	Logger       *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -72,6 +80,8 @@ type Host struct {
 	vpcsOnce sync.Once
 	vpcs     *node.VPCSProgram
 	vpcsErr  error
+
+	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
 
 	load loadSampler
 
@@ -91,9 +101,29 @@ type hostNode struct {
 	spec   proto.NodeSpec
 	dir    string
 	runner node.Runner
-	port   *bridge.UDPPort // the agent's socket facing port 0/0
-	link   string          // the link using port 0/0, "" if none
-	ops    sync.Mutex      // serialises start and stop
+	ports  []*nodePort    // adapter 0, port i is ports[i]
+	sw     *bridge.Switch // the switch or hub the agent runs for this node, nil if none
+	ops    sync.Mutex     // serialises start and stop
+}
+
+// nodePort is one port of a node, as the relay sees it.
+type nodePort struct {
+	port bridge.Port
+	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
+	link string          // the link using the port, "" if none; guarded by Host.mu
+}
+
+// close releases what the node holds in the agent: its sockets and its
+// switch. The runner must be stopped first.
+func (n *hostNode) close() {
+	for _, p := range n.ports {
+		if p.udp != nil {
+			p.udp.Close()
+		}
+	}
+	if n.sw != nil {
+		n.sw.Close()
+	}
 }
 
 // New returns a Host. The data directory is created on first use.
@@ -141,9 +171,9 @@ func checkID(kind, id string) error {
 
 // Info describes the agent.
 func (h *Host) Info() proto.AgentInfo {
-	types := make([]string, 0, len(h.runners))
-	for _, t := range []string{"vpcs"} { // GNS3's order, of the types we run
-		if _, ok := h.runners[t]; ok {
+	var types []string
+	for _, t := range []string{TypeCloud, TypeHub, TypeSwitch, "vpcs"} { // GNS3's order, of the types we run
+		if _, ok := h.runners[t]; ok || builtin(t) {
 			types = append(types, t)
 		}
 	}
@@ -216,7 +246,7 @@ func (h *Host) stopNodes(ctx context.Context, p *project) {
 	for _, n := range p.nodes {
 		wg.Go(func() {
 			h.stopNode(ctx, n)
-			n.port.Close()
+			n.close()
 		})
 	}
 	wg.Wait()
@@ -267,16 +297,39 @@ func (h *Host) goServe(p *bridge.UDPPort) {
 	})
 }
 
+// listenUDP opens a relay socket with the configured buffer size, and
+// warns once when the kernel grants less than asked.
+func (h *Host) listenUDP(cfg bridge.UDPConfig) (*bridge.UDPPort, error) {
+	cfg.BufferBytes = h.cfg.SocketBuffer
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = bridge.DefaultBufferBytes
+	}
+	p, err := bridge.ListenUDP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Linux reports twice what was granted.
+	if st := p.Stats(); st.RecvBuffer < 2*cfg.BufferBytes || st.SendBuffer < 2*cfg.BufferBytes {
+		h.warnBufferOnce.Do(func() {
+			h.log.Warn("the kernel granted smaller UDP socket buffers than asked: bursts may be lost; raise net.core.rmem_max and wmem_max, or run the agent as root",
+				"asked", cfg.BufferBytes, "recv_granted", st.RecvBuffer/2, "send_granted", st.SendBuffer/2)
+		})
+	}
+	return p, nil
+}
+
 // loopbackAny binds an agent socket that faces local emulators.
 var loopbackAny = netip.MustParseAddrPort("127.0.0.1:0")
 
-// CreateNode creates a node; creating an existing node returns it unchanged.
+// CreateNode creates a node; creating an existing node returns it
+// unchanged, but for a switch whose port types or VLANs changed, which are
+// applied in place.
 func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.NodeSpec) (proto.NodeState, error) {
 	if err := checkID("node", spec.NodeID); err != nil {
 		return proto.NodeState{}, err
 	}
 	factory, ok := h.runners[spec.NodeType]
-	if !ok {
+	if !ok && !builtin(spec.NodeType) {
 		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
 	}
 	h.mu.Lock()
@@ -286,60 +339,81 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 		return proto.NodeState{}, err
 	}
 	if n, ok := p.nodes[spec.NodeID]; ok {
-		h.mu.Unlock()
+		defer h.mu.Unlock()
 		if n.spec.NodeType != spec.NodeType {
 			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "node %s exists with type %s", spec.NodeID, n.spec.NodeType)
+		}
+		if err := reconfigure(n, spec); err != nil {
+			return proto.NodeState{}, err
 		}
 		return h.nodeState(n), nil
 	}
 	h.mu.Unlock()
 
-	port, err := bridge.ListenUDP(bridge.UDPConfig{Local: loopbackAny})
-	if err != nil {
-		return proto.NodeState{}, proto.Errorf(proto.CodeInternal, "node %s: %v", spec.NodeID, err)
-	}
 	n := &hostNode{
 		spec: spec,
 		dir:  filepath.Join(p.dir, "project-files", spec.NodeType, spec.NodeID),
-		port: port,
 	}
-	runner, err := factory(ctx, RunnerEnv{
-		Spec:   spec,
-		Dir:    n.dir,
-		Agent:  port.LocalAddr(),
-		OnStop: func() { syncPeer(n) },
-		Logger: h.log.With("node", spec.NodeID),
-	})
+	if builtin(spec.NodeType) {
+		err = h.buildBuiltin(n)
+	} else {
+		err = h.buildRunner(ctx, n, factory)
+	}
 	if err != nil {
-		port.Close()
-		return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
+		return proto.NodeState{}, err
 	}
-	n.runner = runner
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.projects[projectID]; !ok || cur != p {
-		port.Close()
+		n.close()
 		return proto.NodeState{}, proto.Errorf(proto.CodeNotFound, "project %s is not open on this agent", projectID)
 	}
 	if other, ok := p.nodes[spec.NodeID]; ok { // created concurrently
-		port.Close()
+		n.close()
 		return h.nodeState(other), nil
 	}
 	p.nodes[spec.NodeID] = n
-	h.goServe(port)
+	for _, np := range n.ports {
+		if np.udp != nil {
+			h.goServe(np.udp)
+		}
+	}
 	return h.nodeState(n), nil
+}
+
+// buildRunner makes a node run by a runner (an emulator process): one port,
+// 0/0, a socket facing the node's NIC.
+func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFactory) error {
+	port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
+	if err != nil {
+		return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
+	}
+	n.ports = []*nodePort{{port: port, udp: port}}
+	runner, err := factory(ctx, RunnerEnv{
+		Spec:   n.spec,
+		Dir:    n.dir,
+		Agent:  port.LocalAddr(),
+		OnStop: func() { syncPeer(n) },
+		Logger: h.log.With("node", n.spec.NodeID),
+	})
+	if err != nil {
+		port.Close()
+		return asProtoError(err, proto.CodeConflict)
+	}
+	n.runner = runner
+	return nil
 }
 
 // syncPeer points the node's port at where the node receives its frames
 // now: its NIC while it runs, nowhere while it is stopped. It is called
 // after every start and stop, in any order, and always converges.
 func syncPeer(n *hostNode) {
-	if n.runner == nil {
+	if n.runner == nil || builtin(n.spec.NodeType) {
 		return
 	}
 	nic, _ := n.runner.NIC(0, 0) // invalid when stopped: frames are dropped
-	n.port.SetPeer(nic)
+	n.ports[0].udp.SetPeer(nic)
 }
 
 func (h *Host) nodeState(n *hostNode) proto.NodeState {
@@ -414,8 +488,10 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 	}
 	n, ok := p.nodes[nodeID]
 	if ok {
-		if l, linked := p.links[n.link]; linked {
-			h.removeLinkLocked(p, l)
+		for _, np := range n.ports {
+			if l, linked := p.links[np.link]; linked {
+				h.removeLinkLocked(p, l)
+			}
 		}
 		delete(p.nodes, nodeID)
 	}
@@ -424,7 +500,7 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 		return nil
 	}
 	h.stopNode(ctx, n)
-	n.port.Close()
+	n.close()
 	return nil
 }
 

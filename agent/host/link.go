@@ -7,18 +7,30 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/proto"
+	"golang.org/x/net/bpf"
 )
 
 type hostLink struct {
 	spec    proto.LinkSpec
 	relay   *bridge.Link
-	nodes   []string          // ids of the nodes whose ports the link uses
+	ends    [2]*nodePort      // the node ports the link uses; nil for a tunnel end
 	tunnels []*bridge.UDPPort // tunnel ends the link opened and closes
+	bpf     compiledBPF       // the programs of the filters in use
 	capture *hostCapture      // the running or last capture, nil if none
+}
+
+// compiledBPF remembers what a link's bpf filter compiled to, so that a PUT
+// that does not change it (a suspend, another filter) does not compile again.
+type compiledBPF struct {
+	linkType string
+	exprs    []string
+	progs    [][]bpf.RawInstruction
 }
 
 type hostCapture struct {
@@ -27,14 +39,36 @@ type hostCapture struct {
 	done bool // stopped (by request or by itself)
 }
 
-// PutLink creates a link's relay, or updates the state of an existing one.
-// A link's endpoints cannot change: a spec with other endpoints for an
-// existing link is a conflict.
+// PutLink creates a link's relay, or updates the filters and suspend state
+// of an existing one. The new filter chain is checked and built completely
+// (BPF expressions compiled) before it replaces the old one, in one step; a
+// bad filter changes nothing. A link's endpoints cannot change: a spec with
+// other endpoints for an existing link is a conflict.
 func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	if err := checkID("link", spec.LinkID); err != nil {
 		return err
 	}
-	st := bridge.State{Suspend: spec.Suspend}
+	if spec.DataLinkType == "" {
+		spec.DataLinkType = captures.DefaultDataLinkType
+	}
+	h.mu.Lock()
+	var cached compiledBPF
+	if p, err := h.projectLocked(projectID); err == nil {
+		if l, ok := p.links[spec.LinkID]; ok {
+			cached = l.bpf
+		}
+	}
+	h.mu.Unlock()
+	// Compiling may take a while: not under the lock.
+	progs, err := compileBPF(spec, cached)
+	if err != nil {
+		return err
+	}
+	filters, err := newFilters(spec, progs.progs)
+	if err != nil {
+		return err
+	}
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, err := h.projectLocked(projectID)
@@ -45,11 +79,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		if !sameEnds(l.spec, spec) {
 			return proto.Errorf(proto.CodeConflict, "link %s exists with other endpoints", spec.LinkID)
 		}
-		l.spec = spec
-		l.relay.SetState(st)
+		l.spec, l.bpf = spec, progs
+		l.relay.SetFilters(filters)
 		return nil
 	}
-	l := &hostLink{spec: spec}
+	l := &hostLink{spec: spec, bpf: progs}
 	ends, err := h.endsLocked(p, l)
 	if err != nil {
 		for _, t := range l.tunnels {
@@ -57,63 +91,123 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		}
 		return err
 	}
-	for _, id := range l.nodes {
-		p.nodes[id].link = spec.LinkID
+	for _, np := range l.ends {
+		if np != nil {
+			np.link = spec.LinkID
+		}
 	}
 	for _, t := range l.tunnels {
 		h.goServe(t)
 	}
-	l.relay = bridge.NewLink(ends[0], ends[1], st)
+	l.relay = bridge.NewLink(ends[0], ends[1], filters)
 	p.links[spec.LinkID] = l
 	h.log.Info("link up", "project", projectID, "link", spec.LinkID)
 	return nil
+}
+
+// compileBPF compiles the link's bpf filter expressions for its data link
+// type, reusing the previous programs when neither changed. An expression
+// libpcap refuses is an invalid request, with libpcap's message.
+func compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
+	if len(out.exprs) == 0 {
+		return out, nil
+	}
+	if out.linkType == prev.linkType && slices.Equal(out.exprs, prev.exprs) {
+		out.progs = prev.progs
+		return out, nil
+	}
+	lt, err := captures.LinkType(spec.DataLinkType)
+	if err != nil {
+		return out, proto.Errorf(proto.CodeInvalid, "link %s: %v", spec.LinkID, err)
+	}
+	for _, expr := range out.exprs {
+		prog, err := pcapfilter.Compile(lt, expr)
+		if err != nil {
+			return out, proto.Errorf(proto.CodeInvalid, "bpf filter: %v", err)
+		}
+		out.progs = append(out.progs, prog)
+	}
+	return out, nil
+}
+
+// newFilters builds a link's filter chain from its spec. The controller has
+// validated the values already; the relay checks them again and refuses
+// anything out of range.
+func newFilters(spec proto.LinkSpec, progs [][]bpf.RawInstruction) (*bridge.Filters, error) {
+	f := spec.Filters
+	cfg := bridge.FilterConfig{Suspend: spec.Suspend, BPF: progs}
+	if f.FrequencyDrop != nil {
+		cfg.FrequencyDrop = *f.FrequencyDrop
+	}
+	if f.PacketLoss != nil {
+		cfg.PacketLoss = *f.PacketLoss
+	}
+	if f.Corrupt != nil {
+		cfg.Corrupt = *f.Corrupt
+	}
+	if f.Delay != nil {
+		cfg.Latency, cfg.Jitter = f.Delay.Latency, f.Delay.Jitter
+	}
+	if !cfg.Suspend && len(cfg.BPF) == 0 && cfg.FrequencyDrop == 0 && cfg.PacketLoss == 0 &&
+		cfg.Corrupt == 0 && cfg.Latency == 0 && cfg.Jitter == 0 {
+		return nil, nil // nothing to apply: the relay's fast path
+	}
+	filters, err := bridge.NewFilters(cfg)
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "link %s filters: %v", spec.LinkID, err)
+	}
+	return filters, nil
 }
 
 // endsLocked returns the two ports a new link joins. h.mu must be held.
 func (h *Host) endsLocked(p *project, l *hostLink) ([2]bridge.Port, error) {
 	var ends [2]bridge.Port
 	for i, ep := range []proto.Endpoint{l.spec.A, l.spec.B} {
-		port, err := h.endPortLocked(p, l, ep)
+		port, np, err := h.endPortLocked(p, l, ep)
 		if err != nil {
 			return ends, err
 		}
-		ends[i] = port
+		ends[i], l.ends[i] = port, np
 	}
-	if len(l.nodes) == 2 && l.nodes[0] == l.nodes[1] {
-		return ends, proto.Errorf(proto.CodeConflict, "link %s connects node %s to itself", l.spec.LinkID, l.nodes[0])
+	if l.ends[0] != nil && l.ends[0] == l.ends[1] {
+		return ends, proto.Errorf(proto.CodeConflict, "link %s connects port %d/%d of node %s to itself",
+			l.spec.LinkID, l.spec.A.Adapter, l.spec.A.Port, l.spec.A.NodeID)
 	}
 	return ends, nil
 }
 
 // endPortLocked returns the port of one endpoint: a node's port, which must
 // be free, or a new tunnel end owned by l. h.mu must be held.
-func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge.Port, error) {
+func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge.Port, *nodePort, error) {
 	if ep.Tunnel != nil {
 		if ep.NodeID != "" {
-			return nil, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
+			return nil, nil, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
 		}
-		t, err := openTunnel(*ep.Tunnel)
+		t, err := h.openTunnel(*ep.Tunnel)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l.tunnels = append(l.tunnels, t)
-		return t, nil
+		return t, nil, nil
 	}
 	n, ok := p.nodes[ep.NodeID]
 	if !ok {
-		return nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", ep.NodeID)
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", ep.NodeID)
 	}
-	if ep.Adapter != 0 || ep.Port != 0 {
-		return nil, proto.Errorf(proto.CodeNotFound, "node %s has no port %d/%d", ep.NodeID, ep.Adapter, ep.Port)
+	if ep.Adapter != 0 || ep.Port < 0 || ep.Port >= len(n.ports) {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "node %s has no port %d/%d", ep.NodeID, ep.Adapter, ep.Port)
 	}
-	if n.link != "" {
-		return nil, proto.Errorf(proto.CodeConflict, "port %d/%d of node %s is already used by link %s", ep.Adapter, ep.Port, ep.NodeID, n.link)
+	np := n.ports[ep.Port]
+	if np.link != "" {
+		return nil, nil, proto.Errorf(proto.CodeConflict, "port %d/%d of node %s is already used by link %s", ep.Adapter, ep.Port, ep.NodeID, np.link)
 	}
-	l.nodes = append(l.nodes, ep.NodeID)
-	return n.port, nil
+	return np.port, np, nil
 }
 
-func openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
+// openTunnel opens a UDP tunnel end: bound to LocalPort on every address,
+// connected to RemoteHost:RemotePort (datapath.md 2.2).
+func (h *Host) openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
 	if t.LocalPort < 0 || t.LocalPort > 65535 || t.RemotePort <= 0 || t.RemotePort > 65535 {
 		return nil, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
 	}
@@ -130,7 +224,7 @@ func openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
 	if addr.Is6() {
 		local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(t.LocalPort))
 	}
-	port, err := bridge.ListenUDP(bridge.UDPConfig{
+	port, err := h.listenUDP(bridge.UDPConfig{
 		Local:   local,
 		Peer:    netip.AddrPortFrom(addr, uint16(t.RemotePort)),
 		Connect: true,
@@ -152,6 +246,37 @@ func sameEnds(a, b proto.LinkSpec) bool {
 		return x.NodeID == y.NodeID && x.Adapter == y.Adapter && x.Port == y.Port
 	}
 	return same(a.A, b.A) && same(a.B, b.B)
+}
+
+// Link returns the state of a link's relay: its counters and its ends.
+func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, l, err := h.link(projectID, linkID)
+	if err != nil {
+		return proto.LinkState{}, err
+	}
+	st := proto.LinkState{LinkID: linkID}
+	for i, d := range l.relay.Stats() {
+		st.Directions[i] = proto.LinkCounters{
+			Received: d.Received, Forwarded: d.Forwarded, Filtered: d.Filtered,
+			Delayed: d.Delayed, DelayDrops: d.DelayDrops, SendErrors: d.SendErrors,
+		}
+	}
+	for i, port := range l.relay.Ends() {
+		u, ok := port.(*bridge.UDPPort)
+		if !ok {
+			st.Ends[i] = proto.LinkEnd{Kind: "internal"}
+			continue
+		}
+		ps := u.Stats()
+		st.Ends[i] = proto.LinkEnd{
+			Kind: "udp", LocalPort: int(u.LocalAddr().Port()),
+			RecvBuffer: ps.RecvBuffer, SendBuffer: ps.SendBuffer, GSO: ps.GSO,
+			Strays: ps.Strays, RxErrors: ps.RxErrors, TxErrors: ps.TxErrors,
+		}
+	}
+	return st, nil
 }
 
 // DeleteLink stops a link's relay and capture (the capture file stays
@@ -176,9 +301,9 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) {
 	for _, t := range l.tunnels {
 		t.Close()
 	}
-	for _, id := range l.nodes {
-		if n, ok := p.nodes[id]; ok && n.link == l.spec.LinkID {
-			n.link = ""
+	for _, np := range l.ends {
+		if np != nil && np.link == l.spec.LinkID {
+			np.link = ""
 		}
 	}
 	delete(p.links, l.spec.LinkID)
@@ -200,19 +325,21 @@ func (h *Host) link(projectID, linkID string) (*project, *hostLink, error) {
 // tap adapts a capture file to the relay's Tap.
 type tap struct{ f *captures.File }
 
-func (t tap) WritePacket(dir bridge.Direction, frame []byte) {
-	t.f.WritePacket(captures.Direction(dir), frame)
+func (t tap) WritePackets(dir bridge.Direction, frames [][]byte) {
+	t.f.WritePackets(captures.Direction(dir), frames)
 }
 
 // StartCapture starts writing the frames a link forwards to a file in the
-// project's captures folder. Asking again for the running capture returns
-// it unchanged; asking for another one while it runs is a conflict.
+// project's captures folder, as pcap or, with Format "pcapng", as pcapng with
+// one interface per direction, each named after the endpoint that sends its
+// frames. Asking again for the running capture returns it unchanged; asking
+// for another one while it runs is a conflict.
 func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
 	if spec.Format == "" {
 		spec.Format = proto.FormatPcap
 	}
-	if spec.Format != proto.FormatPcap {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "capture format %q is not supported", spec.Format)
+	if spec.Format != proto.FormatPcap && spec.Format != proto.FormatPcapng {
+		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "capture format %q is not supported (want %q or %q)", spec.Format, proto.FormatPcap, proto.FormatPcapng)
 	}
 	if !captures.ValidFileName(spec.FileName) {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "capture file name %q is not a plain file name", spec.FileName)
@@ -237,7 +364,11 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
-	f, err := captures.Create(root, spec.FileName, captures.Options{LinkType: lt})
+	f, err := captures.Create(root, spec.FileName, captures.Options{
+		Format:     spec.Format,
+		LinkType:   lt,
+		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
+	})
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
 	}
@@ -245,8 +376,20 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	l.capture = c
 	l.relay.SetTap(tap{f})
 	h.wg.Go(func() { h.watchCapture(projectID, l, c) })
-	h.log.Info("capture started", "project", projectID, "link", linkID, "file", f.Path())
+	h.log.Info("capture started", "project", projectID, "link", linkID, "file", f.Path(), "format", spec.Format)
 	return captureState(c), nil
+}
+
+// endName names the sender of one direction in a pcapng capture.
+func endName(ep proto.Endpoint, def string) string {
+	switch {
+	case ep.Name != "":
+		return ep.Name
+	case ep.Tunnel != nil:
+		return fmt.Sprintf("%s (tunnel from %s:%d)", def, ep.Tunnel.RemoteHost, ep.Tunnel.RemotePort)
+	default:
+		return fmt.Sprintf("%s (node %s port %d/%d)", def, ep.NodeID, ep.Adapter, ep.Port)
+	}
 }
 
 // watchCapture notices a capture that ends by itself (a failed write) and
@@ -283,9 +426,9 @@ func (p *project) capturesRootLocked() (*os.Root, error) {
 	return root, nil
 }
 
-// StopCapture stops a link's capture and returns its final state. The file
-// keeps every record written. Stopping a link that is not capturing
-// succeeds.
+// StopCapture stops a link's capture and returns its final state, once
+// every frame the link forwarded before the stop is in the file. Stopping a
+// link that is not capturing succeeds.
 func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -307,9 +450,9 @@ func (h *Host) stopCaptureLocked(l *hostLink) {
 	}
 	l.relay.SetTap(nil)
 	c.done = true
-	c.file.Close() // waits for a write in progress, then every later one is ignored
-	frames, _, _ := c.file.Stats()
-	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames)
+	c.file.Close() // writes every frame queued so far; later ones are ignored
+	frames, _, dropped := c.file.Stats()
+	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
 }
 
 // Capture returns a link's capture state.

@@ -1,0 +1,897 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/proto"
+	"golang.org/x/sys/unix"
+)
+
+// bench is one agent under test, with its lab: generator → cloud 1 → link
+// → cloud 2 → sink.
+type bench struct {
+	cfg    config
+	dir    string
+	secret string
+	api    string // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	exited chan error
+
+	project, link string
+	ends          [2]proto.LinkEnd // as the agent reports them
+
+	gen     *net.UDPConn // connected to cloud 1's lport
+	direct  *net.UDPConn // the ceiling's generator: connected to the sink
+	sink    *net.UDPConn
+	relayIn int // cloud 1's lport: where the relay receives
+	start   time.Time
+	capN    int
+}
+
+const (
+	projectID = "b0000000-0000-4000-8000-000000000001"
+	cloudA    = "b0000000-0000-4000-8000-00000000000a"
+	cloudB    = "b0000000-0000-4000-8000-00000000000b"
+	linkID    = "b0000000-0000-4000-8000-0000000000ab"
+)
+
+var loopback = net.IPv4(127, 0, 0, 1)
+
+func newBench(cfg config) (*bench, error) {
+	b := &bench{cfg: cfg, start: time.Now(), project: projectID, link: linkID}
+	var err error
+	if b.dir, err = os.MkdirTemp("", "labtap-bench-"); err != nil {
+		return nil, err
+	}
+	if err := b.startAgent(); err != nil {
+		b.close()
+		return nil, err
+	}
+	if err := b.setup(); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+var listenLine = regexp.MustCompile(`msg="agent listening" addr=(\S+)`)
+
+// startAgent runs the agent binary on an ephemeral loopback port with a
+// fresh data directory and a random shared secret.
+func (b *bench) startAgent() error {
+	key := make([]byte, 16)
+	rand.Read(key)
+	b.secret = hex.EncodeToString(key)
+	args := []string{b.cfg.agent, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(b.dir, "data"), "--log-level", "info"}
+	if b.cfg.buffer > 0 {
+		args = append(args, "--socket-buffer", strconv.Itoa(b.cfg.buffer))
+	}
+	if b.cfg.agentCPU != "" {
+		if _, err := exec.LookPath("taskset"); err != nil {
+			return fmt.Errorf("-agent-cpu %s needs taskset (util-linux): %w", b.cfg.agentCPU, err)
+		}
+		args = append([]string{"taskset", "-c", b.cfg.agentCPU}, args...)
+	}
+	b.cmd = exec.Command(args[0], args[1:]...)
+	b.cmd.Env = append(os.Environ(), "LABTAP_SECRET="+b.secret)
+	stderr, err := b.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := b.cmd.Start(); err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	b.exited = make(chan error, 1)
+	addr := make(chan string, 1)
+	go func() {
+		// The agent logs to stderr; its first lines give its address, the
+		// rest are passed on, for errors.
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") || strings.HasPrefix(sc.Text(), "gc ") {
+				fmt.Fprintln(os.Stderr, "agent:", sc.Text())
+			}
+		}
+		b.exited <- b.cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		b.api = "http://" + a
+		return nil
+	case err := <-b.exited:
+		return fmt.Errorf("agent exited at start: %v", err)
+	case <-time.After(20 * time.Second):
+		return errors.New("agent did not start within 20 s")
+	}
+}
+
+// close stops the agent and removes its data directory.
+func (b *bench) close() {
+	for _, c := range []*net.UDPConn{b.gen, b.direct, b.sink} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	if b.cmd != nil && b.cmd.Process != nil {
+		b.cmd.Process.Signal(unix.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(15 * time.Second):
+			b.cmd.Process.Kill()
+		}
+	}
+	if !b.cfg.keep {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// call sends one API request with the secret and decodes the reply.
+func (b *bench) call(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, b.api+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(proto.SecretHeader, b.secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil && len(data) > 0 {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// freePort returns a loopback UDP port that was free a moment ago.
+func freePort() (int, error) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: loopback})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
+
+func listen(port int) (*net.UDPConn, error) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: loopback, Port: port})
+	if err != nil {
+		return nil, err
+	}
+	bigBuffers(c)
+	return c, nil
+}
+
+// bigBuffers gives a generator's or the sink's socket 32 MiB buffers
+// (forced past net.core.rmem_max when the bench runs as root), so that the
+// harness rides out the stalls of a busy machine and loss, if any, is the
+// relay's. The relay's own sockets keep what the agent asks for.
+func bigBuffers(c *net.UDPConn) {
+	const size = 32 << 20
+	c.SetReadBuffer(size)
+	c.SetWriteBuffer(size)
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size)
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size)
+		})
+	}
+}
+
+// setup makes the lab: the sink and the generators' sockets, the project,
+// two clouds (or two tunnel ends) and the link.
+func (b *bench) setup() error {
+	var err error
+	if b.sink, err = listen(0); err != nil {
+		return err
+	}
+	l1, err := freePort()
+	if err != nil {
+		return err
+	}
+	l2, err := freePort()
+	if err != nil {
+		return err
+	}
+	b.relayIn = l1
+	genPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	sinkPort := b.sink.LocalAddr().(*net.UDPAddr).Port
+	if err := b.call("PUT", proto.ProjectPath(b.project), proto.ProjectSpec{Name: "bench"}, nil); err != nil {
+		return err
+	}
+	a := proto.Endpoint{NodeID: cloudA, Name: "Cloud1 UDP"}
+	z := proto.Endpoint{NodeID: cloudB, Name: "Cloud2 UDP"}
+	if b.cfg.tunnels {
+		a = proto.Endpoint{Tunnel: &proto.Tunnel{LocalPort: l1, RemoteHost: "127.0.0.1", RemotePort: genPort}}
+		z = proto.Endpoint{Tunnel: &proto.Tunnel{LocalPort: l2, RemoteHost: "127.0.0.1", RemotePort: sinkPort}}
+	} else {
+		for _, c := range []struct {
+			id, name     string
+			lport, rport int
+		}{{cloudA, "Cloud1", l1, genPort}, {cloudB, "Cloud2", l2, sinkPort}} {
+			spec := proto.NodeSpec{NodeType: "cloud", Name: c.name, Ports: []proto.PortMapping{
+				{Name: "UDP tunnel 1", Type: proto.PortUDP, LocalPort: c.lport, RemoteHost: "127.0.0.1", RemotePort: c.rport},
+			}}
+			if err := b.call("PUT", proto.NodePath(b.project, c.id), spec, nil); err != nil {
+				return fmt.Errorf("create cloud (an agent without cloud nodes needs -tunnels): %w", err)
+			}
+		}
+	}
+	if err := b.call("PUT", proto.LinkPath(b.project, b.link), proto.LinkSpec{A: a, B: z}, nil); err != nil {
+		return err
+	}
+	// The generator sends from genPort, the only source cloud 1 hears.
+	if b.gen, err = net.DialUDP("udp4", &net.UDPAddr{IP: loopback, Port: genPort}, &net.UDPAddr{IP: loopback, Port: l1}); err != nil {
+		return err
+	}
+	bigBuffers(b.gen)
+	if b.direct, err = net.DialUDP("udp4", &net.UDPAddr{IP: loopback}, &net.UDPAddr{IP: loopback, Port: sinkPort}); err != nil {
+		return err
+	}
+	bigBuffers(b.direct)
+	var st proto.LinkState
+	if err := b.call("GET", proto.LinkPath(b.project, b.link), nil, &st); err == nil {
+		b.ends = st.Ends
+	}
+	return nil
+}
+
+// spec describes one run.
+type spec struct {
+	name     string
+	size     int
+	relay    bool // through the relay, or generator → sink directly
+	capture  bool
+	rate     int           // frames/s; 0: as fast as the generator goes
+	duration time.Duration // how long the generator sends
+}
+
+// result is what one run measured.
+type result struct {
+	spec
+	sent, received int
+	genRate        float64 // frames/s the generator sent
+	seconds        float64 // from the first to the last frame received
+	rate           float64 // received frames/s
+	p50, p99       time.Duration
+	relayCPU       float64       // agent CPU seconds during the run
+	cpuWait        time.Duration // agent threads were runnable but waited for a CPU
+	steal          float64       // share of the machine's CPU time the hypervisor took (steal time)
+	forwarded      int64         // by the relay, -1 if unknown
+	relayDrops     int64         // datagrams the kernel dropped at the relay's socket
+	sinkDrops      int64         // and at the sink's
+	capture        *captureCheck
+	err            error
+}
+
+// runs lists the runs of one repetition, in order.
+func (b *bench) runs() []spec {
+	d, st, rate := b.cfg.duration, b.cfg.steady, b.cfg.rate
+	all := []spec{
+		{name: "ceiling-64", size: 64, duration: d},
+		{name: "off-64", size: 64, relay: true, duration: d},
+		{name: "on-64", size: 64, relay: true, capture: true, duration: d},
+		{name: "ceiling-1500", size: 1500, duration: d},
+		{name: "off-1500", size: 1500, relay: true, duration: d},
+		{name: "on-1500", size: 1500, relay: true, capture: true, duration: d},
+		{name: "ceiling-1500-steady", size: 1500, rate: rate, duration: st},
+		{name: "off-1500-steady", size: 1500, relay: true, rate: rate, duration: st},
+		{name: "on-1500-steady", size: 1500, relay: true, capture: true, rate: rate, duration: st},
+	}
+	if b.cfg.only == nil {
+		return all
+	}
+	var out []spec
+	for _, s := range all {
+		if b.cfg.only[s.name] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// all runs every run cfg.reps times, interleaved (so that a burst of load
+// from elsewhere on the machine hits several kinds of run, not one), and
+// returns the runs of every repetition.
+func (b *bench) all() ([][]result, error) {
+	var out [][]result
+	for rep := range b.cfg.reps {
+		var row []result
+		for _, s := range b.runs() {
+			fmt.Fprintf(os.Stderr, "rep %d/%d %-20s ", rep+1, b.cfg.reps, s.name)
+			r := b.one(s)
+			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%  steal %3.0f%%  agent threads waited %v for a CPU  %s\n",
+				r.rate, 100*r.loss(), 100*r.steal, r.cpuWait.Round(time.Millisecond), r.captureSummary())
+			row = append(row, r)
+			if r.err != nil {
+				return append(out, row), r.err
+			}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+func (r result) loss() float64 {
+	if r.sent == 0 {
+		return 0
+	}
+	return 1 - float64(r.received)/float64(r.sent)
+}
+
+// one does one run.
+func (b *bench) one(s spec) result {
+	r := result{spec: s, forwarded: -1}
+	var capPath string
+	if s.capture {
+		b.capN++
+		var st proto.CaptureState
+		if r.err = b.call("PUT", proto.CapturePath(b.project, b.link), proto.CaptureSpec{
+			FileName: fmt.Sprintf("bench-%d.pcap", b.capN), DataLinkType: "DLT_EN10MB",
+		}, &st); r.err != nil {
+			return r
+		}
+		capPath = st.FilePath
+	}
+	before, _ := b.linkState()
+	cpu0, _ := procCPU(b.cmd.Process.Pid)
+	wait0 := runDelay(b.cmd.Process.Pid)
+	steal0 := cpuTimes("")
+	relayDrops0, sinkDrops0 := udpDrops(b.relayIn), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
+
+	sk := newSink(b.sink, s.size, b.start)
+	go sk.run()
+	to := b.direct
+	if s.relay {
+		to = b.gen
+	}
+	var window func() int
+	if s.rate == 0 && !b.cfg.overdrive {
+		window = sk.received
+	}
+	g, err := generate(to, s, b.start, window)
+	if err != nil {
+		r.err = err
+		sk.stop()
+		return r
+	}
+	if s.relay {
+		b.waitRelayDrained()
+	}
+	sk.waitIdle(300 * time.Millisecond)
+	sk.stop()
+
+	cpu1, _ := procCPU(b.cmd.Process.Pid)
+	r.cpuWait = runDelay(b.cmd.Process.Pid) - wait0
+	r.steal = cpuTimes("").stealShare(steal0)
+	after, ok := b.linkState()
+	r.sent = g.sent
+	r.genRate = float64(g.sent) / g.seconds
+	r.received = sk.count
+	r.seconds = sk.last.Sub(sk.first).Seconds()
+	if r.received > 1 && r.seconds > 0 {
+		r.rate = float64(r.received-1) / r.seconds
+	}
+	r.p50, r.p99 = sk.percentiles()
+	r.relayCPU = cpu1 - cpu0
+	if ok {
+		r.forwarded = int64(after.Directions[0].Forwarded - before.Directions[0].Forwarded)
+	}
+	r.relayDrops = udpDrops(b.relayIn) - relayDrops0
+	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
+	if s.capture {
+		var st proto.CaptureState
+		if r.err = b.call("DELETE", proto.CapturePath(b.project, b.link), nil, &st); r.err != nil {
+			return r
+		}
+		c := verifyCapture(capPath, s.size, g, sk, r.forwarded)
+		c.dropped = st.Dropped
+		c.agentFrames = st.Frames
+		r.capture = &c
+		if !b.cfg.keep {
+			os.Remove(capPath)
+		}
+	}
+	return r
+}
+
+// waitRelayDrained waits, up to 10 s, until the relay has taken every
+// datagram waiting in its socket and its counters stand still: a relay
+// starved of CPU may still be forwarding after the sink went quiet, and the
+// run's counters and capture must cover those frames too.
+func (b *bench) waitRelayDrained() {
+	deadline := time.Now().Add(10 * time.Second)
+	prev, _ := b.linkState()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		cur, ok := b.linkState()
+		if !ok {
+			return // an agent without link counters: the sink's idle wait must do
+		}
+		if cur.Directions == prev.Directions && udpQueued(b.relayIn) == 0 {
+			return
+		}
+		prev = cur
+	}
+}
+
+func (b *bench) linkState() (proto.LinkState, bool) {
+	var st proto.LinkState
+	if err := b.call("GET", proto.LinkPath(b.project, b.link), nil, &st); err != nil {
+		return st, false
+	}
+	return st, true
+}
+
+// Frame layout: sequence number, send time (ns since the bench started),
+// then a filler byte that depends on the sequence number.
+const headerLen = 16
+
+func filler(seq uint64) byte { return byte(seq*131 + 7) }
+
+// sent is what a generator sent: sends[i] is the first sequence number of
+// send i and its send time; every frame of a send carries that time.
+type sent struct {
+	sent    int
+	seconds float64
+	sends   []sendRec
+}
+
+type sendRec struct{ first, ts uint64 }
+
+// ts returns the send time written in frame seq.
+func (g *sent) ts(seq uint64) uint64 {
+	i, _ := slices.BinarySearchFunc(g.sends, seq, func(r sendRec, seq uint64) int {
+		if r.first > seq {
+			return 1
+		}
+		return -1
+	})
+	return g.sends[i-1].ts
+}
+
+// window is how many frames a max-rate generator keeps in flight (sent, not
+// yet received): enough to keep every stage busy for milliseconds, few
+// enough to fit the relay's 4 MiB socket buffer (a datagram costs the
+// buffer its size plus about 700 bytes, several kB for segments of a GSO
+// send), so a run measures how fast the path delivers rather than how much
+// an overloaded socket throws away.
+func window(size int) int { return min(1024, (1<<20)/size) }
+
+// generate sends frames to conn for s.duration, as fast as it can or at
+// s.rate frames/s. With received set, "as fast as it can" keeps at most
+// window frames in flight; frames that do not arrive within 50 ms are taken
+// as lost, so a loss cannot stall the generator.
+func generate(conn *net.UDPConn, s spec, start time.Time, received func() int) (*sent, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c, err := newMmsgConn(conn, s.size)
+	if err != nil {
+		return nil, err
+	}
+	var patterns [256][]byte
+	for i := range patterns {
+		patterns[i] = bytes.Repeat([]byte{byte(i)}, s.size)
+	}
+	g := &sent{}
+	t0 := time.Now()
+	lost, lastGot, stalled := 0, -1, time.Time{}
+	for {
+		el := time.Since(t0)
+		if el >= s.duration {
+			break
+		}
+		n := batch
+		if received != nil {
+			got := received()
+			if g.sent-got-lost+batch > window(s.size) {
+				switch {
+				case got != lastGot:
+					lastGot, stalled = got, time.Now()
+				case time.Since(stalled) > 50*time.Millisecond:
+					lost = g.sent - got // what has not come back by now will not
+				}
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+		}
+		if s.rate > 0 {
+			due := int(float64(s.rate)*el.Seconds()) - g.sent
+			if due <= 0 {
+				time.Sleep(50 * time.Microsecond)
+				continue
+			}
+			n = min(n, due)
+		}
+		now := uint64(time.Since(start))
+		for i := range n {
+			seq := uint64(g.sent + i)
+			f := c.bufs[i]
+			copy(f[headerLen:], patterns[filler(seq)])
+			binary.BigEndian.PutUint64(f, seq)
+			binary.BigEndian.PutUint64(f[8:], now)
+		}
+		g.sends = append(g.sends, sendRec{first: uint64(g.sent), ts: now})
+		if err := c.sendFrames(n); err != nil {
+			return nil, err
+		}
+		g.sent += n
+	}
+	g.seconds = time.Since(t0).Seconds()
+	return g, nil
+}
+
+// sink counts the frames that reach it.
+type sink struct {
+	c       *mmsgConn
+	conn    *net.UDPConn
+	size    int
+	start   time.Time
+	seen    []uint64 // send time of each frame received, +1; 0: not received
+	lat     []uint32 // µs
+	count   int
+	first   time.Time
+	last    time.Time
+	bad     int
+	stopped chan struct{}
+	latest  atomic.Int64
+	got     atomic.Int64 // count, for the generator's window
+}
+
+// received returns how many frames arrived so far; safe for concurrent use.
+func (s *sink) received() int { return int(s.got.Load()) }
+
+func newSink(conn *net.UDPConn, size int, start time.Time) *sink {
+	c, _ := newMmsgConn(conn, 65536)
+	return &sink{c: c, conn: conn, size: size, start: start, seen: make([]uint64, 1<<20),
+		lat: make([]uint32, 0, 1<<20), stopped: make(chan struct{})}
+}
+
+func (s *sink) run() {
+	defer close(s.stopped)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s.conn.SetReadDeadline(time.Time{})
+	for {
+		n, err := s.c.recv()
+		if err != nil {
+			return // deadline: stop
+		}
+		now := time.Now()
+		at := uint64(now.Sub(s.start))
+		for i := range n {
+			f := s.c.bufs[i][:s.c.msgLen(i)]
+			if len(f) != s.size {
+				s.bad++
+				continue
+			}
+			seq := binary.BigEndian.Uint64(f)
+			sent := binary.BigEndian.Uint64(f[8:])
+			for seq >= uint64(len(s.seen)) && seq < 1<<32 {
+				s.seen = append(s.seen, make([]uint64, len(s.seen))...)
+			}
+			if seq >= uint64(len(s.seen)) || s.seen[seq] != 0 || f[len(f)-1] != filler(seq) {
+				s.bad++
+				continue
+			}
+			s.seen[seq] = sent + 1
+			if at > sent {
+				s.lat = append(s.lat, uint32(min((at-sent)/1000, 1<<31)))
+			} else {
+				s.lat = append(s.lat, 0)
+			}
+			s.count++
+		}
+		if n > 0 {
+			if s.first.IsZero() {
+				s.first = now
+			}
+			s.last = now
+			s.latest.Store(now.UnixNano())
+			s.got.Store(int64(s.count))
+		}
+	}
+}
+
+// waitIdle returns once no frame arrived for d.
+func (s *sink) waitIdle(d time.Duration) {
+	start := time.Now()
+	for {
+		time.Sleep(d / 4)
+		last := s.latest.Load()
+		since := time.Since(time.Unix(0, last))
+		if last == 0 {
+			since = time.Since(start)
+		}
+		if since >= d {
+			return
+		}
+	}
+}
+
+// stop ends run and drains what is left in the socket.
+func (s *sink) stop() {
+	s.conn.SetReadDeadline(time.Now())
+	<-s.stopped
+	buf := make([]byte, 65536)
+	for {
+		s.conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := s.conn.Read(buf); err != nil {
+			break
+		}
+	}
+	s.conn.SetReadDeadline(time.Time{})
+}
+
+func (s *sink) percentiles() (p50, p99 time.Duration) {
+	if len(s.lat) == 0 {
+		return 0, 0
+	}
+	l := slices.Clone(s.lat)
+	slices.Sort(l)
+	at := func(q float64) time.Duration { return time.Duration(l[int(q*float64(len(l)-1))]) * time.Microsecond }
+	return at(0.50), at(0.99)
+}
+
+// captureCheck is what verifyCapture found.
+type captureCheck struct {
+	records     int    // in the file
+	agentFrames uint64 // the agent says it wrote
+	dropped     uint64 // the agent says it could not write
+	missing     int    // received by the sink but not in the file
+	changed     int    // in the file but not byte-identical to what was sent
+	disorder    int    // out of order
+	unforwarded int64  // records - frames the relay forwarded (0 when complete)
+	err         error
+}
+
+func (c captureCheck) complete() bool {
+	return c.err == nil && c.missing == 0 && c.changed == 0 && c.disorder == 0 && c.dropped == 0 &&
+		uint64(c.records) == c.agentFrames && c.unforwarded == 0
+}
+
+// verifyCapture reads a capture and checks it against what the generator
+// sent, what the sink received and what the relay forwarded.
+func verifyCapture(path string, size int, g *sent, sk *sink, forwarded int64) captureCheck {
+	seen := sk.seen
+	var c captureCheck
+	f, err := os.Open(path)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		c.err = err
+		return c
+	}
+	inFile := make([]bool, g.sent)
+	last := int64(-1)
+	for {
+		data, ci, err := r.ZeroCopyReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			c.err = fmt.Errorf("record %d: %w", c.records, err)
+			break
+		}
+		c.records++
+		if len(data) != size || ci.Length != size {
+			c.changed++
+			continue
+		}
+		seq := binary.BigEndian.Uint64(data)
+		if seq >= uint64(g.sent) {
+			c.changed++
+			continue
+		}
+		if int64(seq) <= last {
+			c.disorder++
+		}
+		last = int64(seq)
+		inFile[seq] = true
+		sent := binary.BigEndian.Uint64(data[8:])
+		if sent != g.ts(seq) || seq < uint64(len(seen)) && seen[seq] != 0 && seen[seq] != sent+1 || !all(data[headerLen:], filler(seq)) {
+			c.changed++
+		}
+	}
+	for seq, s := range seen {
+		if s != 0 && (seq >= len(inFile) || !inFile[seq]) {
+			c.missing++
+		}
+	}
+	if forwarded >= 0 {
+		c.unforwarded = int64(c.records) - forwarded
+	}
+	return c
+}
+
+func all(b []byte, v byte) bool {
+	for _, x := range b {
+		if x != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (r result) captureSummary() string {
+	if r.capture == nil {
+		return ""
+	}
+	c := r.capture
+	if c.complete() {
+		return fmt.Sprintf("capture complete (%d records)", c.records)
+	}
+	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs forwarded, err %v",
+		c.records, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unforwarded, c.err)
+}
+
+// procCPU returns a process's user+system CPU time in seconds.
+func procCPU(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// runDelay returns how long the threads of a process have waited, runnable,
+// for a CPU (the second field of /proc/<pid>/task/<tid>/schedstat): on a
+// shared machine, the time others took from the relay.
+func runDelay(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data))
+		if len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(n)
+		}
+	}
+	return total
+}
+
+// times are a CPU's counters from /proc/stat, in ticks.
+type times struct{ total, steal float64 }
+
+// cpuTimes reads the counters of the CPUs in list ("1", "0-1"; empty: all).
+func cpuTimes(list string) times {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return times{}
+	}
+	want := map[string]bool{}
+	for _, part := range strings.Split(list, ",") {
+		var lo, hi int
+		if n, _ := fmt.Sscanf(part, "%d-%d", &lo, &hi); n == 2 {
+			for c := lo; c <= hi; c++ {
+				want[fmt.Sprint("cpu", c)] = true
+			}
+		} else if n == 1 {
+			want["cpu"+strings.TrimSpace(part)] = true
+		}
+	}
+	if len(want) == 0 {
+		want["cpu"] = true
+	}
+	var t times
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !want[f[0]] {
+			continue
+		}
+		for i, v := range f[1:] {
+			x, _ := strconv.ParseFloat(v, 64)
+			if i < 8 { // user nice system idle iowait irq softirq steal (not guest: in user)
+				t.total += x
+			}
+			if i == 7 {
+				t.steal += x
+			}
+		}
+	}
+	return t
+}
+
+// stealShare returns the share of CPU time stolen since before.
+func (t times) stealShare(before times) float64 {
+	if d := t.total - before.total; d > 0 {
+		return (t.steal - before.steal) / d
+	}
+	return 0
+}
+
+// udpQueued returns the bytes waiting in the receive queues of the UDP
+// sockets bound to port (/proc/net/udp and udp6, rx_queue).
+func udpQueued(port int) int64 {
+	return udpField(port, func(f []string) int64 {
+		_, rx, _ := strings.Cut(f[4], ":")
+		n, _ := strconv.ParseInt(rx, 16, 64)
+		return n
+	})
+}
+
+// udpDrops sums the kernel's drop counters of the UDP sockets bound to port
+// (/proc/net/udp and udp6, last column).
+func udpDrops(port int) int64 {
+	return udpField(port, func(f []string) int64 {
+		n, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
+		return n
+	})
+}
+
+// udpField sums a field of the lines of /proc/net/udp and udp6 whose local
+// port is port.
+func udpField(port int, field func([]string) int64) int64 {
+	suffix := fmt.Sprintf(":%04X", port)
+	var total int64
+	for _, name := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 13 || !strings.HasSuffix(f[1], suffix) {
+				continue
+			}
+			total += field(f)
+		}
+	}
+	return total
+}

@@ -1,0 +1,110 @@
+// The bench command measures an agent's relay the way a lab loads it: it
+// starts a real agent process on loopback, creates a project, two cloud
+// nodes (GNS3's UDP "ports_mapping" ports) and a link between them through
+// the agent's HTTP API, then pushes sequence-numbered UDP frames from a load
+// generator into one cloud and counts them at a sink behind the other.
+//
+// Every repetition first measures the machine's loopback ceiling (generator
+// → sink, no relay), so each relay figure is reported as a ratio measured in
+// the same repetition, on the same machine, minutes apart at most. For 64-
+// and 1500-byte frames it measures the relay at the maximum rate with
+// capture off and on, then 1500-byte frames offered at a steady rate (100k
+// frames/s by default) with capture off and on. At "max rate" the generator
+// goes as fast as the path delivers: it keeps a window of frames in flight
+// (sent, not yet received) rather than flooding, so a run measures the
+// relay's capacity, not the waste of an overloaded socket (-overdrive floods
+// instead).
+//
+// It reports delivered frames/s, loss (and the kernel's drops at the relay's
+// socket), p50/p99 one-way latency and what the relay adds to the ceiling's,
+// the relay's CPU seconds per million frames (from /proc/<agent pid>/stat),
+// and the hypervisor's steal time during each run, since a virtual machine
+// whose CPU is taken by its neighbours measures them, not the relay. With
+// capture on it checks that the capture is complete: every frame the relay
+// forwarded is in the file, byte-identical to what the generator sent and
+// the sink received, in order, and the agent counted no capture drop.
+//
+// Usage (scripts/bench builds and runs it, pinned):
+//
+//	bench [-agent bin/agent] [-agent-cpu 1] [-reps 3] [-max 3s] [-rate 100000] [-steady 5s]
+//	      [-socket-buffer BYTES] [-overdrive] [-only list] [-tunnels] [-keep]
+//
+// The generator delivers one datagram per frame, as an emulator does, but
+// sends them in UDP GSO runs so that it costs as little as possible and the
+// relay, not the generator, is what is measured (see udp.go); the sink reads
+// with recvmmsg. Both run in this process, each on its own OS thread; the
+// agent is a separate process, pinned to -agent-cpu when it is set
+// (scripts/bench pins this process to another CPU with taskset). All traffic
+// stays on 127.0.0.1. -tunnels links two tunnel endpoints instead of two
+// clouds, for agents that predate cloud nodes.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	agent     string
+	agentCPU  string
+	reps      int
+	duration  time.Duration
+	rate      int
+	steady    time.Duration
+	only      map[string]bool
+	tunnels   bool
+	keep      bool
+	buffer    int
+	overdrive bool
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var cfg config
+	var only string
+	fs.StringVar(&cfg.agent, "agent", "bin/agent", "agent binary to start")
+	fs.StringVar(&cfg.agentCPU, "agent-cpu", "1", "CPU list to pin the agent to with taskset; empty: no pinning")
+	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of each run; the median is reported")
+	fs.DurationVar(&cfg.duration, "max", 3*time.Second, "length of the max-rate runs")
+	fs.IntVar(&cfg.rate, "rate", 100_000, "frames/s of the steady runs")
+	fs.DurationVar(&cfg.steady, "steady", 5*time.Second, "length of the steady runs")
+	fs.StringVar(&only, "only", "", "comma-separated run names to do (default all), e.g. ceiling-64,on-64")
+	fs.BoolVar(&cfg.tunnels, "tunnels", false, "link two tunnel endpoints instead of two cloud nodes (agents before cloud nodes)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the agent's data directory and capture files")
+	fs.IntVar(&cfg.buffer, "socket-buffer", 0, "pass --socket-buffer BYTES to the agent (0: the agent's default)")
+	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if only != "" {
+		cfg.only = map[string]bool{}
+		for _, n := range strings.Split(only, ",") {
+			cfg.only[strings.TrimSpace(n)] = true
+		}
+	}
+	// The generator and the sink each hold an OS thread; let them run even
+	// when this process is pinned to a single CPU.
+	runtime.GOMAXPROCS(max(4, runtime.NumCPU()))
+
+	b, err := newBench(cfg)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	results, err := b.all()
+	report(os.Stdout, b, results)
+	return err
+}

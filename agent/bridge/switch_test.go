@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// ethFrame builds an Ethernet frame from src to dst (MACs 02:00:00:00:00:xx),
+// tagged with vlan when vlan > 0.
+func ethFrame(dst, src byte, vlan int, payload string) []byte {
+	f := []byte{2, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src}
+	if dst == 0xff {
+		copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	}
+	if vlan > 0 {
+		f = binary.BigEndian.AppendUint16(f, 0x8100)
+		f = binary.BigEndian.AppendUint16(f, uint16(vlan))
+	}
+	f = binary.BigEndian.AppendUint16(f, 0x0800)
+	return append(f, payload...)
+}
+
+// station is a node behind one switch port: a link joins the port to an
+// in-memory port the test sends from and reads.
+type station struct {
+	m *memPort
+	l *Link
+}
+
+func attach(t *testing.T, s *Switch, i int) *station {
+	t.Helper()
+	st := &station{m: &memPort{}}
+	st.l = NewLink(st.m, s.Port(i), nil)
+	t.Cleanup(st.l.Close)
+	return st
+}
+
+// settle waits until the switch has forwarded everything queued.
+func settle(t *testing.T, stations []*station, want []int) {
+	t.Helper()
+	waitFor(t, func() bool {
+		for i, s := range stations {
+			if s.m.count() != want[i] {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(20 * time.Millisecond) // and nothing more comes
+	for i, s := range stations {
+		if s.m.count() != want[i] {
+			t.Fatalf("station %d received %d frames, want %d", i, s.m.count(), want[i])
+		}
+	}
+}
+
+func last(s *station) []byte {
+	frames, _ := s.m.received()
+	return frames[len(frames)-1]
+}
+
+func TestSwitchLearnsFloodsAndIsolatesVLANs(t *testing.T) {
+	sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}, {VLAN: 1}, {VLAN: 20}, {Trunk: true, VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	st := make([]*station, 5)
+	for i := range st {
+		st[i] = attach(t, sw, i)
+	}
+	// A broadcast from 1 floods VLAN 1: ports 2, 3 (not 4, VLAN 20), and
+	// the trunk, untagged (VLAN 1 is its native VLAN).
+	st[0].m.inject(ethFrame(0xff, 1, 0, "who has"))
+	settle(t, st, []int{0, 1, 1, 0, 1})
+	if !bytes.Equal(last(st[4]), ethFrame(0xff, 1, 0, "who has")) {
+		t.Fatalf("trunk got %x, want the frame untagged", last(st[4]))
+	}
+	// The answer goes to port 0 only: the switch learned where MAC 1 is.
+	st[1].m.inject(ethFrame(1, 2, 0, "is at"))
+	settle(t, st, []int{1, 1, 1, 0, 1})
+	// Unknown unicast floods.
+	st[0].m.inject(ethFrame(9, 1, 0, "to nobody"))
+	settle(t, st, []int{1, 2, 2, 0, 2})
+	// VLAN 20: from the access port, it reaches the trunk tagged, and
+	// nobody in VLAN 1.
+	st[3].m.inject(ethFrame(0xff, 4, 0, "vlan 20"))
+	settle(t, st, []int{1, 2, 2, 0, 3})
+	if want := ethFrame(0xff, 4, 20, "vlan 20"); !bytes.Equal(last(st[4]), want) {
+		t.Fatalf("trunk got %x, want %x", last(st[4]), want)
+	}
+	// A tagged VLAN 20 frame from the trunk reaches port 3 untagged.
+	st[4].m.inject(ethFrame(4, 5, 20, "back"))
+	settle(t, st, []int{1, 2, 2, 1, 3})
+	if want := ethFrame(4, 5, 0, "back"); !bytes.Equal(last(st[3]), want) {
+		t.Fatalf("port 3 got %x, want %x", last(st[3]), want)
+	}
+	// A VLAN 1 unicast to MAC 4 is not delivered to VLAN 20: flooded in VLAN 1.
+	st[0].m.inject(ethFrame(4, 1, 0, "wrong vlan"))
+	settle(t, st, []int{1, 3, 3, 1, 4})
+	// Runts and priority-tagged frames are dropped.
+	st[4].m.inject([]byte{1, 2, 3}, ethFrame(0xff, 5, 0x2000 /* PCP 1, VID 0 */, "prio"))
+	settle(t, st, []int{1, 3, 3, 1, 4})
+	if d := sw.Stats()[4].Drops; d != 2 {
+		t.Fatalf("trunk port drops = %d, want 2", d)
+	}
+}
+
+func TestSwitchReconfigureMovesAPortToAnotherVLAN(t *testing.T) {
+	sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	st := []*station{attach(t, sw, 0), attach(t, sw, 1)}
+	st[0].m.inject(ethFrame(0xff, 1, 0, "x"))
+	settle(t, st, []int{0, 1})
+	if err := sw.Reconfigure([]SwitchPort{{VLAN: 1}, {VLAN: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	st[0].m.inject(ethFrame(0xff, 1, 0, "y"))
+	settle(t, st, []int{0, 1})
+	if err := sw.Reconfigure([]SwitchPort{{VLAN: 1}}); err == nil {
+		t.Fatal("a switch changed its number of ports")
+	}
+	if _, err := NewSwitch([]SwitchPort{{VLAN: 4095}}); err == nil {
+		t.Fatal("VLAN 4095 accepted")
+	}
+}
+
+func TestHubFloodsEveryFrameToEveryOtherPort(t *testing.T) {
+	hub := NewHub(3)
+	defer hub.Close()
+	st := []*station{attach(t, hub, 0), attach(t, hub, 1), attach(t, hub, 2)}
+	st[0].m.inject(ethFrame(2, 1, 0, "a"))
+	st[0].m.inject(ethFrame(2, 1, 0, "b"))
+	settle(t, st, []int{0, 2, 2})
+	st[1].m.inject(ethFrame(1, 2, 0, "c"))
+	settle(t, st, []int{1, 2, 3})
+}
+
+func TestALoopOfLinksIsAStormNotACrash(t *testing.T) {
+	sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}, {VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := NewLink(sw.Port(0), sw.Port(1), nil) // a cable from the switch to itself
+	st := attach(t, sw, 2)
+	st.m.inject(ethFrame(0xff, 1, 0, "storm"))
+	waitFor(t, func() bool { return st.m.count() > 1000 }) // the frame circles, as on real hardware
+	loop.Close()
+	sw.Close()
+	var drops uint64
+	for _, s := range sw.Stats() {
+		drops += s.Drops
+	}
+	t.Logf("storm: %d copies seen, %d drops", st.m.count(), drops)
+}
+
+func ExampleSwitch() {
+	sw, _ := NewSwitch([]SwitchPort{{VLAN: 10}, {VLAN: 10}, {Trunk: true, VLAN: 1}})
+	defer sw.Close()
+	fmt.Println(sw.NumPorts())
+	// Output: 3
+}
