@@ -1,0 +1,96 @@
+package captures
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/gopacket/pcapgo"
+)
+
+// writeCapture makes a capture of n frames and returns its bytes.
+func writeCapture(t *testing.T, format string, n int) []byte {
+	t.Helper()
+	root, dir := openRoot(t)
+	c, err := Create(root, "x.pcap", Options{Format: format, Interfaces: [2]string{"A", "B"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		c.WritePacket(Direction(i%2), bytes.Repeat([]byte{byte(i)}, 60+i))
+	}
+	c.Close()
+	data, err := os.ReadFile(filepath.Join(dir, "x.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestRepairCutsAFileBackToItsLastWholeRecord(t *testing.T) {
+	for _, format := range []string{"pcap", "pcapng"} {
+		t.Run(format, func(t *testing.T) {
+			whole := writeCapture(t, format, 20)
+			for _, cut := range []int{1, 7, 15, 40} { // within a record, within a header
+				root, dir := openRoot(t)
+				torn := whole[:len(whole)-cut]
+				os.WriteFile(filepath.Join(dir, "c.pcap"), torn, 0o644)
+				n, err := Repair(root, "c.pcap")
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, _ := os.ReadFile(filepath.Join(dir, "c.pcap"))
+				if int64(len(torn))-n != int64(len(data)) || n == 0 {
+					t.Fatalf("cut %d: Repair cut %d, file %d bytes", cut, n, len(data))
+				}
+				// Every whole record stays (a pcapng file ends with statistics
+				// blocks, so a small cut may take only those).
+				if got := countRecords(t, format, data); got < 18 || got > 20 {
+					t.Fatalf("cut %d: %d records after repair", cut, got)
+				}
+			}
+			// A whole file is left alone.
+			root, dir := openRoot(t)
+			os.WriteFile(filepath.Join(dir, "w.pcap"), whole, 0o644)
+			if n, err := Repair(root, "w.pcap"); err != nil || n != 0 {
+				t.Fatalf("whole file: cut %d, %v", n, err)
+			}
+		})
+	}
+}
+
+func countRecords(t *testing.T, format string, data []byte) int {
+	t.Helper()
+	n := 0
+	if format == "pcapng" {
+		r, err := pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, _, err := r.ReadPacketData(); err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("after %d records: %v", n, err)
+				}
+				return n
+			}
+			n++
+		}
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, _, err := r.ReadPacketData(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("after %d records: %v", n, err)
+			}
+			return n
+		}
+		n++
+	}
+}
