@@ -6,12 +6,19 @@
 // Usage:
 //
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
+//	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_VPCS, LABTAP_SOCKET_BUFFER,
-// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET, when set, is the shared secret the
-// controller must send on every call.
+// LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
+// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_LOG_LEVEL); a flag wins over its
+// variable. LABTAP_SECRET, when set, is the shared secret the controller
+// must send on every call: set it on every agent that listens beyond
+// loopback (and on the controller).
+//
+// With --controller, the agent registers itself as a compute of that
+// controller (GNS3's POST /v2/computes), under its compute id, at its
+// advertised address.
 package main
 
 import (
@@ -47,6 +54,8 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for project files and captures")
 	computeID := fs.String("compute-id", envOr("LABTAP_COMPUTE_ID", hostname()), "the id the controller knows this agent by")
 	advertise := fs.String("advertise", envOr("LABTAP_ADVERTISE", ""), "address the controller and other agents reach this host on (default: the listen host)")
+	controllerURL := fs.String("controller", envOr("LABTAP_CONTROLLER", ""), "register with the controller at this URL (http://[user:password@]host:port)")
+	tunnelBind := fs.String("tunnel-bind", envOr("LABTAP_TUNNEL_BIND", ""), "IP address the ends of tunnels to other agents bind to (default: the listen host)")
 	vpcs := fs.String("vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable")
 	socketBuffer := fs.Int("socket-buffer", envInt("LABTAP_SOCKET_BUFFER", bridge.DefaultBufferBytes),
 		"receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)")
@@ -69,13 +78,33 @@ func run(args []string) error {
 	if consoleHost == "" {
 		consoleHost = bindHost
 	}
+	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && *controllerURL != "" {
+		ln.Close()
+		return errors.New("--controller needs --advertise when listening on every address: the controller must know where to reach this agent")
+	}
 	secret := os.Getenv("LABTAP_SECRET")
 	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", *computeID,
 		"data_dir", *dataDir, "console_host", consoleHost, "secret", secret != "", "version", version,
 		"socket_buffer", *socketBuffer)
+	if ip := net.ParseIP(bindHost); secret == "" && (ip == nil || !ip.IsLoopback()) {
+		log.Warn("the agent API is reachable beyond this host without a shared secret: anyone who reaches it can run programs here; set LABTAP_SECRET on the agent and its controller")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *controllerURL != "" {
+		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
+		port, _ := strconv.Atoi(portStr)
+		go func() {
+			err := server.Register(ctx, server.Registration{
+				Controller: *controllerURL, ComputeID: *computeID, Name: *computeID,
+				Host: consoleHost, Port: port, Logger: log,
+			})
+			if err != nil && ctx.Err() == nil {
+				log.Error("register with the controller", "err", err)
+			}
+		}()
+	}
 	return server.Run(ctx, server.Config{
 		Host: host.Config{
 			ComputeID:       *computeID,
@@ -85,6 +114,7 @@ func run(args []string) error {
 			VPCS:            *vpcs,
 			SoftwareVersion: version,
 			SocketBuffer:    *socketBuffer,
+			TunnelBind:      *tunnelBind,
 			Logger:          log,
 		},
 		Secret: secret,

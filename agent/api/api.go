@@ -37,6 +37,12 @@ type Service interface {
 	StopCapture(projectID, linkID string) (proto.CaptureState, error)
 	Capture(projectID, linkID string) (proto.CaptureState, error)
 	CaptureFile(projectID, linkID string) (*captures.File, error)
+	ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
+	ReleaseTunnelPort(projectID, id string) error
+	State() proto.AgentState
+	// Subscribe follows the agent's events until cancel is called; the
+	// channel is closed when the agent drops the follower or ends.
+	Subscribe() (events <-chan proto.Event, cancel func())
 }
 
 // Config configures the handler.
@@ -77,6 +83,10 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+l+"/capture", h.capture)
 	mux.HandleFunc("DELETE "+l+"/capture", h.stopCapture)
 	mux.HandleFunc("GET "+l+"/capture/pcap", h.stream)
+	mux.HandleFunc("PUT "+p+"/tunnel-ports/{id}", h.reserveTunnelPort)
+	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
+	mux.HandleFunc("GET "+proto.StatePath, h.state)
+	mux.HandleFunc("GET "+proto.EventsPath, h.events)
 	return h.guard(mux)
 }
 
@@ -202,6 +212,62 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	if err := f.Follow(r.Context(), w, rc.Flush); err != nil && r.Context().Err() == nil {
 		h.log.Debug("capture stream ended", "link", r.PathValue("link"), "err", err)
+	}
+}
+
+func (h *handlers) reserveTunnelPort(w http.ResponseWriter, r *http.Request) {
+	tp, err := h.svc.ReserveTunnelPort(r.PathValue("project"), r.PathValue("id"))
+	h.reply(w, tp, err)
+}
+
+func (h *handlers) releaseTunnelPort(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.ReleaseTunnelPort(r.PathValue("project"), r.PathValue("id")))
+}
+
+func (h *handlers) state(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, h.svc.State())
+}
+
+// events streams the agent's events as JSON lines: a hello, then each
+// event as it happens and a ping every proto.PingInterval, each flushed at
+// once. The stream ends when the client goes away, or when the agent drops
+// a follower too slow to keep up or ends itself; the controller then
+// reconnects and reconciles.
+func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
+	ch, cancel := h.svc.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // lasts as long as the follower
+	enc := json.NewEncoder(w)
+	send := func(ev proto.Event) bool {
+		if enc.Encode(ev) != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	info := h.svc.Info()
+	if !send(proto.Event{Kind: proto.EventHello, Info: &info}) {
+		return
+	}
+	ping := time.NewTicker(proto.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-ch:
+			if !ok || !send(ev) {
+				return
+			}
+		case <-ping.C:
+			info := h.svc.Info()
+			if !send(proto.Event{Kind: proto.EventPing, Info: &info}) {
+				return
+			}
+		}
 	}
 }
 

@@ -40,21 +40,27 @@ type agent struct {
 	fakes map[string]*node.Fake
 }
 
-func newAgent(t *testing.T) *agent {
+func newAgent(t *testing.T) *agent { return newAgentWith(t, host.Config{}) }
+
+// newAgentWith is newAgent with settings of cfg; its data dir and runners
+// are the test's.
+func newAgentWith(t *testing.T, cfg host.Config) *agent {
 	t.Helper()
-	a := &agent{t: t, data: t.TempDir(), fakes: make(map[string]*node.Fake)}
-	a.serve(host.Config{
-		DataDir: a.data,
-		Runners: map[string]host.RunnerFactory{
-			"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
-				f := node.NewFake(env.Agent, env.OnStop)
-				a.mu.Lock()
-				a.fakes[env.Spec.NodeID] = f
-				a.mu.Unlock()
-				return f, nil
-			},
+	a := &agent{t: t, data: cfg.DataDir, fakes: make(map[string]*node.Fake)}
+	if a.data == "" {
+		a.data = t.TempDir()
+	}
+	cfg.DataDir = a.data
+	cfg.Runners = map[string]host.RunnerFactory{
+		"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
+			f := node.NewFake(env.Agent, env.OnStop)
+			a.mu.Lock()
+			a.fakes[env.Spec.NodeID] = f
+			a.mu.Unlock()
+			return f, nil
 		},
-	})
+	}
+	a.serve(cfg)
 	return a
 }
 

@@ -58,6 +58,10 @@ type Config struct {
 	Runners map[string]RunnerFactory
 	// SoftwareVersion is reported in AgentInfo.
 	SoftwareVersion string
+	// TunnelBind is the address the agent's ends of tunnels to other agents
+	// are bound to: the address other agents reach this one at. Empty
+	// means ConsoleBind, or 127.0.0.1 when that is a wildcard.
+	TunnelBind string
 	// SocketBuffer sizes the receive and send buffers of every UDP socket
 	// of the relay; zero means bridge.DefaultBufferBytes. Larger buffers
 	// ride out longer scheduling stalls on a busy host without loss; the
@@ -85,6 +89,9 @@ type Host struct {
 
 	load loadSampler
 
+	ev         events     // what the controller follows; see hosts.go
+	tunnelAddr netip.Addr // where reserved tunnel ports are bound
+
 	mu       sync.Mutex // guards projects and everything reachable from it, but node.ops
 	projects map[string]*project
 	closed   bool
@@ -95,15 +102,17 @@ type project struct {
 	captures      *os.Root // opened on first capture
 	nodes         map[string]*hostNode
 	links         map[string]*hostLink
+	reserved      map[string]*reservation // tunnel ports held for links across agents
 }
 
 type hostNode struct {
-	spec   proto.NodeSpec
-	dir    string
-	runner node.Runner
-	ports  []*nodePort    // adapter 0, port i is ports[i]
-	sw     *bridge.Switch // the switch or hub the agent runs for this node, nil if none
-	ops    sync.Mutex     // serialises start and stop
+	projectID string
+	spec      proto.NodeSpec
+	dir       string
+	runner    node.Runner
+	ports     []*nodePort    // adapter 0, port i is ports[i]
+	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
+	ops       sync.Mutex     // serialises start and stop
 }
 
 // nodePort is one port of a node, as the relay sees it.
@@ -151,6 +160,7 @@ func New(cfg Config) *Host {
 		cancel:   cancel,
 		projects: make(map[string]*project),
 	}
+	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
 		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS}
@@ -204,13 +214,16 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 		p.name = spec.Name
 		return nil
 	}
-	h.projects[spec.ProjectID] = &project{
-		id:    spec.ProjectID,
-		name:  spec.Name,
-		dir:   filepath.Join(h.cfg.DataDir, "projects", spec.ProjectID),
-		nodes: make(map[string]*hostNode),
-		links: make(map[string]*hostLink),
+	p := &project{
+		id:       spec.ProjectID,
+		name:     spec.Name,
+		dir:      filepath.Join(h.cfg.DataDir, "projects", spec.ProjectID),
+		nodes:    make(map[string]*hostNode),
+		links:    make(map[string]*hostLink),
+		reserved: make(map[string]*reservation),
 	}
+	h.projects[spec.ProjectID] = p
+	h.repairCapturesLocked(p)
 	h.log.Info("project opened", "project", spec.ProjectID)
 	return nil
 }
@@ -226,6 +239,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 		for _, l := range p.links {
 			h.removeLinkLocked(p, l)
 		}
+		p.releaseAllLocked()
 	}
 	h.mu.Unlock()
 	if !ok {
@@ -273,6 +287,7 @@ func (h *Host) Close() error {
 	for _, id := range ids {
 		h.CloseProject(context.Background(), id)
 	}
+	h.ev.closeAll()
 	h.cancel()
 	h.wg.Wait()
 	return nil
@@ -351,8 +366,9 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	h.mu.Unlock()
 
 	n := &hostNode{
-		spec: spec,
-		dir:  filepath.Join(p.dir, "project-files", spec.NodeType, spec.NodeID),
+		projectID: projectID,
+		spec:      spec,
+		dir:       filepath.Join(p.dir, "project-files", spec.NodeType, spec.NodeID),
 	}
 	if builtin(spec.NodeType) {
 		err = h.buildBuiltin(n)
@@ -391,10 +407,13 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 	}
 	n.ports = []*nodePort{{port: port, udp: port}}
 	runner, err := factory(ctx, RunnerEnv{
-		Spec:   n.spec,
-		Dir:    n.dir,
-		Agent:  port.LocalAddr(),
-		OnStop: func() { syncPeer(n) },
+		Spec:  n.spec,
+		Dir:   n.dir,
+		Agent: port.LocalAddr(),
+		OnStop: func() {
+			syncPeer(n)
+			h.nodeStopped(n)
+		},
 		Logger: h.log.With("node", n.spec.NodeID),
 	})
 	if err != nil {

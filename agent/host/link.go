@@ -36,7 +36,8 @@ type compiledBPF struct {
 type hostCapture struct {
 	spec proto.CaptureSpec
 	file *captures.File
-	done bool // stopped (by request or by itself)
+	root *os.Root // the captures folder holding the file and its .writing mark
+	done bool     // stopped (by request or by itself)
 }
 
 // PutLink creates a link's relay, or updates the filters and suspend state
@@ -184,7 +185,7 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 		if ep.NodeID != "" {
 			return nil, nil, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
 		}
-		t, err := h.openTunnel(*ep.Tunnel)
+		t, err := h.tunnelEndLocked(p, *ep.Tunnel)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -205,28 +206,51 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 	return np.port, np, nil
 }
 
-// openTunnel opens a UDP tunnel end: bound to LocalPort on every address,
-// connected to RemoteHost:RemotePort (datapath.md 2.2).
-func (h *Host) openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
+// tunnelEndLocked returns a tunnel end: the socket reserved on its local
+// port, now facing the remote end, or a new one. h.mu must be held.
+func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, error) {
+	if t.LocalPort > 0 {
+		peer, err := tunnelPeer(t)
+		if err != nil {
+			return nil, err
+		}
+		if port := p.takeReservationLocked(t.LocalPort, peer); port != nil {
+			return port, nil
+		}
+	}
+	return h.openTunnel(t)
+}
+
+// tunnelPeer resolves the remote end of a tunnel.
+func tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
 	if t.LocalPort < 0 || t.LocalPort > 65535 || t.RemotePort <= 0 || t.RemotePort > 65535 {
-		return nil, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
+		return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
 	}
 	addr, err := netip.ParseAddr(t.RemoteHost)
 	if err != nil {
 		ips, lerr := net.DefaultResolver.LookupNetIP(context.Background(), "ip", t.RemoteHost)
 		if lerr != nil || len(ips) == 0 {
-			return nil, proto.Errorf(proto.CodeInvalid, "tunnel remote host %q: %v", t.RemoteHost, lerr)
+			return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel remote host %q: %v", t.RemoteHost, lerr)
 		}
 		addr = ips[0]
 	}
-	addr = addr.Unmap()
+	return netip.AddrPortFrom(addr.Unmap(), uint16(t.RemotePort)), nil
+}
+
+// openTunnel opens a UDP tunnel end: bound to LocalPort on every address,
+// connected to RemoteHost:RemotePort (datapath.md 2.2).
+func (h *Host) openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
+	peer, err := tunnelPeer(t)
+	if err != nil {
+		return nil, err
+	}
 	local := netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(t.LocalPort))
-	if addr.Is6() {
+	if peer.Addr().Is6() {
 		local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(t.LocalPort))
 	}
 	port, err := h.listenUDP(bridge.UDPConfig{
 		Local:   local,
-		Peer:    netip.AddrPortFrom(addr, uint16(t.RemotePort)),
+		Peer:    peer,
 		Connect: true,
 	})
 	if err != nil {
@@ -372,7 +396,8 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
 	}
-	c := &hostCapture{spec: spec, file: f}
+	markWriting(root, spec.FileName)
+	c := &hostCapture{spec: spec, file: f, root: root}
 	l.capture = c
 	l.relay.SetTap(tap{f})
 	h.wg.Go(func() { h.watchCapture(projectID, l, c) })
@@ -397,15 +422,31 @@ func endName(ep proto.Endpoint, def string) string {
 func (h *Host) watchCapture(projectID string, l *hostLink, c *hostCapture) {
 	<-c.file.Done()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if c.done {
+		h.mu.Unlock()
 		return // stopped on request
 	}
 	c.done = true
 	if l.capture == c {
 		l.relay.SetTap(nil)
 	}
+	st := captureState(c)
+	h.mu.Unlock()
 	h.log.Error("capture ended by itself", "project", projectID, "link", l.spec.LinkID, "err", c.file.Err())
+	// The writer cuts a failed write back off; should that cut have failed
+	// too, Repair does it now that nothing writes.
+	// If the project closed meanwhile, the mark stays and the next open
+	// repairs the file.
+	switch cut, err := captures.Repair(c.root, c.spec.FileName); {
+	case err != nil:
+		h.log.Warn("repair a capture that ended by itself", "file", c.spec.FileName, "err", err)
+	default:
+		if cut > 0 {
+			h.log.Warn("capture repaired after it ended", "file", c.spec.FileName, "bytes_cut", cut)
+		}
+		unmarkWriting(c.root, c.spec.FileName)
+	}
+	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
 
 // capturesRootLocked opens the project's captures folder, creating it.
@@ -451,6 +492,7 @@ func (h *Host) stopCaptureLocked(l *hostLink) {
 	l.relay.SetTap(nil)
 	c.done = true
 	c.file.Close() // writes every frame queued so far; later ones are ignored
+	unmarkWriting(c.root, c.spec.FileName)
 	frames, _, dropped := c.file.Stats()
 	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
 }

@@ -1,0 +1,261 @@
+package host
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/proto"
+)
+
+// What an agent needs to take part in a lab that spans hosts: tunnel ports
+// reserved for links across agents, events the controller follows, a
+// listing of what runs for a controller that restarted, and captures made
+// whole again after the agent itself died.
+
+// reservationTTL is how long a tunnel port waits for the link that
+// reserved it: a controller that dies mid-setup leaks nothing for long.
+const reservationTTL = 2 * time.Minute
+
+// reservation is a UDP port held for one end of a tunnel, until a link
+// takes it over or it expires.
+type reservation struct {
+	port  *bridge.UDPPort
+	timer *time.Timer
+}
+
+// ReserveTunnelPort binds a UDP port for a tunnel end and holds it. The
+// same id gets the same port. The socket is bound to the agent's tunnel
+// address, so what it sends comes from the address its peer expects.
+func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error) {
+	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
+		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, err := h.projectLocked(projectID)
+	if err != nil {
+		return proto.TunnelPort{}, err
+	}
+	if r, ok := p.reserved[id]; ok {
+		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
+	}
+	port, err := h.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(h.tunnelAddr, 0)})
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		// An advertised address that is not this host's (behind NAT):
+		// every address it is.
+		port, err = h.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)})
+	}
+	if err != nil {
+		return proto.TunnelPort{}, proto.Errorf(proto.CodeConflict, "reserve a tunnel port: %v", err)
+	}
+	r := &reservation{port: port}
+	r.timer = time.AfterFunc(reservationTTL, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if p.reserved[id] == r {
+			delete(p.reserved, id)
+			r.port.Close()
+		}
+	})
+	p.reserved[id] = r
+	return proto.TunnelPort{Port: int(port.LocalAddr().Port())}, nil
+}
+
+// ReleaseTunnelPort frees a reservation no link took; an unknown one is fine.
+func (h *Host) ReleaseTunnelPort(projectID, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, err := h.projectLocked(projectID)
+	if err != nil {
+		return err
+	}
+	if r, ok := p.reserved[id]; ok {
+		delete(p.reserved, id)
+		r.timer.Stop()
+		r.port.Close()
+	}
+	return nil
+}
+
+// takeReservationLocked hands over the reserved socket bound to local
+// port, now facing peer, or nil when no reservation holds that port. h.mu
+// must be held.
+func (p *project) takeReservationLocked(local int, peer netip.AddrPort) *bridge.UDPPort {
+	for id, r := range p.reserved {
+		if int(r.port.LocalAddr().Port()) == local {
+			delete(p.reserved, id)
+			r.timer.Stop()
+			r.port.SetPeer(peer)
+			return r.port
+		}
+	}
+	return nil
+}
+
+// releaseAllLocked closes every reservation of a project. h.mu must be held.
+func (p *project) releaseAllLocked() {
+	for id, r := range p.reserved {
+		delete(p.reserved, id)
+		r.timer.Stop()
+		r.port.Close()
+	}
+}
+
+// events fans the agent's events out to the controllers that follow them.
+// Publishing never blocks: a follower that falls behind is dropped (its
+// stream ends; it reconnects and reconciles).
+type events struct {
+	mu     sync.Mutex
+	subs   map[chan proto.Event]struct{}
+	closed bool // the agent ended: new followers get a closed stream
+}
+
+// Subscribe follows the agent's events until cancel is called. The channel
+// is closed when the follower is dropped or cancels.
+func (h *Host) Subscribe() (<-chan proto.Event, func()) {
+	ch := make(chan proto.Event, 256)
+	h.ev.mu.Lock()
+	if h.ev.closed {
+		h.ev.mu.Unlock()
+		close(ch)
+		return ch, func() {}
+	}
+	if h.ev.subs == nil {
+		h.ev.subs = make(map[chan proto.Event]struct{})
+	}
+	h.ev.subs[ch] = struct{}{}
+	h.ev.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			h.ev.mu.Lock()
+			defer h.ev.mu.Unlock()
+			if _, ok := h.ev.subs[ch]; ok {
+				delete(h.ev.subs, ch)
+				close(ch)
+			}
+		})
+	}
+}
+
+// closeAll ends every follower's stream: the agent is ending.
+func (e *events) closeAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch := range e.subs {
+		delete(e.subs, ch)
+		close(ch)
+	}
+	e.closed = true
+}
+
+func (h *Host) publish(ev proto.Event) {
+	h.ev.mu.Lock()
+	defer h.ev.mu.Unlock()
+	for ch := range h.ev.subs {
+		select {
+		case ch <- ev:
+		default:
+			delete(h.ev.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// nodeStopped reports a node's status after it stopped, asked to or not:
+// the controller ignores a report that changes nothing, and learns of an
+// emulator that died.
+func (h *Host) nodeStopped(n *hostNode) {
+	if n.runner == nil {
+		return // failed while being built: nobody knows of it
+	}
+	st := h.nodeState(n)
+	h.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
+}
+
+// tunnelAddr is the address reserved tunnel ports are bound to: TunnelBind,
+// else where the agent's API listens (every address included), else
+// loopback.
+func tunnelAddr(cfg Config) netip.Addr {
+	for _, s := range []string{cfg.TunnelBind, cfg.ConsoleBind} {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a.Unmap()
+		}
+	}
+	return netip.MustParseAddr("127.0.0.1")
+}
+
+// State lists what the agent runs: every open project, its nodes, its
+// links with their specs, and the captures running on them.
+func (h *Host) State() proto.AgentState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := proto.AgentState{Projects: []proto.ProjectState{}}
+	for _, p := range h.projects {
+		ps := proto.ProjectState{ProjectID: p.id, Nodes: []proto.NodeState{}, Links: []proto.LinkStatus{}}
+		for _, n := range p.nodes {
+			ps.Nodes = append(ps.Nodes, h.nodeState(n))
+		}
+		for _, l := range p.links {
+			ls := proto.LinkStatus{LinkID: l.spec.LinkID, Spec: l.spec}
+			if c := l.capture; c != nil && !c.done {
+				st := captureState(c)
+				ls.Capture = &st
+			}
+			ps.Links = append(ps.Links, ls)
+		}
+		out.Projects = append(out.Projects, ps)
+	}
+	return out
+}
+
+// Capture files are marked while they are written: "<name>.writing" holds
+// nothing and is removed when the capture ends cleanly. A marker found when
+// a project opens means the agent died while writing: the file is cut back
+// to its last whole record, so every reader sees a valid capture.
+const writingSuffix = ".writing"
+
+// markWriting marks a capture file as being written.
+func markWriting(root *os.Root, name string) {
+	if f, err := root.Create(name + writingSuffix); err == nil {
+		f.Close()
+	}
+}
+
+// unmarkWriting removes the mark of a capture that ended cleanly.
+func unmarkWriting(root *os.Root, name string) {
+	_ = root.Remove(name + writingSuffix)
+}
+
+// repairCapturesLocked repairs the captures a dead agent left marked in a
+// project's captures folder. h.mu must be held.
+func (h *Host) repairCapturesLocked(p *project) {
+	root, err := p.capturesRootLocked()
+	if err != nil {
+		return
+	}
+	entries, err := os.ReadDir(root.Name())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), writingSuffix)
+		if !ok || !captures.ValidFileName(name) {
+			continue
+		}
+		cut, err := captures.Repair(root, name)
+		if err != nil {
+			h.log.Warn("repair a capture left by a crash", "project", p.id, "file", name, "err", err)
+			continue
+		}
+		unmarkWriting(root, name)
+		h.log.Info("capture left by a crash repaired", "project", p.id, "file", name, "bytes_cut", cut)
+	}
+}

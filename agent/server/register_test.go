@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeController records registration calls and answers them from a script.
+type fakeController struct {
+	mu     sync.Mutex
+	calls  []string
+	bodies []map[string]any
+	answer func(n int, r *http.Request) (int, string)
+}
+
+func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	user, pw, _ := r.BasicAuth()
+	f.mu.Lock()
+	n := len(f.calls)
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path+" "+user+":"+pw)
+	f.bodies = append(f.bodies, body)
+	f.mu.Unlock()
+	status, reply := f.answer(n, r)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write([]byte(reply))
+}
+
+func TestRegisterRetriesUntilTheControllerAnswersAndSendsCredentials(t *testing.T) {
+	f := &fakeController{answer: func(n int, r *http.Request) (int, string) {
+		if n < 2 {
+			return 503, `{"message":"starting","status":503}`
+		}
+		return 201, `{"compute_id":"a1","host":"10.0.0.2","port":3081}`
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://admin:pw@", 1)
+	err := Register(t.Context(), Registration{Controller: u, ComputeID: "a1", Name: "a1", Host: "10.0.0.2", Port: 3081})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls) != 3 || f.calls[2] != "POST /v2/computes admin:pw" {
+		t.Fatalf("calls %q", f.calls)
+	}
+	b := f.bodies[2]
+	if b["compute_id"] != "a1" || b["host"] != "10.0.0.2" || b["port"] != float64(3081) || b["protocol"] != "http" {
+		t.Fatalf("body %v", b)
+	}
+}
+
+func TestRegisterUpdatesTheAddressOfAnAgentThatMoved(t *testing.T) {
+	f := &fakeController{answer: func(n int, r *http.Request) (int, string) {
+		if r.Method == "POST" { // known from before, elsewhere: returned unchanged
+			return 201, `{"compute_id":"a1","host":"10.0.0.9","port":4000}`
+		}
+		return 200, `{"compute_id":"a1","host":"10.0.0.2","port":3081}`
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	if err := Register(t.Context(), Registration{Controller: srv.URL, ComputeID: "a1", Host: "10.0.0.2", Port: 3081}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls) != 2 || f.calls[1] != "PUT /v2/computes/a1 :" || f.bodies[1]["host"] != "10.0.0.2" || f.bodies[1]["port"] != float64(3081) {
+		t.Fatalf("calls %q, bodies %v", f.calls, f.bodies)
+	}
+}
+
+func TestRegisterGivesUpAtOnceWhenRefused(t *testing.T) {
+	f := &fakeController{answer: func(int, *http.Request) (int, string) {
+		return 401, `{"message":"Unauthorized","status":401}`
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	err := Register(t.Context(), Registration{Controller: srv.URL, ComputeID: "a1", Host: "h", Port: 1})
+	if err == nil || !strings.Contains(err.Error(), "401") || len(f.calls) != 1 {
+		t.Fatalf("err %v after %d calls", err, len(f.calls))
+	}
+	if err := Register(t.Context(), Registration{Controller: "ftp://x", ComputeID: "a1"}); err == nil {
+		t.Fatal("a controller URL that is not http was accepted")
+	}
+}
+
+func TestRegisterStopsWithItsContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := Register(ctx, Registration{Controller: srv.URL, ComputeID: "a1", Host: "h", Port: 1}); err == nil {
+		t.Fatal("Register returned nil though the controller never accepted")
+	}
+}
