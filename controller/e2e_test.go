@@ -92,8 +92,16 @@ func startController(t *testing.T) *controller {
 // startControllerIn runs the controller on a given data directory.
 func startControllerIn(t *testing.T, data string) *controller {
 	t.Helper()
+	return startControllerWith(t, data, nil)
+}
+
+// startControllerWith runs the controller on a given data directory, with
+// more environment and flags.
+func startControllerWith(t *testing.T, data string, env []string, args ...string) *controller {
+	t.Helper()
 	c := &controller{t: t, data: data, log: &syncBuffer{}, done: make(chan error, 1)}
-	c.cmd = exec.Command(controllerBinary(t), "--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug")
+	c.cmd = exec.Command(controllerBinary(t), append([]string{"--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug"}, args...)...)
+	c.cmd.Env = append(os.Environ(), env...)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

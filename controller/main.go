@@ -7,10 +7,10 @@
 //
 // Usage:
 //
-//	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59]
+//	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59] [--advertise HOST]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_GNS3_VERSION, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
+// LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
 // LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
 package main
@@ -58,6 +58,7 @@ func main() {
 // options are the controller's settings, from flags and environment.
 type options struct {
 	listen, dataDir, gns3Version, vpcs string
+	advertise                          string
 	user, password                     string
 	maxJSONBody                        int
 	autoCloseGrace                     time.Duration
@@ -71,6 +72,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.listen, "listen", envOr("LABTAP_LISTEN", "127.0.0.1:3080"), "HTTP listen address of the /v2 API")
 	fs.StringVar(&o.dataDir, "data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for projects, captures and symbols")
 	fs.StringVar(&o.gns3Version, "gns3-version", envOr("LABTAP_GNS3_VERSION", defaultGNS3Version), "GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z")
+	fs.StringVar(&o.advertise, "advertise", envOr("LABTAP_ADVERTISE", ""), "address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)")
 	fs.StringVar(&o.vpcs, "vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable of the local agent")
 	localAgent, err := strconv.ParseBool(envOr("LABTAP_LOCAL_AGENT", "true"))
 	if err != nil {
@@ -155,6 +157,21 @@ func run(args []string) error {
 			return err
 		}
 		secret := randomSecret()
+		// GNS3 reports its own compute with the controller's address, and
+		// 0.0.0.0 as 127.0.0.1. Links from other agents reach the local
+		// one there, so --advertise names it when the listen address will
+		// not do.
+		advertised := listenHost
+		if ip := net.ParseIP(advertised); ip != nil && ip.IsUnspecified() {
+			advertised = "127.0.0.1"
+		}
+		tunnelBind := ""
+		if o.advertise != "" {
+			advertised = o.advertise
+			if net.ParseIP(o.advertise) != nil {
+				tunnelBind = o.advertise
+			}
+		}
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
@@ -165,17 +182,12 @@ func run(args []string) error {
 					ConsoleBind:     listenHost,
 					VPCS:            o.vpcs,
 					SoftwareVersion: version,
+					TunnelBind:      tunnelBind,
 				},
 				Secret: secret,
 				Logger: log.With("component", "local_agent"),
 			}, agentLn)
 		})
-		// GNS3 reports its own compute with the controller's address, and
-		// 0.0.0.0 as 127.0.0.1.
-		advertised := listenHost
-		if ip := net.ParseIP(advertised); ip != nil && ip.IsUnspecified() {
-			advertised = "127.0.0.1"
-		}
 		registry.Add(ctx, compute.Compute{
 			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
 			User: o.user, URL: "http://" + agentLn.Addr().String(), Secret: secret,
@@ -195,6 +207,11 @@ func run(args []string) error {
 	})
 	for _, err := range projects.Load(ctx) {
 		log.Error("load projects", "err", err)
+	}
+	// Agents that kept running while the controller was down still run
+	// their labs and captures: take them over as they are.
+	for _, err := range projects.Adopt(ctx, registry.Running(ctx)) {
+		log.Error("adopt running projects", "err", err)
 	}
 	app, _, err := api.New(api.Config{
 		Projects:    projects,
@@ -228,7 +245,7 @@ func run(args []string) error {
 		// Stops accepting at once, then waits for requests in flight.
 		return app.ShutdownWithTimeout(15 * time.Second)
 	})
-	g.Go(func() error { return registry.Run(gctx, 5*time.Second) })
+	g.Go(func() error { return registry.Watch(gctx, projects) })
 	err = g.Wait()
 	log.Info("controller stopped")
 	return err

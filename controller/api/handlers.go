@@ -266,6 +266,7 @@ func (a *API) deleteLink(c *fiber.Ctx) error {
 type captureStartRequest struct {
 	DataLinkType    string `json:"data_link_type"`
 	CaptureFileName string `json:"capture_file_name"`
+	CaptureFormat   string `json:"capture_format"`
 }
 
 func (a *API) startCapture(c *fiber.Ctx) error {
@@ -274,7 +275,7 @@ func (a *API) startCapture(c *fiber.Ctx) error {
 		return err
 	}
 	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"),
-		project.CaptureStart{DataLinkType: req.DataLinkType, FileName: req.CaptureFileName})
+		project.CaptureStart{DataLinkType: req.DataLinkType, FileName: req.CaptureFileName, Format: req.CaptureFormat})
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,10 @@ package api
 
 import (
 	"bufio"
-	"encoding/json"
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/compute"
@@ -33,9 +33,9 @@ type message struct {
 }
 
 func encodeMessage(action string, payload any) []byte {
-	b, err := json.Marshal(message{Action: action, Event: payload})
+	b, err := gojson.Marshal(message{Action: action, Event: payload})
 	if err != nil {
-		b, _ = json.Marshal(message{Action: "log.error", Event: map[string]string{"message": "cannot encode " + action + ": " + err.Error()}})
+		b, _ = gojson.Marshal(message{Action: "log.error", Event: map[string]string{"message": "cannot encode " + action + ": " + err.Error()}})
 	}
 	return b
 }

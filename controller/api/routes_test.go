@@ -468,26 +468,37 @@ func benchDo(b *testing.B, a *benchAPI, method, path, body string, want int) []b
 	return out
 }
 
-// benchProject makes a project with nLinks links between pairs of VPCS.
+// benchProject makes a project with nLinks links between two hubs of
+// nLinks ports (hubs, not VPCS: a project holds at most 255 VPCS).
 func benchProject(b *testing.B, app *benchAPI, nLinks int) (pid, lid string) {
 	var p struct {
 		ProjectID string `json:"project_id"`
 	}
 	json.Unmarshal(benchDo(b, app, "POST", "/v2/projects", `{"name": "bench"}`, 201), &p)
+	if nLinks == 0 {
+		return p.ProjectID, ""
+	}
+	var mapping []map[string]any
 	for i := range nLinks {
-		var ids [2]string
-		for j := range 2 {
-			var n struct {
-				NodeID string `json:"node_id"`
-			}
-			json.Unmarshal(benchDo(b, app, "POST", "/v2/projects/"+p.ProjectID+"/nodes", `{"name": "PC", "node_type": "vpcs", "compute_id": "local"}`, 201), &n)
-			ids[j] = n.NodeID
+		mapping = append(mapping, map[string]any{"name": fmt.Sprint("e", i), "port_number": i})
+	}
+	var ids [2]string
+	for j := range 2 {
+		body, _ := json.Marshal(map[string]any{"name": "Hub", "node_type": "ethernet_hub", "compute_id": "local",
+			"properties": map[string]any{"ports_mapping": mapping}})
+		var n struct {
+			NodeID string `json:"node_id"`
 		}
+		json.Unmarshal(benchDo(b, app, "POST", "/v2/projects/"+p.ProjectID+"/nodes", string(body), 201), &n)
+		ids[j] = n.NodeID
+	}
+	for i := range nLinks {
 		var l struct {
 			LinkID string `json:"link_id"`
 		}
 		json.Unmarshal(benchDo(b, app, "POST", "/v2/projects/"+p.ProjectID+"/links",
-			`{"nodes": [{"node_id": "`+ids[0]+`", "adapter_number": 0, "port_number": 0}, {"node_id": "`+ids[1]+`", "adapter_number": 0, "port_number": 0}]}`, 201), &l)
+			fmt.Sprintf(`{"nodes": [{"node_id": %q, "adapter_number": 0, "port_number": %d}, {"node_id": %q, "adapter_number": 0, "port_number": %d}]}`,
+				ids[0], i, ids[1], i), 201), &l)
 		if i == 0 {
 			lid = l.LinkID
 		}
@@ -531,4 +542,54 @@ func BenchmarkCreateNode(b *testing.B) {
 		n++
 		benchDo(b, app, "POST", "/v2/projects/"+pid+"/nodes", `{"name": "PC", "node_type": "vpcs", "compute_id": "local"}`, 201)
 	}
+}
+
+func TestSwitchHubAndCloudNodesThroughTheRealAgent(t *testing.T) {
+	s := newServer(t)
+	pid := s.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
+	nodes := "/v2/projects/" + pid + "/nodes"
+	const switchTemplate = "1966b864-93e7-32d5-965f-001384eec461"
+	sw := s.must("POST", "/v2/projects/"+pid+"/templates/"+switchTemplate, map[string]any{"x": 0, "y": 0, "compute_id": "local"}, 201,
+		"/v2/projects/{project_id}/templates/{template_id}")
+	ports := sw.body["ports"].([]any)
+	if sw.body["name"] != "Switch1" || sw.body["status"] != "started" || sw.body["console"] != nil || sw.body["console_type"] != "none" || len(ports) != 8 {
+		t.Fatalf("switch: %s", sw.raw)
+	}
+	if p := ports[3].(map[string]any); p["name"] != "Ethernet3" || p["short_name"] != "e3" || p["port_number"] != 3.0 {
+		t.Fatalf("switch port 3: %v", p)
+	}
+	pc := s.must("POST", nodes, map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+	link := s.must("POST", "/v2/projects/"+pid+"/links", map[string]any{"nodes": []any{
+		map[string]any{"node_id": pc.body["node_id"], "adapter_number": 0, "port_number": 0},
+		map[string]any{"node_id": sw.body["node_id"], "adapter_number": 0, "port_number": 3},
+	}}, 201, rLinks)
+	lp := "/v2/projects/" + pid + "/links/" + link.body["link_id"].(string)
+	// The PC is stopped; the switch always runs, so the link can capture.
+	c := s.must("POST", lp+"/start_capture", map[string]any{"capture_format": "pcapng"}, 201, rStart)
+	if c.body["capture_file_name"] != "PC1_0-0_to_Switch1_0-3.pcapng" || !strings.HasSuffix(c.body["capture_file_path"].(string), ".pcapng") {
+		t.Fatalf("pcapng capture: %s", c.raw)
+	}
+	s.must("POST", lp+"/stop_capture", nil, 201, rStop)
+	s.must("POST", nodes, map[string]any{"name": "X", "node_type": "ethernet_hub", "compute_id": "local",
+		"properties": map[string]any{"ports_mapping": []any{map[string]any{"name": "e0", "type": "access"}}}}, 400, rNodes)
+	cloud := func(name string, lport int) map[string]any {
+		return s.must("POST", nodes, map[string]any{"name": name, "node_type": "cloud", "compute_id": "local",
+			"properties": map[string]any{"ports_mapping": []any{map[string]any{
+				"name": "UDP tunnel 1", "port_number": 0, "type": "udp", "lport": lport, "rhost": "127.0.0.1", "rport": lport + 1}}}}, 201, rNodes).body
+	}
+	a, b := cloud("Gen", freeUDP(t)), cloud("Sink", freeUDP(t))
+	s.must("POST", "/v2/projects/"+pid+"/links", map[string]any{"nodes": []any{
+		map[string]any{"node_id": a["node_id"], "adapter_number": 0, "port_number": 0},
+		map[string]any{"node_id": b["node_id"], "adapter_number": 0, "port_number": 0},
+	}}, 201, rLinks)
+}
+
+// freeUDP returns a UDP port that was free a moment ago.
+func freeUDP(t *testing.T) int {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
 }

@@ -151,7 +151,8 @@ var schemaSources = map[string]string{
 	"capture_start": `{"type": "object",
 		"properties": {
 			"capture_file_name": {"type": "string"},
-			"data_link_type": {"enum": ["DLT_ATM_RFC1483", "DLT_EN10MB", "DLT_FRELAY", "DLT_C_HDLC", "DLT_PPP_SERIAL"]}
+			"data_link_type": {"enum": ["DLT_ATM_RFC1483", "DLT_EN10MB", "DLT_FRELAY", "DLT_C_HDLC", "DLT_PPP_SERIAL"]},
+			"capture_format": {"enum": ["pcap", "pcapng"], "description": "labtap's extension: pcapng records who sent each frame"}
 		},
 		"additionalProperties": false}`,
 }

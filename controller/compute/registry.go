@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/proto"
@@ -133,22 +132,6 @@ func (r *Registry) NodeTypes(id string) []string {
 	return c.NodeTypes
 }
 
-// Run checks every compute's health every interval until ctx is done.
-func (r *Registry) Run(ctx context.Context, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		for _, c := range r.List() {
-			r.check(ctx, c.ID)
-		}
-	}
-}
-
 // check asks a compute for its info and records the answer.
 func (r *Registry) check(ctx context.Context, id string) {
 	t, err := r.target(id)
@@ -218,8 +201,13 @@ func (r *Registry) CloseProject(ctx context.Context, computeID, projectID string
 // CreateNode creates a node on a compute.
 func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, n project.NodeSpec) (project.NodeRuntime, error) {
 	var st proto.NodeState
-	err := r.do(ctx, computeID, "PUT", proto.NodePath(projectID, n.ID),
-		proto.NodeSpec{NodeID: n.ID, NodeType: n.Type, Name: n.Name, MACIndex: n.MACIndex}, &st)
+	spec := proto.NodeSpec{NodeID: n.ID, NodeType: n.Type, Name: n.Name, MACIndex: n.MACIndex}
+	for _, p := range n.Ports {
+		spec.Ports = append(spec.Ports, proto.PortMapping{
+			Name: p.Name, Type: p.Type, VLAN: p.VLAN, LocalPort: p.LocalPort, RemoteHost: p.RemoteHost, RemotePort: p.RemotePort,
+		})
+	}
+	err := r.do(ctx, computeID, "PUT", proto.NodePath(projectID, n.ID), spec, &st)
 	return runtimeOf(st), err
 }
 
@@ -227,6 +215,13 @@ func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, 
 func (r *Registry) SetNodeStatus(ctx context.Context, computeID, projectID, nodeID, status string) (project.NodeRuntime, error) {
 	var st proto.NodeState
 	err := r.do(ctx, computeID, "PUT", proto.NodeStatusPath(projectID, nodeID), proto.NodeStatusSpec{Status: status}, &st)
+	return runtimeOf(st), err
+}
+
+// Node reports a node as a compute runs it now.
+func (r *Registry) Node(ctx context.Context, computeID, projectID, nodeID string) (project.NodeRuntime, error) {
+	var st proto.NodeState
+	err := r.do(ctx, computeID, "GET", proto.NodePath(projectID, nodeID), nil, &st)
 	return runtimeOf(st), err
 }
 
@@ -245,7 +240,11 @@ func runtimeOf(st proto.NodeState) project.NodeRuntime {
 // PutLink sets up or updates a link's relay on a compute.
 func (r *Registry) PutLink(ctx context.Context, computeID, projectID string, w project.Wiring) error {
 	end := func(e project.WireEnd) proto.Endpoint {
-		return proto.Endpoint{NodeID: e.NodeID, Adapter: e.Adapter, Port: e.Port, Name: e.Name}
+		ep := proto.Endpoint{NodeID: e.NodeID, Adapter: e.Adapter, Port: e.Port, Name: e.Name}
+		if t := e.Tunnel; t != nil {
+			ep.Tunnel = &proto.Tunnel{LocalPort: t.LocalPort, RemoteHost: t.RemoteHost, RemotePort: t.RemotePort}
+		}
+		return ep
 	}
 	f := w.Filters
 	spec := proto.LinkSpec{
@@ -267,7 +266,7 @@ func (r *Registry) DeleteLink(ctx context.Context, computeID, projectID, linkID 
 func (r *Registry) StartCapture(ctx context.Context, computeID, projectID, linkID string, c project.CaptureRequest) (project.CaptureResult, error) {
 	var st proto.CaptureState
 	err := r.do(ctx, computeID, "PUT", proto.CapturePath(projectID, linkID),
-		proto.CaptureSpec{FileName: c.FileName, DataLinkType: c.DataLinkType}, &st)
+		proto.CaptureSpec{FileName: c.FileName, DataLinkType: c.DataLinkType, Format: c.Format}, &st)
 	return project.CaptureResult{FilePath: st.FilePath}, err
 }
 
@@ -283,6 +282,26 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 		return nil, err
 	}
 	return r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
+}
+
+// ReserveTunnelPort has a compute hold a UDP port for a tunnel end.
+func (r *Registry) ReserveTunnelPort(ctx context.Context, computeID, projectID, id string) (int, error) {
+	var tp proto.TunnelPort
+	err := r.do(ctx, computeID, "PUT", proto.TunnelPortPath(projectID, id), nil, &tp)
+	return tp.Port, err
+}
+
+// ReleaseTunnelPort frees a tunnel port no link took.
+func (r *Registry) ReleaseTunnelPort(ctx context.Context, computeID, projectID, id string) error {
+	return r.do(ctx, computeID, "DELETE", proto.TunnelPortPath(projectID, id), nil, nil)
+}
+
+// TunnelHost is the address other agents send a compute's tunnel traffic
+// to: the host it was registered with (for the local compute, the address
+// the controller advertises).
+func (r *Registry) TunnelHost(computeID string) string {
+	c, _ := r.Get(computeID)
+	return c.Host
 }
 
 var _ project.Computes = (*Registry)(nil)
@@ -486,4 +505,44 @@ func (r *Registry) Load(ctx context.Context) error {
 		r.Add(ctx, c)
 	}
 	return nil
+}
+
+// Running asks every connected compute what it still runs, for a
+// controller that restarted (see project.Service.Adopt). Computes that do
+// not answer are skipped: their projects open the ordinary way.
+func (r *Registry) Running(ctx context.Context) []project.Running {
+	var out []project.Running
+	for _, c := range r.List() {
+		if c.Connected {
+			out = append(out, r.runningOn(ctx, c.ID)...)
+		}
+	}
+	return out
+}
+
+// runningOn asks one compute what it runs; nil if it does not answer.
+func (r *Registry) runningOn(ctx context.Context, id string) []project.Running {
+	var st proto.AgentState
+	if err := r.do(ctx, id, "GET", proto.StatePath, nil, &st); err != nil {
+		r.log.Warn("ask a compute what it runs", "compute", id, "err", err)
+		return nil
+	}
+	var out []project.Running
+	for _, p := range st.Projects {
+		run := project.Running{ComputeID: id, ProjectID: p.ProjectID}
+		for _, l := range p.Links {
+			rl := project.RunningLink{ID: l.LinkID}
+			for _, ep := range []proto.Endpoint{l.Spec.A, l.Spec.B} {
+				if t := ep.Tunnel; t != nil {
+					rl.Tunnel = &project.TunnelEnd{LocalPort: t.LocalPort, RemoteHost: t.RemoteHost, RemotePort: t.RemotePort}
+				}
+			}
+			if l.Capture != nil && l.Capture.Active {
+				rl.Capture = &project.CaptureResult{FilePath: l.Capture.FilePath}
+			}
+			run.Links = append(run.Links, rl)
+		}
+		out = append(out, run)
+	}
+	return out
 }

@@ -17,7 +17,17 @@ type CaptureStart struct {
 	// FileName is the client's name, sanitised before use; "" means the
 	// default name.
 	FileName string
+	// Format is "pcap" (the default when empty) or "pcapng", which records
+	// who sent each frame (one interface per direction). pcapng is labtap's
+	// extension: GNS3 clients never ask for it.
+	Format string
 }
+
+// Capture formats.
+const (
+	FormatPcap   = "pcap"
+	FormatPcapng = "pcapng"
+)
 
 // LocalCompute is the id of the controller's own compute.
 const LocalCompute = "local"
@@ -88,14 +98,35 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	if side < 0 {
 		return Link{}, errorf(ErrConflict, "Cannot capture because there is no running device on this link")
 	}
-	name := defaultCaptureName(portOf(nodes[0], l.Endpoints[0]), portOf(nodes[1], l.Endpoints[1]), extPcap)
+	ext := extPcap
+	switch req.Format {
+	case "", FormatPcap:
+		req.Format = FormatPcap
+	case FormatPcapng:
+		ext = ".pcapng"
+	default:
+		return Link{}, errorf(ErrInvalid, "capture_format %q: want %q or %q", req.Format, FormatPcap, FormatPcapng)
+	}
+	name := defaultCaptureName(portOf(nodes[0], l.Endpoints[0]), portOf(nodes[1], l.Endpoints[1]), ext)
 	if req.FileName != "" {
-		if name, err = sanitizeCaptureName(req.FileName, extPcap); err != nil {
+		if name, err = sanitizeCaptureName(req.FileName, ext); err != nil {
 			return Link{}, errorf(ErrInvalid, "capture_file_name %q: %v", req.FileName, err)
 		}
 	}
+	if l.Tunnel != nil && l.FilterSide != side {
+		// Across computes the filters move to the capture side first, so the
+		// file shows every frame after them, both ways (placement.go).
+		moved := *l
+		moved.FilterSide = side
+		if err := s.push(ctx, &moved, nodes); err != nil {
+			return Link{}, err
+		}
+		st.mu.Lock()
+		l.FilterSide = side
+		st.mu.Unlock()
+	}
 	computeID := nodes[side].ComputeID
-	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, CaptureRequest{FileName: name, DataLinkType: req.DataLinkType})
+	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, CaptureRequest{FileName: name, DataLinkType: req.DataLinkType, Format: req.Format})
 	if err != nil {
 		return Link{}, err
 	}

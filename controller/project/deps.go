@@ -19,6 +19,8 @@ type Computes interface {
 	CloseProject(ctx context.Context, computeID, projectID string) error
 	CreateNode(ctx context.Context, computeID, projectID string, n NodeSpec) (NodeRuntime, error)
 	SetNodeStatus(ctx context.Context, computeID, projectID, nodeID, status string) (NodeRuntime, error)
+	// Node reports a node as the compute runs it now.
+	Node(ctx context.Context, computeID, projectID, nodeID string) (NodeRuntime, error)
 	DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error
 	PutLink(ctx context.Context, computeID, projectID string, w Wiring) error
 	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
@@ -27,6 +29,14 @@ type Computes interface {
 	// CaptureStream streams a running capture file from its first byte
 	// until the capture stops. The caller closes it.
 	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)
+	// ReserveTunnelPort has a compute bind and hold a UDP port for one end
+	// of a tunnel; the same reservation id gets the same port.
+	ReserveTunnelPort(ctx context.Context, computeID, projectID, id string) (int, error)
+	// ReleaseTunnelPort frees a reservation no link took.
+	ReleaseTunnelPort(ctx context.Context, computeID, projectID, id string) error
+	// TunnelHost is the address other computes send a compute's tunnel
+	// traffic to.
+	TunnelHost(computeID string) string
 }
 
 // ProjectRef names a project to a compute.
@@ -38,6 +48,8 @@ type ProjectRef struct {
 type NodeSpec struct {
 	ID, Type, Name string
 	MACIndex       int
+	// Ports configures a cloud, hub or switch (its ports_mapping).
+	Ports []PortSpec
 }
 
 // NodeRuntime is what a compute reports of a node.
@@ -67,11 +79,22 @@ type WireEnd struct {
 	Adapter, Port int
 	// Name labels the end's frames, e.g. "PC1 Ethernet0".
 	Name string
+	// Tunnel, when set, makes this end a UDP tunnel to another compute.
+	Tunnel *TunnelEnd
+}
+
+// TunnelEnd is a tunnel end: frames leave from LocalPort (a reserved port)
+// to RemoteHost:RemotePort and are heard only from there.
+type TunnelEnd struct {
+	LocalPort  int
+	RemoteHost string
+	RemotePort int
 }
 
 // CaptureRequest starts a capture on a compute's relay of a link.
 type CaptureRequest struct {
 	FileName, DataLinkType string
+	Format                 string // FormatPcap or FormatPcapng
 }
 
 // CaptureResult is what a compute reports of a started capture.

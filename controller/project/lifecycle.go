@@ -64,6 +64,12 @@ func (st *state) setStoredLocked(snap *Snapshot) {
 // suspend, which GNS3 forgets). Opening an opened project does nothing. If
 // anything fails, the computes forget the project and it stays closed.
 func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
+	return s.openProject(ctx, id, nil)
+}
+
+// openProject opens a project, adopting what computes report they still
+// run for it (nil: nothing).
+func (s *Service) openProject(ctx context.Context, id string, running []Running) (Project, error) {
 	st, err := s.lookup(id)
 	if err != nil {
 		return Project{}, err
@@ -83,7 +89,7 @@ func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
 	opened := newState(p)
 	opened.p.Status = Opened
 	opened.p.Settings = snap.Project.Settings
-	if err := s.build(ctx, opened, snap); err != nil {
+	if err := s.build(ctx, opened, snap, running); err != nil {
 		for c := range opened.onComputes {
 			if cerr := s.cfg.Computes.CloseProject(context.WithoutCancel(ctx), c, id); cerr != nil {
 				s.log.Warn("close project after a failed open", "project", id, "compute", c, "err", cerr)
@@ -117,21 +123,30 @@ func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
 // build creates a stored project's nodes and links on their computes into
 // st, which nobody else sees yet. Links whose endpoints are missing or
 // taken are dropped, with a log line, as GNS3 does.
-func (s *Service) build(ctx context.Context, st *state, snap *Snapshot) error {
+func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running []Running) (err error) {
 	for _, stored := range snap.Nodes {
 		n := stored
 		if !s.cfg.Computes.Exists(n.ComputeID) {
 			return computeNotFound(n.ComputeID)
 		}
-		if !slices.Contains(supportedTypes, n.Type) || !slices.Contains(s.cfg.Computes.NodeTypes(n.ComputeID), n.Type) {
+		if !s.mayRun(n.ComputeID, n.Type) {
 			return errorf(ErrConflict, "Node type %s is not supported by compute %s", n.Type, n.ComputeID)
 		}
 		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
 			return err
 		}
 		n.ProjectID = st.p.ID
-		n.MACIndex = st.freeMACLocked()
-		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex})
+		n.MACIndex = -1
+		if usesMAC(n.Type) {
+			n.MACIndex = st.freeMACLocked()
+		}
+		var ports []PortSpec
+		if hasPortsMapping(n.Type) {
+			if ports, err = parsePortsMapping(n.Type, n.Properties["ports_mapping"]); err != nil {
+				return err
+			}
+		}
+		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex, Ports: ports})
 		if err != nil {
 			return err
 		}
@@ -166,8 +181,21 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot) error {
 			s.log.Warn("link dropped: it does not have two endpoints", "link", l.ID)
 			continue
 		}
-		if err := s.wire(ctx, l, nodes); err != nil {
+		if t := adoptedTunnel(l.ID, nodes, running); t != nil && nodes[0].ComputeID != nodes[1].ComputeID {
+			// The relays run: set them up again as they are (idempotent).
+			l.Tunnel, l.Wired, l.Computes = t, true, []string{nodes[0].ComputeID, nodes[1].ComputeID}
+			if c, ok := adoptedCapture(l, nodes, running); ok {
+				l.Capture = c
+			}
+			l.FilterSide = filterSide(nodes, l.Capture)
+			if err := s.push(ctx, l, nodes); err != nil {
+				return err
+			}
+		} else if err := s.wire(ctx, l, nodes); err != nil {
 			return err
+		}
+		if c, ok := adoptedCapture(l, nodes, running); ok {
+			l.Capture = c
 		}
 		st.links[l.ID] = l
 		st.linkOrder = append(st.linkOrder, l.ID)

@@ -170,7 +170,10 @@ func (st *state) attachLocked(l *Link, eps []Endpoint) ([]*Node, error) {
 			if other.ID == n.ID {
 				return nil, errorf(ErrConflict, "Cannot connect to itself")
 			}
-			if isCloudOrNAT(other.Type) && isCloudOrNAT(n.Type) {
+			// GNS3 refuses cloud↔cloud; labtap's clouds carry UDP ports, and
+			// patching two outside endpoints through a captured, filterable
+			// link is what they are for (api-v2.md 4.2 REC).
+			if isCloudOrNAT(other.Type) && isCloudOrNAT(n.Type) && !(other.Type == TypeCloud && n.Type == TypeCloud) {
 				return nil, errorf(ErrConflict, "Connecting a %s to a %s is not allowed", other.Type, n.Type)
 			}
 			op, ok := other.port(l.Endpoints[i].Adapter, l.Endpoints[i].Port)
@@ -192,23 +195,72 @@ func (st *state) attachLocked(l *Link, eps []Endpoint) ([]*Node, error) {
 
 func isCloudOrNAT(t string) bool { return t == "cloud" || t == "nat" }
 
-// wire sets up a two-endpoint link's relay on its compute and marks it
-// wired.
+// wire sets up a two-endpoint link's relays and marks it wired. Nodes on
+// one compute get one relay there; nodes on two computes get a relay on
+// each, joined by a UDP tunnel: a port is reserved on each compute first,
+// then both relays are set up, and if the second fails the first is removed
+// and both reservations released, so nothing is left half-built.
 func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	a, b := nodes[0], nodes[1]
-	if a.ComputeID != b.ComputeID {
-		return errorf(ErrConflict, "Links between nodes on different computes (%s, %s) are not supported yet", a.ComputeID, b.ComputeID)
+	if a.ComputeID == b.ComputeID {
+		if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
+			return err
+		}
+		l.Wired, l.Computes = true, []string{a.ComputeID}
+		return nil
 	}
-	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, wiringOf(l, nodes)); err != nil {
+	st, err := s.lookup(l.ProjectID)
+	if err != nil {
 		return err
 	}
-	l.Wired = true
-	l.Computes = []string{a.ComputeID}
+	for _, n := range nodes { // a compute that has no node yet needs the project
+		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
+			return err
+		}
+	}
+	var ports [2]int
+	release := func() {
+		for i, n := range nodes {
+			if ports[i] != 0 {
+				if err := s.cfg.Computes.ReleaseTunnelPort(context.WithoutCancel(ctx), n.ComputeID, l.ProjectID, tunnelID(l.ID, i)); err != nil {
+					s.log.Warn("release tunnel port", "link", l.ID, "compute", n.ComputeID, "err", err)
+				}
+			}
+		}
+	}
+	for i, n := range nodes {
+		p, err := s.cfg.Computes.ReserveTunnelPort(ctx, n.ComputeID, l.ProjectID, tunnelID(l.ID, i))
+		if err != nil {
+			release()
+			return err
+		}
+		ports[i] = p
+	}
+	l.Tunnel = &TunnelPorts{Hosts: [2]string{s.cfg.Computes.TunnelHost(a.ComputeID), s.cfg.Computes.TunnelHost(b.ComputeID)}, Ports: ports}
+	l.FilterSide = filterSide(nodes, l.Capture)
+	ws := crossWirings(l, nodes)
+	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, ws[0]); err != nil {
+		release()
+		l.Tunnel = nil
+		return err
+	}
+	if err := s.cfg.Computes.PutLink(ctx, b.ComputeID, l.ProjectID, ws[1]); err != nil {
+		if derr := s.cfg.Computes.DeleteLink(context.WithoutCancel(ctx), a.ComputeID, l.ProjectID, l.ID); derr != nil {
+			s.log.Warn("roll back half a link", "link", l.ID, "compute", a.ComputeID, "err", derr)
+		}
+		release()
+		l.Tunnel = nil
+		return err
+	}
+	l.Wired, l.Computes = true, []string{a.ComputeID, b.ComputeID}
 	return nil
 }
 
-// wiringOf describes a link's relay for its compute.
-func wiringOf(l *Link, nodes []*Node) Wiring {
+// tunnelID names the tunnel port reservation of one side of a link.
+func tunnelID(linkID string, side int) string { return fmt.Sprintf("%s-%d", linkID, side) }
+
+// sameComputeWiring is the one relay of a link whose nodes share a compute.
+func sameComputeWiring(l *Link, nodes []*Node) Wiring {
 	return Wiring{
 		LinkID:       l.ID,
 		A:            wireEnd(nodes[0], l.Endpoints[0]),
@@ -217,6 +269,51 @@ func wiringOf(l *Link, nodes []*Node) Wiring {
 		Suspend:      l.Suspend,
 		DataLinkType: dataLinkTypeOf(l.LinkType),
 	}
+}
+
+// crossWirings are the two relays of a link across computes: on each, the
+// node's port and the tunnel to the other side, oriented like the link (A
+// is always the first endpoint's side, so directions agree in captures).
+// Only the filter side applies the filters; both apply suspend.
+func crossWirings(l *Link, nodes []*Node) [2]Wiring {
+	t := l.Tunnel
+	tunnelTo := func(self int) WireEnd {
+		peer := 1 - self
+		return WireEnd{Name: wireEnd(nodes[peer], l.Endpoints[peer]).Name,
+			Tunnel: &TunnelEnd{LocalPort: t.Ports[self], RemoteHost: t.Hosts[peer], RemotePort: t.Ports[peer]}}
+	}
+	var out [2]Wiring
+	for side := range 2 {
+		w := Wiring{LinkID: l.ID, Suspend: l.Suspend, DataLinkType: dataLinkTypeOf(l.LinkType)}
+		if side == 0 {
+			w.A, w.B = wireEnd(nodes[0], l.Endpoints[0]), tunnelTo(0)
+		} else {
+			w.A, w.B = tunnelTo(1), wireEnd(nodes[1], l.Endpoints[1])
+		}
+		if side == l.FilterSide {
+			w.Filters = activeFilters(l.Filters)
+		}
+		out[side] = w
+	}
+	return out
+}
+
+// push sends a wired link's current relays to its computes (after its
+// filters, suspend or filter side changed).
+func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
+	if !l.Wired {
+		return nil
+	}
+	if l.Tunnel == nil {
+		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+	}
+	ws := crossWirings(l, nodes)
+	for side, n := range nodes {
+		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dataLinkTypeOf is the data link type BPF filters of a link compile for.
@@ -235,8 +332,9 @@ func wireEnd(n *Node, ep Endpoint) WireEnd {
 	return WireEnd{NodeID: n.ID, Adapter: ep.Adapter, Port: ep.Port, Name: name}
 }
 
-// unwire removes a link's relays; a compute that does not know the link is
-// fine. It returns the first other error.
+// unwire removes a link's relays (their tunnel sockets go with them); a
+// compute that does not know the link is fine. It returns the first other
+// error.
 func (s *Service) unwire(ctx context.Context, l *Link) error {
 	var first error
 	for _, c := range l.Computes {
@@ -325,11 +423,9 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	}
 	steps = append(steps, u.Labels != nil) // GNS3 announces labels even when unchanged
 	relayChanged := steps[0] || steps[2]
-	if relayChanged && cur.Wired {
-		for _, c := range cur.Computes {
-			if err := s.cfg.Computes.PutLink(ctx, c, projectID, wiringOf(&next, nodes)); err != nil {
-				return Link{}, err
-			}
+	if relayChanged {
+		if err := s.push(ctx, &next, nodes); err != nil {
+			return Link{}, err
 		}
 	}
 	if !slices.Contains(steps, true) {

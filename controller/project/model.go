@@ -11,6 +11,7 @@ package project
 
 import (
 	"encoding/json"
+	"fmt"
 )
 
 // Project statuses.
@@ -111,8 +112,21 @@ type Link struct {
 	// Wired is true once the link runs on its compute(s): exactly two
 	// endpoints and the relays are up.
 	Wired bool
-	// Computes lists where the link's relays run.
+	// Computes lists where the link's relays run: one compute, or the two
+	// of a link across computes, in endpoint order.
 	Computes []string
+	// Tunnel joins the two relays of a link across computes; nil otherwise.
+	Tunnel *TunnelPorts
+	// FilterSide is the endpoint whose relay applies a cross-compute
+	// link's filters (see filterSide).
+	FilterSide int
+}
+
+// TunnelPorts are the two ends of a link's UDP tunnel between computes:
+// side i listens on Hosts[i]:Ports[i].
+type TunnelPorts struct {
+	Hosts [2]string
+	Ports [2]int
 }
 
 // Endpoint is one end of a link.
@@ -139,14 +153,28 @@ const (
 	DefaultPortNameFormat = "Ethernet{0}"
 )
 
-// portsOf lists a node's ports, from its type (api-v2.md 2.4).
+// ethernetDLTs is what an Ethernet port can be captured as.
+var ethernetDLTs = map[string]string{"Ethernet": "DLT_EN10MB"}
+
+// portsOf lists a node's ports (api-v2.md 2.4): VPCS has Ethernet0; a
+// switch, hub or cloud has one port per ports_mapping entry, all on adapter
+// 0, numbered by position, named as the entry (short name "e<n>" for
+// switches and hubs, the entry's name for clouds).
 func portsOf(n *Node) []Port {
 	switch n.Type {
 	case "vpcs", "traceng":
-		return []Port{{
-			Name: "Ethernet0", ShortName: "e0", LinkType: Ethernet,
-			DataLinkTypes: map[string]string{"Ethernet": "DLT_EN10MB"},
-		}}
+		return []Port{{Name: "Ethernet0", ShortName: "e0", LinkType: Ethernet, DataLinkTypes: ethernetDLTs}}
+	case TypeSwitch, TypeHub, TypeCloud:
+		mapping := portsMappingOf(n)
+		out := make([]Port, 0, len(mapping))
+		for i, pm := range mapping {
+			short := fmt.Sprintf("e%d", i)
+			if n.Type == TypeCloud {
+				short = pm.Name
+			}
+			out = append(out, Port{Name: pm.Name, ShortName: short, PortNumber: i, LinkType: Ethernet, DataLinkTypes: ethernetDLTs})
+		}
+		return out
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package project
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -44,7 +45,7 @@ func NewNodeCreate() NodeCreate {
 
 // supportedTypes are the node types the controller can model (ports and
 // rules); a compute must also run the type.
-var supportedTypes = []string{"vpcs"}
+var supportedTypes = []string{"vpcs", TypeSwitch, TypeHub, TypeCloud}
 
 // Nodes returns a project's nodes in creation order. For a closed project
 // they are the nodes its file holds (GNS3 lists them too).
@@ -113,10 +114,27 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err != nil {
 		return Node{}, err
 	}
-	if !slices.Contains(supportedTypes, req.Type) || !slices.Contains(s.cfg.Computes.NodeTypes(req.ComputeID), req.Type) {
+	if !s.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
-	if mac < 0 {
+	var ports []PortSpec
+	if hasPortsMapping(req.Type) {
+		props := make(map[string]any, len(req.Properties)+1)
+		for k, v := range req.Properties {
+			props[k] = v
+		}
+		if _, given := props["ports_mapping"]; !given {
+			props["ports_mapping"] = defaultPortsMapping(req.Type)
+		}
+		var err error
+		if ports, err = parsePortsMapping(req.Type, props["ports_mapping"]); err != nil {
+			return Node{}, err
+		}
+		req.Properties = props
+	}
+	if !usesMAC(req.Type) {
+		mac = -1
+	} else if mac < 0 {
 		return Node{}, errorf(ErrConflict, "Project %s has no MAC address left for a new node", pref.Name)
 	}
 	if req.ID == "" {
@@ -125,7 +143,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
-	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, NodeSpec{ID: req.ID, Type: req.Type, Name: name, MACIndex: mac})
+	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, NodeSpec{ID: req.ID, Type: req.Type, Name: name, MACIndex: mac, Ports: ports})
 	if err != nil {
 		return Node{}, err
 	}
@@ -170,6 +188,9 @@ func (st *state) nameTakenLocked(name string) bool {
 	}
 	return false
 }
+
+// usesMAC reports node types that take a MAC index: VPCS's one byte.
+func usesMAC(nodeType string) bool { return nodeType == "vpcs" }
 
 // freeMACLocked returns the lowest MAC index no node of the project uses,
 // -1 if all 255 are taken. Indexes are project-wide, so nodes on different
@@ -464,6 +485,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		next.Symbol = *u.Symbol
 		next.Width, next.Height = s.cfg.Symbols(next.Symbol)
 	}
+	var newPorts []PortSpec
 	if u.Properties != nil {
 		props := make(map[string]any, len(cur.Properties)+len(u.Properties))
 		for k, v := range cur.Properties {
@@ -471,6 +493,14 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		}
 		for k, v := range u.Properties {
 			props[k] = v
+		}
+		if pm, given := u.Properties["ports_mapping"]; given && hasPortsMapping(cur.Type) && !reflect.DeepEqual(pm, cur.Properties["ports_mapping"]) {
+			if newPorts, err = parsePortsMapping(cur.Type, pm); err != nil {
+				return Node{}, err
+			}
+			if newPorts == nil {
+				newPorts = []PortSpec{}
+			}
 		}
 		next.Properties = props
 	}
@@ -487,6 +517,11 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	}
 	if reflect.DeepEqual(*cur, next) {
 		return next, nil
+	}
+	if newPorts != nil {
+		if err := s.reconfigurePorts(ctx, st, cur, newPorts); err != nil {
+			return Node{}, err
+		}
 	}
 	st.mu.Lock()
 	prev := *cur
@@ -507,6 +542,35 @@ func derefStr(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// reconfigurePorts applies a new ports_mapping on the node's compute. A
+// switch keeps its ports and links when only types and VLANs change; any
+// other change needs the node to have no link (its ports are rebuilt).
+// st.ops must be held.
+func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
+	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex, Ports: ports}
+	err := func() error {
+		_, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
+		return err
+	}()
+	if err == nil || !errors.Is(err, ErrConflict) {
+		return err
+	}
+	st.mu.RLock()
+	linked := false
+	for _, l := range st.links {
+		linked = linked || l.touches(n.ID)
+	}
+	st.mu.RUnlock()
+	if linked {
+		return errorf(ErrConflict, "Delete the links of %s before changing the number of its ports", n.Name)
+	}
+	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
+		return err
+	}
+	_, err = s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec)
+	return err
 }
 
 // DeleteNode deletes a node's links, then the node. A locked node stays.
@@ -553,4 +617,16 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	}
 	s.emit(st, NodeDeleted, &node, nil)
 	return nil
+}
+
+// mayRun says whether a node type can be asked of a compute: labtap must
+// know the type, and the compute must run it, as far as it has said. A
+// compute that has never answered has said nothing: the call is made, and
+// fails with the reason it cannot be reached.
+func (s *Service) mayRun(computeID, nodeType string) bool {
+	if !slices.Contains(supportedTypes, nodeType) {
+		return false
+	}
+	types := s.cfg.Computes.NodeTypes(computeID)
+	return len(types) == 0 || slices.Contains(types, nodeType)
 }

@@ -16,15 +16,18 @@ import (
 type fakeComputes struct {
 	mu       sync.Mutex
 	nodes    map[string]string // node id → status
+	specs    map[string]NodeSpec
 	links    map[string]Wiring
 	captures map[string]CaptureRequest // link id → running capture
 	failOn   map[string]error          // operation name → error to return
+	reserved map[string]int            // compute/reservation id → port
+	relays   map[string]Wiring         // compute/link id → relay
 	calls    []string
 }
 
 func newFakeComputes() *fakeComputes {
 	return &fakeComputes{
-		nodes: map[string]string{}, links: map[string]Wiring{}, captures: map[string]CaptureRequest{},
+		nodes: map[string]string{}, specs: map[string]NodeSpec{}, links: map[string]Wiring{}, captures: map[string]CaptureRequest{},
 		failOn: map[string]error{},
 	}
 }
@@ -34,8 +37,10 @@ func (f *fakeComputes) op(name string) error {
 	return f.failOn[name]
 }
 
-func (f *fakeComputes) Exists(id string) bool                              { return id == "local" || id == "remote" }
-func (f *fakeComputes) NodeTypes(id string) []string                       { return []string{"vpcs"} }
+func (f *fakeComputes) Exists(id string) bool { return id == "local" || id == "remote" }
+func (f *fakeComputes) NodeTypes(id string) []string {
+	return []string{"vpcs", TypeSwitch, TypeHub, TypeCloud}
+}
 func (f *fakeComputes) CloseProject(context.Context, string, string) error { return nil }
 func (f *fakeComputes) OpenProject(context.Context, string, ProjectRef) error {
 	f.mu.Lock()
@@ -48,6 +53,14 @@ func (f *fakeComputes) CreateNode(_ context.Context, c, p string, n NodeSpec) (N
 	defer f.mu.Unlock()
 	if err := f.op("create_node"); err != nil {
 		return NodeRuntime{}, err
+	}
+	if hasPortsMapping(n.Type) { // run by the agent itself, always started
+		if old, ok := f.specs[n.ID]; ok && (len(old.Ports) != len(n.Ports) || n.Type != TypeSwitch) {
+			return NodeRuntime{}, &Error{Kind: ErrConflict, Msg: "node exists with other ports"}
+		}
+		f.nodes[n.ID] = Started
+		f.specs[n.ID] = n
+		return NodeRuntime{Status: Started, ConsoleType: "none"}, nil
 	}
 	f.nodes[n.ID] = Stopped
 	return NodeRuntime{Status: Stopped, Console: 5000 + len(f.nodes), ConsoleHost: "127.0.0.1", ConsoleType: "telnet"}, nil
@@ -63,10 +76,21 @@ func (f *fakeComputes) SetNodeStatus(_ context.Context, c, p, id, status string)
 	return NodeRuntime{Status: status, Console: 5001, ConsoleHost: "127.0.0.1", ConsoleType: "telnet", CommandLine: "vpcs " + status}, nil
 }
 
+func (f *fakeComputes) Node(_ context.Context, c, p, id string) (NodeRuntime, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	status, ok := f.nodes[id]
+	if !ok {
+		return NodeRuntime{}, &Error{Kind: ErrNotFound, Msg: "no such node"}
+	}
+	return NodeRuntime{Status: status, Console: 5001, ConsoleHost: "127.0.0.1", ConsoleType: "telnet", CommandLine: "vpcs " + status}, nil
+}
+
 func (f *fakeComputes) DeleteNode(_ context.Context, c, p, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.nodes, id)
+	delete(f.specs, id)
 	return f.op("delete_node")
 }
 
@@ -76,7 +100,14 @@ func (f *fakeComputes) PutLink(_ context.Context, c, p string, w Wiring) error {
 	if err := f.op("put_link"); err != nil {
 		return err
 	}
+	if err := f.failOn["put_link@"+c]; err != nil {
+		return err
+	}
 	f.links[w.LinkID] = w
+	if f.relays == nil {
+		f.relays = map[string]Wiring{}
+	}
+	f.relays[c+"/"+w.LinkID] = w
 	return nil
 }
 
@@ -84,6 +115,7 @@ func (f *fakeComputes) DeleteLink(_ context.Context, c, p, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.links, id)
+	delete(f.relays, c+"/"+id)
 	delete(f.captures, id)
 	return f.op("delete_link")
 }
@@ -103,6 +135,33 @@ func (f *fakeComputes) StopCapture(_ context.Context, c, p, l string) error {
 	defer f.mu.Unlock()
 	delete(f.captures, l)
 	return f.op("stop_capture")
+}
+
+func (f *fakeComputes) ReserveTunnelPort(_ context.Context, c, p, id string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("reserve"); err != nil {
+		return 0, err
+	}
+	if f.reserved == nil {
+		f.reserved = map[string]int{}
+	}
+	if port, ok := f.reserved[c+"/"+id]; ok {
+		return port, nil
+	}
+	f.reserved[c+"/"+id] = 30000 + len(f.reserved)
+	return f.reserved[c+"/"+id], nil
+}
+
+func (f *fakeComputes) ReleaseTunnelPort(_ context.Context, c, p, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.reserved, c+"/"+id)
+	return f.op("release")
+}
+
+func (f *fakeComputes) TunnelHost(c string) string {
+	return map[string]string{"local": "192.0.2.1", "remote": "192.0.2.2"}[c]
 }
 
 func (f *fakeComputes) CaptureStream(context.Context, string, string, string) (io.ReadCloser, error) {
@@ -165,8 +224,16 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) node(t *testing.T, name string) Node {
 	t.Helper()
+	return f.nodeOf(t, "vpcs", name, nil)
+}
+
+func (f *fixture) nodeOf(t *testing.T, typ, name string, props map[string]any) Node {
+	t.Helper()
 	req := NewNodeCreate()
-	req.ComputeID, req.Type, req.Name = "local", "vpcs", name
+	req.ComputeID, req.Type, req.Name = "local", typ, name
+	if props != nil {
+		req.Properties = props
+	}
 	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
 	if err != nil {
 		t.Fatal(err)

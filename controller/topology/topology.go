@@ -7,7 +7,9 @@ package topology
 import (
 	"encoding/json"
 	"errors"
+
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,7 +127,9 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 	for _, l := range snap.Links {
 		f.Topology.Links = append(f.Topology.Links, LinkEntry(l))
 	}
-	return json.MarshalIndent(f, "", "    ")
+	// go-json: the same bytes as encoding/json, several times faster; the
+	// whole file is rewritten on every change of a project.
+	return gojson.MarshalIndent(f, "", "    ")
 }
 
 // Save writes a project's file atomically: to "<file>.tmp", synced, then

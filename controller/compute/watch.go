@@ -1,0 +1,209 @@
+package compute
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
+)
+
+// Listener hears what agents report by themselves, and when an agent is
+// lost or comes back. *project.Service satisfies it. Calls for one compute
+// come one at a time, in order.
+type Listener interface {
+	CaptureEnded(ctx context.Context, computeID, projectID, linkID, reason string)
+	NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt project.NodeRuntime)
+	ComputeLost(ctx context.Context, computeID string)
+	// ComputeBack gets what the compute still runs (nil if it could not
+	// tell).
+	ComputeBack(ctx context.Context, computeID string, running []project.Running)
+}
+
+// silence is how long an events stream may stay quiet before its agent is
+// taken for lost: three pings.
+const silence = 3 * proto.PingInterval
+
+// Watch follows the events stream of every registered compute until ctx is
+// done, and tells l what happens: an agent that dies is lost at once (its
+// connection breaks), one cut off by the network after three missed pings.
+// When a lost agent answers again, l reconciles it. Computes added later
+// are watched as they come; removed ones are dropped.
+func (r *Registry) Watch(ctx context.Context, l Listener) error {
+	watching := map[string]context.CancelFunc{}
+	defer func() {
+		for _, cancel := range watching {
+			cancel()
+		}
+	}()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ids := map[string]bool{}
+		for _, c := range r.List() {
+			ids[c.ID] = true
+			if _, ok := watching[c.ID]; !ok {
+				wctx, cancel := context.WithCancel(ctx)
+				watching[c.ID] = cancel
+				go r.watch(wctx, c.ID, l)
+			}
+		}
+		for id, cancel := range watching {
+			if !ids[id] {
+				cancel()
+				delete(watching, id)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// watch follows one compute's stream, reconnecting with backoff.
+func (r *Registry) watch(ctx context.Context, id string, l Listener) {
+	log := r.log.With("compute", id)
+	lost := false
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.follow(ctx, id, l, func() {
+			backoff = 250 * time.Millisecond
+			r.setConnected(id, nil)
+			if lost {
+				lost = false
+				log.Info("compute back: reconciling")
+				l.ComputeBack(ctx, id, r.runningOn(ctx, id))
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if !lost {
+			lost = true
+			log.Warn("compute lost", "err", err)
+			r.setConnected(id, err)
+			l.ComputeLost(ctx, id)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// follow reads one connection of a compute's events stream until it
+// breaks or goes silent; connected is called once the agent has said hello.
+func (r *Registry) follow(ctx context.Context, id string, l Listener, connected func()) error {
+	t, err := r.target(id)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := time.AfterFunc(silence, cancel) // a silent agent is lost, even one that never answers
+	defer quiet.Stop()
+	body, err := r.client.stream(sctx, t, proto.EventsPath)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// The clock stops while l works: a listener waiting for a long
+		// project operation is not the agent going silent.
+		quiet.Stop()
+		r.dispatch(ctx, id, l, sc.Bytes(), connected)
+		quiet.Reset(silence)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if sctx.Err() != nil && ctx.Err() == nil {
+		return errSilent
+	}
+	return errStreamEnded
+}
+
+// dispatch handles one line of a compute's events stream.
+func (r *Registry) dispatch(ctx context.Context, id string, l Listener, line []byte, connected func()) {
+	var ev proto.Event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		r.log.Debug("unreadable event", "compute", id, "err", err)
+		return
+	}
+	switch ev.Kind {
+	case proto.EventHello:
+		r.noteInfo(id, ev.Info)
+		connected()
+	case proto.EventPing:
+		r.noteInfo(id, ev.Info)
+	case proto.EventCaptureEnded:
+		reason := ""
+		if ev.Capture != nil {
+			reason = ev.Capture.Err
+		}
+		l.CaptureEnded(ctx, id, ev.ProjectID, ev.LinkID, reason)
+	case proto.EventNodeStatus:
+		if ev.Node != nil {
+			l.NodeChanged(ctx, id, ev.ProjectID, ev.NodeID, runtimeOf(*ev.Node))
+		}
+	}
+}
+
+type streamError string
+
+func (e streamError) Error() string { return string(e) }
+
+const (
+	errSilent      = streamError("the agent's events stream went silent")
+	errStreamEnded = streamError("the agent ended its events stream")
+)
+
+// setConnected records a compute's reachability (err nil: connected).
+func (r *Registry) setConnected(id string, err error) {
+	r.mu.Lock()
+	c, ok := r.computes[id]
+	if !ok {
+		r.mu.Unlock()
+		return
+	}
+	changed := c.Connected != (err == nil)
+	c.Connected = err == nil
+	if err != nil {
+		c.CPUPercent, c.MemoryPercent, c.LastError = nil, nil, err.Error()
+	} else {
+		c.LastError = ""
+	}
+	snap := *c
+	r.mu.Unlock()
+	if changed {
+		r.onChange("compute.updated", snap)
+	}
+}
+
+// noteInfo records what an agent says of itself.
+func (r *Registry) noteInfo(id string, info *proto.AgentInfo) {
+	if info == nil {
+		return
+	}
+	r.mu.Lock()
+	c, ok := r.computes[id]
+	var snap Compute
+	if ok {
+		cpu, mem := info.CPUPercent, info.MemoryPercent
+		c.CPUPercent, c.MemoryPercent = &cpu, &mem
+		c.Platform, c.NodeTypes = info.Platform, append([]string(nil), info.NodeTypes...)
+		snap = *c
+	}
+	r.mu.Unlock()
+	if ok {
+		r.onChange("compute.updated", snap) // GNS3 announces every load report
+	}
+}

@@ -1,0 +1,239 @@
+package project
+
+import (
+	"context"
+	"slices"
+)
+
+// What computes report without being asked, and what the Service does
+// about it. Each is announced on the project stream like any other change,
+// in order with the changes made through the API.
+
+// CaptureEnded records that a compute ended a link's capture by itself (its
+// disk filled, say): the link stops capturing, keeping its file name and
+// path (the file holds every whole record written). A report about a
+// capture that is not running there is ignored.
+func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID, reason string) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	st.mu.Lock()
+	l, ok := st.links[linkID]
+	if !ok || !l.Capture.Active || l.Capture.ComputeID != computeID {
+		st.mu.Unlock()
+		return
+	}
+	l.Capture.Active, l.Capture.ComputeID = false, ""
+	out := *l
+	st.mu.Unlock()
+	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", reason)
+	s.emit(st, LinkUpdated, nil, &out)
+}
+
+// NodeChanged records that a compute reports a node changed by itself (an
+// emulator that died). Captures that depended on a node that is no longer
+// started stop, as when it is stopped through the API.
+//
+// The report may be stale by the time it is handled (the node was started
+// again through the API meanwhile), so the node is asked for again, in turn
+// with the API's operations, and that answer is what counts; rt is only
+// used if the compute cannot answer now.
+func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	now, err := s.cfg.Computes.Node(ctx, computeID, projectID, nodeID)
+	switch {
+	case err == nil:
+		rt = now
+	case isNotFound(err):
+		return // deleted meanwhile, or the project was closed there
+	}
+	s.applyReported(ctx, st, computeID, nodeID, rt)
+}
+
+// applyReported updates a node from a compute's report and announces it.
+// st.ops must be held.
+func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
+	st.mu.Lock()
+	n, ok := st.nodes[nodeID]
+	if !ok || n.ComputeID != computeID {
+		st.mu.Unlock()
+		return
+	}
+	before := *n
+	n.applyRuntime(rt)
+	after := *n
+	st.mu.Unlock()
+	if after.Status != Started {
+		s.stopCapturesOf(ctx, st, nodeID)
+	}
+	if before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine) {
+		s.emit(st, NodeUpdated, &after, nil)
+	}
+}
+
+// ComputeLost records that a compute cannot be reached (it died, or the
+// network to it did): every capture it was writing is over, as far as
+// anyone can tell, and the links say so at once. The files on that compute
+// keep every whole record written before. Nodes keep their last known
+// status until the compute is back and tells.
+func (s *Service) ComputeLost(ctx context.Context, computeID string) {
+	for _, p := range s.Projects() {
+		st, err := s.opened(p.ID)
+		if err != nil {
+			continue
+		}
+		st.ops.Lock()
+		var ended []Link
+		st.mu.Lock()
+		delete(st.onComputes, computeID) // it must be told of the project again
+		for _, id := range st.linkOrder {
+			l := st.links[id]
+			if l.Capture.Active && l.Capture.ComputeID == computeID {
+				l.Capture.Active, l.Capture.ComputeID = false, ""
+				ended = append(ended, *l)
+			}
+		}
+		st.mu.Unlock()
+		for i := range ended {
+			s.log.Warn("capture lost with its compute", "project", p.ID, "link", ended[i].ID, "compute", computeID)
+			s.emit(st, LinkUpdated, nil, &ended[i])
+		}
+		st.ops.Unlock()
+	}
+}
+
+// ComputeBack reconciles a compute that can be reached again, given what
+// it reports it still runs (running; nil if it could not tell). It may have
+// been cut off, and kept everything, or restarted, and lost everything:
+// every opened project with nodes there is opened on it again, its nodes
+// created again (a node that still runs is found as it is; one that died
+// comes back stopped), and its links set up again. A link the compute
+// still runs keeps its relay, tunnel ports included, and a capture it is
+// still writing is taken back: the link says capturing again. A link it
+// lost is built again; one that crosses to another compute is rebuilt on
+// both sides, since a restarted agent's tunnel ports are new.
+func (s *Service) ComputeBack(ctx context.Context, computeID string, running []Running) {
+	for _, p := range s.Projects() {
+		st, err := s.opened(p.ID)
+		if err != nil {
+			continue
+		}
+		kept := map[string]RunningLink{}
+		for _, r := range running {
+			if r.ComputeID == computeID && r.ProjectID == p.ID {
+				for _, rl := range r.Links {
+					kept[rl.ID] = rl
+				}
+			}
+		}
+		st.ops.Lock()
+		s.reconcile(ctx, st, computeID, kept)
+		st.ops.Unlock()
+	}
+}
+
+// reconcile brings one project back on a compute, which still runs the
+// relays in kept. st.ops must be held.
+func (s *Service) reconcile(ctx context.Context, st *state, computeID string, kept map[string]RunningLink) {
+	st.mu.RLock()
+	uses := slices.Contains(st.openComputesLocked(), computeID)
+	var nodes []Node
+	for _, id := range st.nodeOrder {
+		if n := st.nodes[id]; n.ComputeID == computeID {
+			nodes = append(nodes, *n)
+		}
+	}
+	var links []*Link
+	for _, id := range st.linkOrder {
+		if l := st.links[id]; l.Wired && slices.Contains(l.Computes, computeID) {
+			links = append(links, l)
+		}
+	}
+	pid := st.p.ID
+	st.mu.RUnlock()
+	if !uses {
+		return
+	}
+	if err := s.openOn(ctx, st, computeID); err != nil {
+		s.log.Warn("reconcile: open project", "project", pid, "compute", computeID, "err", err)
+		return
+	}
+	for _, n := range nodes {
+		spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
+		if hasPortsMapping(n.Type) {
+			spec.Ports = portsMappingOf(&n)
+		}
+		rt, err := s.cfg.Computes.CreateNode(ctx, computeID, pid, spec)
+		if err != nil {
+			s.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
+			continue
+		}
+		s.applyReported(ctx, st, computeID, n.ID, rt)
+	}
+	for _, l := range links {
+		st.mu.RLock()
+		cur := *l
+		var ends []*Node
+		for _, e := range l.Endpoints {
+			ends = append(ends, st.nodes[e.NodeID])
+		}
+		st.mu.RUnlock()
+		rl, still := kept[l.ID]
+		side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
+		if cur.Tunnel == nil || still && side >= 0 && rl.Tunnel != nil && rl.Tunnel.LocalPort == cur.Tunnel.Ports[side] {
+			if err := s.push(ctx, &cur, ends); err != nil {
+				s.log.Warn("reconcile: link", "project", pid, "link", l.ID, "err", err)
+			}
+			if still && rl.Capture != nil {
+				s.retakeCapture(ctx, st, l, ends, computeID, rl.Capture)
+			}
+			continue
+		}
+		s.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
+		cur.Wired, cur.Computes, cur.Tunnel = false, nil, nil
+		if err := s.wire(ctx, &cur, ends); err != nil {
+			s.log.Warn("reconcile: cross-compute link", "project", pid, "link", l.ID, "err", err)
+		}
+		st.mu.Lock()
+		l.Wired, l.Computes, l.Tunnel, l.FilterSide = cur.Wired, cur.Computes, cur.Tunnel, cur.FilterSide
+		st.mu.Unlock()
+	}
+	s.log.Info("compute reconciled", "project", pid, "compute", computeID, "nodes", len(nodes), "links", len(links))
+}
+
+// retakeCapture takes back a capture a compute kept writing while it could
+// not be reached, unless the link captures elsewhere meanwhile: then the
+// compute's is stopped, so the file the link names is the only one
+// growing. st.ops must be held.
+func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *CaptureResult) {
+	st.mu.Lock()
+	if l.Capture.Active {
+		other := l.Capture.ComputeID != computeID
+		st.mu.Unlock()
+		if other {
+			if err := s.cfg.Computes.StopCapture(ctx, computeID, l.ProjectID, l.ID); err != nil && !isNotFound(err) {
+				s.log.Warn("reconcile: stop a stale capture", "project", l.ProjectID, "link", l.ID, "compute", computeID, "err", err)
+			}
+		}
+		return
+	}
+	side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
+	if l.Tunnel == nil {
+		if cs := captureSide(ends); cs >= 0 {
+			side = cs
+		}
+	}
+	l.Capture = Capture{Active: true, FileName: baseName(c.FilePath), FilePath: c.FilePath, ComputeID: computeID, Side: side}
+	out := *l
+	st.mu.Unlock()
+	s.log.Info("capture taken back from a compute that was cut off", "project", l.ProjectID, "link", l.ID, "compute", computeID)
+	s.emit(st, LinkUpdated, nil, &out)
+}

@@ -1,0 +1,110 @@
+package project
+
+import "testing"
+
+// capturingPair is a fixture with two started nodes on compute local, a
+// link between them and a capture running on it.
+func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
+	t.Helper()
+	f := newFixture(t)
+	a, b := f.node(t, "A"), f.node(t, "B")
+	for _, n := range []Node{a, b} {
+		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := f.link(t, a, b)
+	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	if err != nil || !l.Capture.Active {
+		t.Fatalf("capture: %+v, %v", l.Capture, err)
+	}
+	return f, a, b, l
+}
+
+func (f *fixture) lastLinkEvent(t *testing.T) Link {
+	t.Helper()
+	f.events.mu.Lock()
+	defer f.events.mu.Unlock()
+	for i := len(f.events.events) - 1; i >= 0; i-- {
+		if e := f.events.events[i]; e.Action == LinkUpdated {
+			return *e.Link
+		}
+	}
+	t.Fatal("no link.updated")
+	return Link{}
+}
+
+func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
+	f, a, _, l := capturingPair(t)
+	before := len(f.events.actions())
+	// The compute reported A stopped, but A runs (started again since):
+	// what the compute says now wins, and nothing changes.
+	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	n, _ := f.svc.Node(f.project.ID, a.ID)
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if n.Status != Started || !got.Capture.Active || len(f.events.actions()) != before {
+		t.Fatalf("node %s, capture %+v, events %v", n.Status, got.Capture, f.events.actions()[before:])
+	}
+}
+
+func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
+	f, a, _, l := capturingPair(t)
+	f.computes.mu.Lock()
+	f.computes.nodes[a.ID] = Stopped // VPCS died
+	f.computes.mu.Unlock()
+	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	n, _ := f.svc.Node(f.project.ID, a.ID)
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if n.Status != Stopped || got.Capture.Active || got.Capture.FileName == "" {
+		t.Fatalf("node %s, capture %+v", n.Status, got.Capture)
+	}
+}
+
+func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, "not this one")
+	if got, _ := f.svc.Link(f.project.ID, l.ID); !got.Capture.Active {
+		t.Fatal("a report from another compute ended the capture")
+	}
+	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, "no space left on device")
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
+		t.Fatalf("after the capture ended: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.Active {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+}
+
+func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	path := l.Capture.FilePath
+	f.svc.ComputeLost(t.Context(), "local")
+	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+		t.Fatal("the capture of a lost compute still shows")
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.Active {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+	// It was cut off, not restarted: it still runs the relay and writes
+	// the file.
+	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
+		{ID: l.ID, Capture: &CaptureResult{FilePath: path}},
+	}}})
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != path {
+		t.Fatalf("after the compute came back: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); !ev.Capture.Active {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+	// A compute that restarted runs nothing: the capture stays over.
+	f.svc.ComputeLost(t.Context(), "local")
+	f.svc.ComputeBack(t.Context(), "local", nil)
+	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+		t.Fatalf("a restarted compute's capture came back: %+v", got.Capture)
+	}
+	if _, ok := f.computes.links[l.ID]; !ok {
+		t.Fatal("the link was not set up again on the restarted compute")
+	}
+}
