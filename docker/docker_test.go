@@ -1,0 +1,440 @@
+// Package docker holds labtap's Dockerfiles and compose file, and the tests
+// that keep them correct: they are parsed and checked everywhere, and, where
+// a Docker Engine runs (LABTAP_DOCKER=1, which scripts/test sets when it
+// finds one), built from the local Debian base image and run as a lab.
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/agent/node"
+	"gopkg.in/yaml.v3"
+)
+
+// instruction is one Dockerfile instruction, continuation lines joined.
+type instruction struct {
+	cmd, args string
+}
+
+func parseDockerfile(t *testing.T, path string) []instruction {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []instruction
+	var cur strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if cur.Len() == 0 && (line == "" || strings.HasPrefix(line, "#")) {
+			continue
+		}
+		if strings.HasPrefix(line, "#") { // a comment inside a continued instruction
+			continue
+		}
+		if l, ok := strings.CutSuffix(line, "\\"); ok {
+			cur.WriteString(l + " ")
+			continue
+		}
+		cur.WriteString(line)
+		cmd, args, _ := strings.Cut(cur.String(), " ")
+		out = append(out, instruction{strings.ToUpper(cmd), strings.TrimSpace(args)})
+		cur.Reset()
+	}
+	if cur.Len() > 0 {
+		t.Fatalf("%s ends inside a continued instruction", path)
+	}
+	return out
+}
+
+var known = []string{"FROM", "RUN", "COPY", "ENV", "USER", "EXPOSE", "ENTRYPOINT", "CMD", "WORKDIR", "LABEL", "ARG", "VOLUME", "HEALTHCHECK"}
+
+func TestDockerfilesBuildFromTheLocalBaseAsAUserAndRunTheirBinary(t *testing.T) {
+	ignore, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatalf("the build context needs a .dockerignore (it copies only bin/): %v", err)
+	}
+	for _, tc := range []struct {
+		file, binary string
+		packages     []string
+		port         string
+	}{
+		{"agent.Dockerfile", "agent", []string{"vpcs", "libpcap0.8"}, "3081"},
+		{"controller.Dockerfile", "controller", []string{"vpcs", "libpcap0.8"}, "3080"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			ins := parseDockerfile(t, tc.file)
+			if len(ins) == 0 || ins[0].cmd != "FROM" || ins[0].args != "debian:bookworm-slim" {
+				t.Fatalf("first instruction %+v: want FROM debian:bookworm-slim (scripts/debian-image builds it; nothing can be pulled)", ins[0])
+			}
+			var user, entry, env, run, expose string
+			for _, in := range ins {
+				if !slices.Contains(known, in.cmd) {
+					t.Errorf("unknown instruction %s", in.cmd)
+				}
+				switch in.cmd {
+				case "USER":
+					user = in.args
+				case "ENTRYPOINT":
+					entry = in.args
+				case "ENV":
+					env += in.args + " "
+				case "RUN":
+					run += in.args + " "
+				case "EXPOSE":
+					expose = in.args
+				case "COPY":
+					src := strings.Fields(in.args)[0]
+					if src != "bin/"+tc.binary {
+						t.Errorf("COPY %s: the image holds its binary only", in.args)
+					}
+					if !bytes.Contains(ignore, []byte("!"+src)) {
+						t.Errorf(".dockerignore leaves %s out of the build context", src)
+					}
+				}
+			}
+			if user == "" || user == "root" || user == "0" {
+				t.Errorf("runs as %q: want a system user", user)
+			}
+			var argv []string
+			if err := json.Unmarshal([]byte(entry), &argv); err != nil || len(argv) != 1 || argv[0] != "/usr/local/bin/"+tc.binary {
+				t.Errorf("ENTRYPOINT %s: want the exec form running /usr/local/bin/%s", entry, tc.binary)
+			}
+			for _, p := range tc.packages {
+				if !regexp.MustCompile(`apt-get install [^&]*\b` + regexp.QuoteMeta(p) + `\b`).MatchString(run) {
+					t.Errorf("does not install %s", p)
+				}
+			}
+			if !strings.Contains(run, "rm -rf /var/lib/apt/lists/*") {
+				t.Error("keeps the apt lists in the image")
+			}
+			if !strings.Contains(env, "LABTAP_LISTEN=0.0.0.0:"+tc.port) || expose != tc.port {
+				t.Errorf("listens on %q, exposes %q: want 0.0.0.0:%s, both", env, expose, tc.port)
+			}
+			if !strings.Contains(env, "LABTAP_DATA_DIR=/var/lib/labtap") {
+				t.Error("keeps its data outside /var/lib/labtap, the user's home and the compose volume")
+			}
+		})
+	}
+}
+
+type composeFile struct {
+	Services map[string]struct {
+		Build *struct {
+			Context    string `yaml:"context"`
+			Dockerfile string `yaml:"dockerfile"`
+		} `yaml:"build"`
+		Hostname    string            `yaml:"hostname"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   []string          `yaml:"depends_on"`
+	} `yaml:"services"`
+}
+
+func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
+	data, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(data, &cf); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	ctl, ok := cf.Services["controller"]
+	if !ok || ctl.Build == nil || ctl.Build.Dockerfile != "docker/controller.Dockerfile" || ctl.Build.Context != ".." {
+		t.Fatalf("controller service %+v", ctl)
+	}
+	if !strings.HasPrefix(ctl.Environment["LABTAP_SECRET"], "${LABTAP_SECRET:?") {
+		t.Errorf("the controller must refuse to start without a secret: LABTAP_SECRET=%q", ctl.Environment["LABTAP_SECRET"])
+	}
+	for _, p := range ctl.Ports {
+		if !strings.HasPrefix(p, "127.0.0.1:") {
+			t.Errorf("the controller's API is published beyond loopback: %s", p)
+		}
+	}
+	ids := map[string]bool{}
+	for _, name := range []string{"agent1", "agent2"} {
+		a, ok := cf.Services[name]
+		if !ok {
+			t.Fatalf("no %s service", name)
+		}
+		env := a.Environment
+		if a.Build == nil || a.Build.Dockerfile != "docker/agent.Dockerfile" {
+			t.Errorf("%s builds from %+v", name, a.Build)
+		}
+		if env["LABTAP_CONTROLLER"] != "http://controller:3080" || env["LABTAP_SECRET"] != "${LABTAP_SECRET}" {
+			t.Errorf("%s does not register with the controller under the shared secret: %v", name, env)
+		}
+		if env["LABTAP_ADVERTISE"] != a.Hostname || a.Hostname == "" {
+			t.Errorf("%s advertises %q but is named %q: the controller and the other agent could not reach it", name, env["LABTAP_ADVERTISE"], a.Hostname)
+		}
+		if ids[env["LABTAP_COMPUTE_ID"]] || env["LABTAP_COMPUTE_ID"] == "" {
+			t.Errorf("%s compute id %q is empty or taken", name, env["LABTAP_COMPUTE_ID"])
+		}
+		ids[env["LABTAP_COMPUTE_ID"]] = true
+		if !slices.Contains(a.DependsOn, "controller") || len(a.Volumes) != 1 {
+			t.Errorf("%s: depends on %v, volumes %v", name, a.DependsOn, a.Volumes)
+		}
+	}
+	// Docker's own reading of it, where the tool is installed.
+	compose, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Skip("docker-compose is not installed: only parsed")
+	}
+	cmd := exec.Command(compose, "-f", "compose.yaml", "config", "-q")
+	cmd.Env = append(os.Environ(), "LABTAP_SECRET=x")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker-compose config: %v\n%s", err, out)
+	}
+	cmd = exec.Command(compose, "-f", "compose.yaml", "config", "-q")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_SECRET=") })
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("docker-compose accepts the file without LABTAP_SECRET:\n%s", out)
+	}
+}
+
+// lab is a compose project started by a test.
+type lab struct {
+	t       *testing.T
+	name    string
+	compose string
+	env     []string
+}
+
+func (l *lab) run(args ...string) string {
+	l.t.Helper()
+	cmd := exec.Command(l.compose, append([]string{"-p", l.name, "-f", "compose.yaml"}, args...)...)
+	cmd.Env = append(os.Environ(), l.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("docker-compose %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// ip returns a service's address on the compose network, which the host
+// reaches directly.
+func (l *lab) ip(service string) string {
+	l.t.Helper()
+	id := strings.TrimSpace(l.run("ps", "-q", service))
+	out, err := exec.Command("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id).Output()
+	if err != nil || net.ParseIP(strings.TrimSpace(string(out))) == nil {
+		l.t.Fatalf("address of %s: %v %q", service, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func call(t *testing.T, method, url string, body any, want int, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, url, resp.StatusCode, data, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
+	if os.Getenv("LABTAP_DOCKER") != "1" {
+		t.Skip("set LABTAP_DOCKER=1 where a Docker Engine runs (scripts/test does) to build and run the images")
+	}
+	compose, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Fatal("LABTAP_DOCKER=1 but docker-compose is not installed")
+	}
+	if out, err := exec.Command("../scripts/debian-image").CombinedOutput(); err != nil {
+		t.Fatalf("scripts/debian-image: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", "../bin/", "../controller", "../agent").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	port := freePort(t)
+	l := &lab{t: t, name: "labtaptest" + hex.EncodeToString(suffix), compose: compose,
+		env: []string{"LABTAP_SECRET=" + hex.EncodeToString(suffix) + "-secret", fmt.Sprintf("LABTAP_PORT=%d", port)}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			cmd := exec.Command(compose, "-p", l.name, "-f", "compose.yaml", "logs", "--no-color", "--tail", "60")
+			cmd.Env = append(os.Environ(), l.env...)
+			out, _ := cmd.CombinedOutput()
+			t.Logf("compose logs:\n%s", out)
+		}
+		cmd := exec.Command(compose, "-p", l.name, "-f", "compose.yaml", "down", "-v", "-t", "5")
+		cmd.Env = append(os.Environ(), l.env...)
+		cmd.Run()
+	})
+	l.run("up", "-d", "--build")
+	api := fmt.Sprintf("http://127.0.0.1:%d/v2", port)
+
+	// Both agents register themselves and the controller follows them.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var computes []struct {
+			ComputeID string `json:"compute_id"`
+			Connected bool   `json:"connected"`
+		}
+		if resp, err := http.Get(api + "/computes"); err == nil {
+			json.NewDecoder(resp.Body).Decode(&computes)
+			resp.Body.Close()
+		}
+		connected := 0
+		for _, c := range computes {
+			if (c.ComputeID == "agent1" || c.ComputeID == "agent2") && c.Connected {
+				connected++
+			}
+		}
+		if connected == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agents not connected after 60 s: %+v", computes)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	call(t, "POST", api+"/projects", map[string]any{"name": "compose"}, 201, &project)
+	base := api + "/projects/" + project.ProjectID
+	type nodeReply struct {
+		NodeID  string `json:"node_id"`
+		Console int    `json:"console"`
+		Status  string `json:"status"`
+	}
+	nodes := make([]nodeReply, 2)
+	for i := range nodes {
+		call(t, "POST", base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": fmt.Sprint("agent", i+1)}, 201, &nodes[i])
+	}
+	var link struct {
+		LinkID           string  `json:"link_id"`
+		Capturing        bool    `json:"capturing"`
+		CaptureComputeID *string `json:"capture_compute_id"`
+	}
+	call(t, "POST", base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": nodes[0].NodeID, "adapter_number": 0, "port_number": 0},
+		{"node_id": nodes[1].NodeID, "adapter_number": 0, "port_number": 0},
+	}}, 201, &link)
+	cons := make([]*node.Console, 2)
+	for i := range nodes {
+		call(t, "POST", base+"/nodes/"+nodes[i].NodeID+"/start", nil, 200, &nodes[i])
+		// Consoles are reported at the agents' names, which resolve inside
+		// the compose network: the host reaches them by address.
+		con, err := node.DialConsole(t.Context(), net.JoinHostPort(l.ip(fmt.Sprint("agent", i+1)), fmt.Sprint(nodes[i].Console)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer con.Close()
+		cons[i] = con
+	}
+	run := func(con *node.Console, cmd string) string {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		out, err := con.Run(ctx, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v %q", cmd, err, out)
+		}
+		return out
+	}
+	done := make(chan string)
+	go func() { done <- run(cons[1], "ip 10.0.0.2/24") }()
+	run(cons[0], "ip 10.0.0.1/24")
+	<-done
+
+	linkURL := base + "/links/" + link.LinkID
+	call(t, "POST", linkURL+"/start_capture", map[string]any{}, 201, &link)
+	if !link.Capturing || link.CaptureComputeID == nil || *link.CaptureComputeID != "agent1" {
+		t.Fatalf("start_capture: %+v", link)
+	}
+	// Streamed through the controller from agent1's container.
+	resp, err := http.Get(linkURL + "/pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	streamed := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(resp.Body); streamed <- b }()
+	replies := len(regexp.MustCompile(`icmp_seq=\d+ ttl=\d+ time=`).FindAllString(run(cons[0], "ping 10.0.0.2 -c 3"), -1))
+	if replies < 2 {
+		t.Fatalf("%d of 3 pings across the containers answered", replies)
+	}
+	call(t, "POST", linkURL+"/stop_capture", nil, 201, nil)
+	var body []byte
+	select {
+	case body = <-streamed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end after the capture stopped")
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("streamed capture: %v", err)
+	}
+	icmp := 0
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		if gopacket.NewPacket(data, layers.LinkTypeEthernet, gopacket.Default).Layer(layers.LayerTypeICMPv4) != nil {
+			icmp++
+		}
+	}
+	if icmp < 2*replies {
+		t.Fatalf("the streamed capture holds %d ICMP frames for %d answered pings", icmp, replies)
+	}
+	if tshark, err := exec.LookPath("tshark"); err == nil {
+		f := filepath.Join(t.TempDir(), "streamed.pcap")
+		os.WriteFile(f, body, 0o644)
+		if out, err := exec.Command(tshark, "-r", f).CombinedOutput(); err != nil {
+			t.Fatalf("tshark on the streamed capture: %v\n%s", err, out)
+		}
+	}
+}
