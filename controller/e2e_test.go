@@ -99,8 +99,16 @@ func startControllerIn(t *testing.T, data string) *controller {
 // more environment and flags.
 func startControllerWith(t *testing.T, data string, env []string, args ...string) *controller {
 	t.Helper()
+	return startControllerUnder(t, nil, data, env, args...)
+}
+
+// startControllerUnder runs the controller as the last argument of a
+// wrapper command (e.g. unshare), or directly if wrapper is empty.
+func startControllerUnder(t *testing.T, wrapper []string, data string, env []string, args ...string) *controller {
+	t.Helper()
 	c := &controller{t: t, data: data, log: &syncBuffer{}, done: make(chan error, 1)}
-	c.cmd = exec.Command(controllerBinary(t), append([]string{"--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug"}, args...)...)
+	argv := append(append(wrapper[:len(wrapper):len(wrapper)], controllerBinary(t), "--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug"), args...)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Env = append(os.Environ(), env...)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {

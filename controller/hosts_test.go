@@ -198,25 +198,35 @@ func (c *controller) follow(projectID string) *notifications {
 // accepts.
 func (n *notifications) linkUpdated(t *testing.T, linkID string, within time.Duration, ok func(linkReply) bool) linkReply {
 	t.Helper()
+	l, err := n.waitLink(linkID, within, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// waitLink is linkUpdated for any goroutine: it returns an error instead
+// of failing the test.
+func (n *notifications) waitLink(linkID string, within time.Duration, ok func(linkReply) bool) (linkReply, error) {
 	deadline := time.After(within)
 	for {
 		select {
 		case m, open := <-n.msgs:
 			if !open {
-				t.Fatal("the notification stream ended")
+				return linkReply{}, fmt.Errorf("the notification stream ended")
 			}
 			if string(m["action"]) != `"link.updated"` {
 				continue
 			}
 			var l linkReply
 			if err := json.Unmarshal(m["event"], &l); err != nil {
-				t.Fatal(err)
+				return linkReply{}, err
 			}
 			if l.LinkID == linkID && ok(l) {
-				return l
+				return l, nil
 			}
 		case <-deadline:
-			t.Fatalf("no matching link.updated for %s within %v", linkID, within)
+			return linkReply{}, fmt.Errorf("no matching link.updated for %s within %v", linkID, within)
 		}
 	}
 }

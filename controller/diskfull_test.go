@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mountNamespaceWrapper returns a command prefix that runs a program in a
+// user and mount namespace of its own with a tmpfs of size on dir: a disk
+// that fills, seen by that program only. The test is skipped where the
+// kernel refuses user namespaces.
+func mountNamespaceWrapper(t *testing.T, dir, size string) []string {
+	t.Helper()
+	requireTools(t, "unshare", "mount")
+	if out, err := exec.Command("unshare", "-rm", "true").CombinedOutput(); err != nil {
+		t.Skipf("this kernel refuses user namespaces: %v %s", err, out)
+	}
+	return []string{"unshare", "-rm", "sh", "-c", `mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"`, "sh", size, dir}
+}
+
+func TestACaptureThatFillsItsDiskEndsValidAndTheLinkSaysSo(t *testing.T) {
+	requireTools(t, "tshark", "capinfos")
+	data := t.TempDir()
+	c := startControllerUnder(t, mountNamespaceWrapper(t, data, "1m"), data, nil)
+
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "full"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	// Two clouds, each a UDP port facing a socket of the test: frames go in
+	// at one and come out of the other.
+	gen, sink := listenUDP(t), listenUDP(t)
+	cloud := func(name string, peer *net.UDPConn) (string, int) {
+		lport := freeUDPPort(t)
+		var n nodeReply
+		c.call("POST", base+"/nodes", map[string]any{"name": name, "node_type": "cloud", "compute_id": "local",
+			"properties": map[string]any{"ports_mapping": []any{map[string]any{
+				"name": "UDP tunnel 1", "port_number": 0, "type": "udp", "lport": lport, "rhost": "127.0.0.1",
+				"rport": peer.LocalAddr().(*net.UDPAddr).Port}}}}, 201, &n)
+		return n.NodeID, lport
+	}
+	a, into := cloud("Gen", gen)
+	b, _ := cloud("Sink", sink)
+	var link linkReply
+	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": a, "adapter_number": 0, "port_number": 0},
+		{"node_id": b, "adapter_number": 0, "port_number": 0},
+	}}, 201, &link)
+	notes := c.follow(project.ProjectID)
+	var started linkReply
+	c.call("POST", base+"/links/"+link.LinkID+"/start_capture", map[string]any{}, 201, &started)
+
+	// Frames until the capture has filled the disk and ended.
+	ended := make(chan linkReply, 1)
+	go func() {
+		l, err := notes.waitLink(link.LinkID, 60*time.Second, func(l linkReply) bool { return !l.Capturing })
+		if err != nil {
+			t.Error(err)
+		}
+		ended <- l
+	}()
+	frame := make([]byte, 1400)
+	buf := make([]byte, 2048)
+	dest := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: into}
+	var got linkReply
+send:
+	for i := 0; ; i++ {
+		copy(frame, fmt.Sprintf("frame %d", i))
+		if _, err := gen.WriteToUDP(frame, dest); err != nil {
+			t.Fatal(err)
+		}
+		sink.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, _, err := sink.ReadFromUDP(buf); err != nil {
+			t.Fatalf("frame %d did not cross the link: %v", i, err)
+		}
+		select {
+		case got = <-ended:
+			break send
+		default:
+		}
+		if i > 20000 {
+			t.Fatal("the capture never ended, though its disk holds 1 MiB")
+		}
+	}
+	if deref(got.CaptureFilePath) != deref(started.CaptureFilePath) || got.CaptureComputeID != nil {
+		t.Fatalf("link after its disk filled: %+v", got)
+	}
+	var now linkReply
+	c.call("GET", base+"/links/"+link.LinkID, nil, 200, &now)
+	if now.Capturing {
+		t.Fatalf("GET link says capturing: %+v", now)
+	}
+	// The file, seen through the controller's own mounts, holds whole
+	// records only; the link still carries frames.
+	path := filepath.Join(fmt.Sprintf("/proc/%d/root", c.cmd.Process.Pid), deref(got.CaptureFilePath))
+	out, err := exec.Command("capinfos", "-c", path).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "cut short") {
+		t.Fatalf("capinfos: %v\n%s", err, out)
+	}
+	if n := tsharkCount(t, path, "frame.len == 1400"); n < 500 {
+		t.Fatalf("the capture holds %d frames before the disk filled", n)
+	}
+	if _, err := os.Stat(path + ".writing"); !os.IsNotExist(err) {
+		t.Fatalf("the capture is still marked as being written: %v", err)
+	}
+	gen.WriteToUDP([]byte("after"), dest)
+	sink.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, _, err := sink.ReadFromUDP(buf); err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("the link stopped carrying frames when its capture ended: %q %v", buf[:n], err)
+	}
+}
+
+func listenUDP(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c := listenUDP(t)
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
