@@ -2,10 +2,13 @@ package compute
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +109,46 @@ func TestUnreachableComputeIsAConflictNamingIt(t *testing.T) {
 	}
 	if err := r.DeleteLink(t.Context(), "nope", "p", "l"); !errors.Is(err, project.ErrNotFound) {
 		t.Fatalf("unknown compute: %v", err)
+	}
+}
+
+// Agents register with the controller at start; several starting together
+// save the computes file at once. Every registration must succeed and the
+// file must end up holding every one of them (it once failed: two saves
+// shared one temp file, and the second rename found it gone).
+func TestComputesRegisteringAtOnceAreAllSaved(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // the agents need not answer: a compute is saved either way
+	path := filepath.Join(t.TempDir(), "computes.json")
+	r := NewRegistry(RegistryConfig{Path: path, Client: NewClient(ClientConfig{Retries: 0, Timeout: time.Second})})
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, err := r.Create(t.Context(), Compute{ID: fmt.Sprintf("agent%d", i), Name: fmt.Sprintf("agent%d", i), Protocol: "http", Host: "127.0.0.1", Port: port})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+	}
+	reloaded := NewRegistry(RegistryConfig{Path: path, Client: NewClient(ClientConfig{Retries: 0, Timeout: time.Second})})
+	if err := reloaded.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(reloaded.List()); got != n {
+		t.Fatalf("the file holds %d computes, want %d", got, n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
+		t.Fatalf("temp files left behind: %v", left)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -47,6 +48,8 @@ type Registry struct {
 	path     string // where the computes are saved; "" keeps them in memory
 	secret   string // for agents added without one
 	onChange func(action string, c Compute)
+
+	saveMu sync.Mutex // serialises persist: the last save holds the newest list
 
 	mu       sync.RWMutex // guards computes and order
 	computes map[string]*Compute
@@ -86,16 +89,20 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 // Add registers a compute, replacing one with the same id, and checks it
 // once so its state is known when Add returns.
 func (r *Registry) Add(ctx context.Context, c Compute) Compute {
-	r.mu.Lock()
-	if _, ok := r.computes[c.ID]; !ok {
-		r.order = append(r.order, c.ID)
-	}
-	cp := c
-	r.computes[c.ID] = &cp
-	r.mu.Unlock()
+	r.put(c)
 	r.check(ctx, c.ID)
 	got, _ := r.Get(c.ID)
 	return got
+}
+
+// put registers or replaces a compute, unchecked.
+func (r *Registry) put(c Compute) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.computes[c.ID]; !ok {
+		r.order = append(r.order, c.ID)
+	}
+	r.computes[c.ID] = &c
 }
 
 // List returns every compute, in registration order.
@@ -449,6 +456,10 @@ func (r *Registry) persist() error {
 	if r.path == "" {
 		return nil
 	}
+	// Two computes registering at once each save: without this lock the
+	// older list could be renamed over the newer one.
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	var list []stored
 	for _, c := range r.List() {
 		if c.ID == LocalID {
@@ -460,23 +471,7 @@ func (r *Registry) persist() error {
 	if err != nil {
 		return err
 	}
-	tmp := r.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("save computes: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("save computes: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save computes: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save computes: %w", err)
-	}
-	if err := os.Rename(tmp, r.path); err != nil {
+	if err := atomicfile.Write(r.path, data, 0o600); err != nil {
 		return fmt.Errorf("save computes: %w", err)
 	}
 	return nil
@@ -499,11 +494,16 @@ func (r *Registry) Load(ctx context.Context) error {
 	if err := json.Unmarshal(data, &list); err != nil {
 		return fmt.Errorf("read %s: %w", r.path, err)
 	}
+	// Checked all at once: start-up waits for the slowest unreachable
+	// compute, not for the sum of their timeouts.
+	var wg sync.WaitGroup
 	for _, s := range list {
 		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, Secret: r.secret}
 		c.URL = agentURL(c)
-		r.Add(ctx, c)
+		r.put(c)
+		wg.Go(func() { r.check(ctx, c.ID) })
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -9,12 +9,14 @@ import (
 	"errors"
 
 	"fmt"
-	gojson "github.com/goccy/go-json"
 	"os"
 	"path/filepath"
 	"strings"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 // Revision is the project file revision GNS3 2.2 writes.
@@ -132,52 +134,14 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 	return gojson.MarshalIndent(f, "", "    ")
 }
 
-// Save writes a project's file atomically: to "<file>.tmp", synced, then
-// renamed over the file, then the directory is synced so the rename itself
-// survives a power cut.
+// Save writes a project's file atomically (atomicfile.Write): a crash
+// leaves the old file or the new one, never a torn one.
 func (s *Store) Save(snap *project.Snapshot) error {
 	data, err := s.Encode(snap)
 	if err != nil {
 		return fmt.Errorf("encode project %s: %w", snap.Project.ID, err)
 	}
-	return writeAtomic(filepath.Join(snap.Project.Path, snap.Project.Filename), data)
-}
-
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(snap.Project.Path, snap.Project.Filename), data, 0o644)
 }
 
 // Remove deletes a project's directory. It refuses a directory that is not
