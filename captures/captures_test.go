@@ -657,25 +657,35 @@ func (discardDisk) Close() error                { return nil }
 // path: queueing a batch of 32 frames (the disk here takes everything at
 // once, so nothing is dropped and the queue's cost is what is measured).
 func BenchmarkFileWritePackets(b *testing.B) {
-	for _, size := range []int{64, 1500} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			c, err := newFile("/nowhere/b.pcap", discardDisk{}, Options{QueueBytes: 256 << 20}) // room for a writer thread the machine is slow to schedule
-			if err != nil {
-				b.Fatal(err)
-			}
-			batch := make([][]byte, 32)
-			for i := range batch {
-				batch[i] = make([]byte, size)
-			}
-			b.SetBytes(int64(size * len(batch)))
-			b.ReportAllocs()
-			for b.Loop() {
-				c.WritePackets(AtoB, batch)
-			}
-			c.Close()
-			_, _, dropped := c.Stats()
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/frame")
-			b.ReportMetric(float64(dropped), "dropped")
-		})
+	for _, format := range []string{FormatPcap, FormatPcapng} {
+		for _, size := range []int{64, 1500} {
+			benchmarkFileWritePackets(b, format, size)
+		}
 	}
+}
+
+func benchmarkFileWritePackets(b *testing.B, format string, size int) {
+	name := fmt.Sprint(size)
+	if format != FormatPcap {
+		name = format + "/" + name
+	}
+	b.Run(name, func(b *testing.B) {
+		c, err := newFile("/nowhere/b.pcap", discardDisk{}, Options{Format: format, QueueBytes: 256 << 20}) // room for a writer thread the machine is slow to schedule
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := make([][]byte, 32)
+		for i := range batch {
+			batch[i] = make([]byte, size)
+		}
+		b.SetBytes(int64(size * len(batch)))
+		b.ReportAllocs()
+		for b.Loop() {
+			c.WritePackets(AtoB, batch)
+		}
+		c.Close()
+		_, _, dropped := c.Stats()
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/frame")
+		b.ReportMetric(float64(dropped), "dropped")
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -207,12 +208,7 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) {
 			c.full = append(c.full, c.cur)
 			c.cur = next
 		}
-		b, err := c.enc.appendRecord(c.cur.b, dir, ts, f)
-		if err != nil {
-			dropped++ // cannot happen with valid frames; counted if it does
-			continue
-		}
-		c.cur.b = b
+		c.cur.b = c.enc.appendRecord(c.cur.b, dir, ts, f)
 		c.cur.records[dir]++
 	}
 	filling := len(c.full) >= c.max/4
@@ -339,6 +335,9 @@ func (c *File) writeChunk(ch *chunk) error {
 		c.written[AtoB].Add(uint64(records))
 		c.dropped[AtoB].Add(uint64(ch.records[AtoB] + ch.records[BtoA] - records))
 	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err // the path is said once, below
+	}
 	end := c.size.Load()
 	if terr := c.f.Truncate(end); terr != nil {
 		err = errors.Join(err, fmt.Errorf("captures: truncate %s: %w", c.path, terr))
@@ -458,7 +457,9 @@ const pollInterval = 100 * time.Millisecond
 // Follow writes the capture file to w from its first byte, then every record
 // appended to it, calling flush after each write, until the capture ends
 // (then it writes what is left and returns nil) or ctx is done (it returns
-// ctx's error). w only ever receives whole records. Each call reads through
+// ctx's error). It never reads past the last whole record written, so what
+// w has received is whole records each time Follow waits for more (a single
+// Write may end inside a record; the next one completes it). Each call reads through
 // its own file handle, so followers never wait for one another, and a slow
 // follower never slows the writer.
 func (c *File) Follow(ctx context.Context, w io.Writer, flush func() error) error {

@@ -119,11 +119,7 @@ func (w *Writer) WritePacket(dir Direction, frame []byte) error {
 		ts = w.last // the wall clock stepped back: keep the file in order
 	}
 	w.last = ts
-	rec, err := w.enc.appendRecord(w.rec[:0], dir, ts, frame)
-	if err != nil {
-		w.err = fmt.Errorf("captures: write packet: %w", err)
-		return w.err
-	}
+	rec := w.enc.appendRecord(w.rec[:0], dir, ts, frame)
 	w.rec = rec
 	if _, err := w.w.Write(rec); err != nil {
 		w.err = fmt.Errorf("captures: write packet: %w", err)
