@@ -1,4 +1,5 @@
-# Shared by scripts/run, scripts/test and scripts/bench: install what is missing.
+# Shared by scripts/run, scripts/test, scripts/bench and scripts/debian-image:
+# install what is missing.
 # Sourced, not run.
 
 # need_go stops with a clear message when Go is missing or too old.
@@ -17,6 +18,19 @@ has() {
 	esac
 }
 
+# apt_install PACKAGE... installs Debian packages, through sudo when not
+# root.
+apt_install() {
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: $*" >&2; exit 1; }
+		sudo="sudo"
+	fi
+	echo "installing: $*" >&2
+	$sudo apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # need CMD:PACKAGE... installs, with apt-get, the Debian packages of the
 # commands that are not on PATH. For a package without a command, CMD is
 # the absolute path of one of its files.
@@ -26,14 +40,7 @@ need() {
 		has "${pair%%:*}" || missing+=("${pair#*:}")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	local sudo=""
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-		sudo="sudo"
-	fi
-	echo "installing: ${missing[*]}" >&2
-	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt_install "${missing[@]}"
 	for pair in "$@"; do
 		has "${pair%%:*}" || { echo "${pair%%:*} still missing after installing ${pair#*:}" >&2; exit 1; }
 	done
@@ -54,14 +61,7 @@ need_pkg() {
 		installed "$pkg" || missing+=("$pkg")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	local sudo=""
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-		sudo="sudo"
-	fi
-	echo "installing: ${missing[*]}" >&2
-	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt_install "${missing[@]}"
 	for pkg in "$@"; do
 		installed "$pkg" || { echo "$pkg still missing after installing it" >&2; exit 1; }
 	done

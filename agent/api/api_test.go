@@ -258,7 +258,7 @@ func TestAgentRefusesBadCaptureRequests(t *testing.T) {
 			t.Errorf("%+v: %d %+v, want 400", spec, got, e)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(a.data, "projects", projectID, "escape.pcap")); err == nil {
+	if _, err := os.Stat(filepath.Join(a.data, "projects", projectID, "project-files", "escape.pcap")); err == nil {
 		t.Fatal("a capture file was written outside the captures folder")
 	}
 	var e proto.Error

@@ -20,22 +20,9 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/testenv"
 	"github.com/labtap/labtap/proto"
 )
-
-// requireTools skips a test when a tool is missing, unless
-// LABTAP_REQUIRE_TOOLS is set (scripts/test sets it), where it fails.
-func requireTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("LABTAP_REQUIRE_TOOLS") != "" {
-				t.Fatalf("%s is not installed (scripts/test installs it)", tool)
-			}
-			t.Skipf("%s is not installed; scripts/test installs it", tool)
-		}
-	}
-}
 
 var (
 	macA = net.HardwareAddr{0x00, 0x50, 0x79, 0x66, 0x68, 0x01}
@@ -459,7 +446,7 @@ func TestAStreamThatIsNotReadSlowsNeitherTheRelayNorOtherReaders(t *testing.T) {
 }
 
 func TestPcapngCaptureNamesWhoSentEachFrame(t *testing.T) {
-	requireTools(t, "tshark", "capinfos")
+	testenv.RequireTools(t, "tshark", "capinfos")
 	a := linked(t)
 	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
 		A: proto.Endpoint{NodeID: nodeA, Name: "PC1 Ethernet0"}, B: proto.Endpoint{NodeID: nodeB, Name: "PC2 Ethernet0"},
@@ -494,7 +481,7 @@ func TestPcapngCaptureNamesWhoSentEachFrame(t *testing.T) {
 // vpcsAgent is an agent API that runs real VPCS.
 func vpcsAgent(t *testing.T) *agent {
 	t.Helper()
-	requireTools(t, "vpcs")
+	testenv.RequireTools(t, "vpcs")
 	a := &agent{t: t, data: t.TempDir(), fakes: map[string]*node.Fake{}}
 	a.serve(host.Config{DataDir: a.data})
 	return a

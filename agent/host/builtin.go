@@ -72,7 +72,11 @@ func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, erro
 	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
 		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)
 	}
-	port, err := h.openTunnel(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
+	peer, err := tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
+	var port *bridge.UDPPort
+	if err == nil {
+		port, err = h.openTunnel(pm.LocalPort, peer)
+	}
 	if err != nil {
 		if pe, ok := err.(*proto.Error); ok {
 			pe.Message = "cloud port " + pm.Name + ": " + pe.Message

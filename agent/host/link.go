@@ -209,16 +209,16 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 // tunnelEndLocked returns a tunnel end: the socket reserved on its local
 // port, now facing the remote end, or a new one. h.mu must be held.
 func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, error) {
+	peer, err := tunnelPeer(t)
+	if err != nil {
+		return nil, err
+	}
 	if t.LocalPort > 0 {
-		peer, err := tunnelPeer(t)
-		if err != nil {
-			return nil, err
-		}
 		if port := p.takeReservationLocked(t.LocalPort, peer); port != nil {
 			return port, nil
 		}
 	}
-	return h.openTunnel(t)
+	return h.openTunnel(t.LocalPort, peer)
 }
 
 // tunnelPeer resolves the remote end of a tunnel.
@@ -237,16 +237,12 @@ func tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr.Unmap(), uint16(t.RemotePort)), nil
 }
 
-// openTunnel opens a UDP tunnel end: bound to LocalPort on every address,
-// connected to RemoteHost:RemotePort (datapath.md 2.2).
-func (h *Host) openTunnel(t proto.Tunnel) (*bridge.UDPPort, error) {
-	peer, err := tunnelPeer(t)
-	if err != nil {
-		return nil, err
-	}
-	local := netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(t.LocalPort))
+// openTunnel opens a UDP tunnel end: bound to localPort on every address,
+// connected to peer, as tunnelPeer resolved it (datapath.md 2.2).
+func (h *Host) openTunnel(localPort int, peer netip.AddrPort) (*bridge.UDPPort, error) {
+	local := netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(localPort))
 	if peer.Addr().Is6() {
-		local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(t.LocalPort))
+		local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(localPort))
 	}
 	port, err := h.listenUDP(bridge.UDPConfig{
 		Local:   local,

@@ -13,15 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 // findVPCS returns the vpcs program, skipping the test where it is not
 // installed (scripts/test installs it, so CI never skips).
 func findVPCS(t *testing.T) *VPCSProgram {
 	t.Helper()
-	if _, err := exec.LookPath("vpcs"); err != nil {
-		t.Skip("vpcs is not installed; scripts/test installs it")
-	}
+	testenv.RequireTools(t, "vpcs")
 	p, err := FindVPCS(t.Context(), "vpcs")
 	if err != nil {
 		t.Fatal(err)

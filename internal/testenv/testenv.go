@@ -1,0 +1,32 @@
+// Package testenv holds what the tests of several packages need from the
+// machine they run on: the tools they drive, and whether a test that cannot
+// run here may skip. It is imported by tests only.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// RequireTools skips the test when one of tools is not on PATH, or fails it
+// when LABTAP_REQUIRE_TOOLS is set (scripts/test sets it and installs them).
+func RequireTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			SkipOrFail(t, "LABTAP_REQUIRE_TOOLS", tool+" is not installed; scripts/test installs it")
+		}
+	}
+}
+
+// SkipOrFail skips a test that cannot run here, or fails it when the
+// environment variable require is set: a run that asked for every test of
+// that kind must not pass by skipping them.
+func SkipOrFail(t testing.TB, require, why string) {
+	t.Helper()
+	if os.Getenv(require) != "" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
