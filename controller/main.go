@@ -205,12 +205,14 @@ func run(args []string) error {
 		Symbols:     symbolLib.Size,
 		Logger:      log.With("component", "projects"),
 	})
-	for _, err := range projects.Load(ctx) {
+	// Agents that kept running while the controller was down still run
+	// their labs and captures: projects opened at load (auto_open) and the
+	// others they run are taken over as they are.
+	running := registry.Running(ctx)
+	for _, err := range projects.Load(ctx, running) {
 		log.Error("load projects", "err", err)
 	}
-	// Agents that kept running while the controller was down still run
-	// their labs and captures: take them over as they are.
-	for _, err := range projects.Adopt(ctx, registry.Running(ctx)) {
+	for _, err := range projects.Adopt(ctx, running) {
 		log.Error("adopt running projects", "err", err)
 	}
 	app, _, err := api.New(api.Config{

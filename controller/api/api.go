@@ -51,8 +51,6 @@ type Config struct {
 	// Version is the GNS3 version reported by GET /v2/version, e.g.
 	// "2.2.59". The GNS3 GUI connects only when its own x.y.z matches.
 	Version string
-	// Local is the "local" member of GET /v2/version.
-	Local bool
 	// Context lives as long as the server: long requests (capture
 	// streams) end when it does.
 	Context context.Context
@@ -116,9 +114,6 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	app.Use(a.unmatched)
 	return app, a, nil
 }
-
-// Routes lists the registered routes, for the OpenAPI document and its test.
-func (a *API) Routes() []Route { return a.routes }
 
 // handle registers a route by its GNS3 template ("/v2/projects/{project_id}")
 // and makes every reply, errors included, carry the template in X-Route.

@@ -62,7 +62,7 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 		Computes:    reg,
 		Store:       &topology.Store{Dir: projectsDir, Version: "2.2.59"},
 	})
-	for _, err := range svc.Load(t.Context()) {
+	for _, err := range svc.Load(t.Context(), nil) {
 		t.Logf("load: %v", err) // tests assert what loaded
 	}
 	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", Context: t.Context()})

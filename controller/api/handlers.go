@@ -8,7 +8,8 @@ import (
 )
 
 func (a *API) version(c *fiber.Ctx) error {
-	return c.JSON(versionJSON{Local: a.cfg.Local, Version: a.cfg.Version})
+	// "local" stays false: it is GNS3's --local mode, which labtap has not.
+	return c.JSON(versionJSON{Version: a.cfg.Version})
 }
 
 func (a *API) listComputes(c *fiber.Ctx) error {

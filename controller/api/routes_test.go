@@ -208,18 +208,21 @@ func TestLinkUpdateAndAvailableFilters(t *testing.T) {
 	if u.body["filters"].(map[string]any)["delay"] == nil || u.body["link_style"].(map[string]any)["color"] != "#ff0000" {
 		t.Fatalf("update: %s", u.raw)
 	}
-	bad := []any{
-		map[string]any{"filters": map[string]any{"latency": []any{3}}},
-		map[string]any{"filters": map[string]any{"packet_loss": []any{101}}},
-		map[string]any{"filters": map[string]any{"delay": 50}}, // not a list (GNS3: 500)
-		map[string]any{"suspend": "true"},
-		map[string]any{"suspend": true, "nodes": []any{map[string]any{"node_id": "00000000-0000-4000-8000-000000000009", "adapter_number": 0, "port_number": 0, "label": map[string]any{"text": "x"}}}},
+	bad := []struct {
+		body   any
+		status int
+	}{
+		{map[string]any{"filters": map[string]any{"latency": []any{3}}}, 400},
+		{map[string]any{"filters": map[string]any{"packet_loss": []any{101}}}, 400},
+		{map[string]any{"filters": map[string]any{"delay": 50}}, 400}, // not a list (GNS3: 500)
+		{map[string]any{"suspend": "true"}, 400},
+		{map[string]any{"suspend": true, "nodes": []any{map[string]any{"node_id": "00000000-0000-4000-8000-000000000009", "adapter_number": 0, "port_number": 0, "label": map[string]any{"text": "x"}}}}, 404},
 	}
-	for _, body := range bad {
-		l.do("PUT", l.linkPath(""), body)
+	for _, b := range bad {
+		l.must("PUT", l.linkPath(""), b.body, b.status, rLink)
 		got := l.must("GET", l.linkPath(""), nil, 200, rLink)
 		if got.body["suspend"] != false || got.body["filters"].(map[string]any)["delay"] == nil || len(got.body["filters"].(map[string]any)) != 1 {
-			t.Fatalf("refused %v changed the link: %s", body, got.raw)
+			t.Fatalf("refused %v changed the link: %s", b.body, got.raw)
 		}
 	}
 	u = l.must("PUT", l.linkPath(""), map[string]any{"filters": map[string]any{"packet_loss": []any{"5"}}, "suspend": true,

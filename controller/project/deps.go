@@ -138,16 +138,21 @@ const (
 	ProjectOpened  = "project.opened"
 	ProjectClosed  = "project.closed"
 	ProjectDeleted = "project.deleted"
+
+	// LogWarning tells a project's listeners, in words, something that
+	// happened by itself (GNS3 clients show it in their log pane).
+	LogWarning = "log.warning"
 )
 
 // Event is something that happened to a project. Exactly one of Node,
-// Link and Project is set.
+// Link, Project and Message is set: Message for the log.* actions.
 type Event struct {
 	Action    string
 	ProjectID string
 	Node      *Node
 	Link      *Link
 	Project   *Project
+	Message   string
 }
 
 // Emitter receives events, in the order they happened within a project.

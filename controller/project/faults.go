@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"fmt"
 	"slices"
 )
 
@@ -31,6 +32,16 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 	st.mu.Unlock()
 	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", reason)
 	s.emit(st, LinkUpdated, nil, &out)
+	s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped on compute %s: %s", out.Capture.FileName, linkID, computeID, reason))
+}
+
+// emitLog announces, after the change it explains, why something happened
+// by itself.
+func (s *Service) emitLog(st *state, msg string) {
+	st.mu.RLock()
+	id := st.p.ID
+	st.mu.RUnlock()
+	s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
 }
 
 // NodeChanged records that a compute reports a node changed by itself (an
@@ -105,6 +116,7 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 		for i := range ended {
 			s.log.Warn("capture lost with its compute", "project", p.ID, "link", ended[i].ID, "compute", computeID)
 			s.emit(st, LinkUpdated, nil, &ended[i])
+			s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped: compute %s cannot be reached (the file on it keeps every whole frame written)", ended[i].Capture.FileName, ended[i].ID, computeID))
 		}
 		st.ops.Unlock()
 	}

@@ -1,6 +1,9 @@
 package project
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // capturingPair is a fixture with two started nodes on compute local, a
 // link between them and a capture running on it.
@@ -32,6 +35,17 @@ func (f *fixture) lastLinkEvent(t *testing.T) Link {
 	}
 	t.Fatal("no link.updated")
 	return Link{}
+}
+
+// lastEvent returns the last event announced.
+func (f *fixture) lastEvent(t *testing.T) Event {
+	t.Helper()
+	f.events.mu.Lock()
+	defer f.events.mu.Unlock()
+	if len(f.events.events) == 0 {
+		t.Fatal("no event")
+	}
+	return f.events.events[len(f.events.events)-1]
 }
 
 func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
@@ -74,6 +88,10 @@ func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	if ev := f.lastLinkEvent(t); ev.Capture.Active {
 		t.Fatalf("link.updated says %+v", ev.Capture)
 	}
+	// Then, in words, why: a GNS3 client shows it in its log pane.
+	if ev := f.lastEvent(t); ev.Action != LogWarning || !strings.Contains(ev.Message, "no space left on device") || !strings.Contains(ev.Message, got.Capture.FileName) {
+		t.Fatalf("last event %+v, want a log.warning naming the file and the reason", ev)
+	}
 }
 
 func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.T) {
@@ -85,6 +103,9 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	}
 	if ev := f.lastLinkEvent(t); ev.Capture.Active {
 		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+	if ev := f.lastEvent(t); ev.Action != LogWarning || !strings.Contains(ev.Message, "compute local cannot be reached") {
+		t.Fatalf("last event %+v, want a log.warning saying the compute is lost", ev)
 	}
 	// It was cut off, not restarted: it still runs the relay and writes
 	// the file.
@@ -100,11 +121,17 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	}
 	// A compute that restarted runs nothing: the capture stays over.
 	f.svc.ComputeLost(t.Context(), "local")
+	f.computes.mu.Lock()
+	f.computes.nodes, f.computes.links = map[string]string{}, map[string]Wiring{} // forgotten, as by a restart
+	f.computes.mu.Unlock()
 	f.svc.ComputeBack(t.Context(), "local", nil)
 	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatalf("a restarted compute's capture came back: %+v", got.Capture)
 	}
-	if _, ok := f.computes.links[l.ID]; !ok {
+	f.computes.mu.Lock()
+	_, ok := f.computes.links[l.ID]
+	f.computes.mu.Unlock()
+	if !ok {
 		t.Fatal("the link was not set up again on the restarted compute")
 	}
 }

@@ -8,9 +8,11 @@ import (
 )
 
 // Load registers every stored project, closed, then opens those whose
-// auto_open is set. It returns the problems it met: projects that could not
-// be read are skipped, projects that could not be opened stay closed.
-func (s *Service) Load(ctx context.Context) []error {
+// auto_open is set, taking over what the computes report they still run
+// (running, as for Adopt; nil if nothing is known). It returns the problems
+// it met: projects that could not be read are skipped, projects that could
+// not be opened stay closed.
+func (s *Service) Load(ctx context.Context, running []Running) []error {
 	snaps, errs := s.cfg.Store.LoadAll()
 	var autoOpen []string
 	s.mu.Lock()
@@ -32,7 +34,13 @@ func (s *Service) Load(ctx context.Context) []error {
 	s.mu.Unlock()
 	s.log.Info("projects loaded", "count", len(snaps), "errors", len(errs))
 	for _, id := range autoOpen {
-		if _, err := s.OpenProject(ctx, id); err != nil {
+		var rs []Running
+		for _, r := range running {
+			if r.ProjectID == id {
+				rs = append(rs, r)
+			}
+		}
+		if _, err := s.openProject(ctx, id, rs); err != nil {
 			errs = append(errs, fmt.Errorf("auto-open project %s: %w", id, err))
 		}
 	}
@@ -193,8 +201,7 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 			}
 		} else if err := s.wire(ctx, l, nodes); err != nil {
 			return err
-		}
-		if c, ok := adoptedCapture(l, nodes, running); ok {
+		} else if c, ok := adoptedCapture(l, nodes, running); ok {
 			l.Capture = c
 		}
 		st.links[l.ID] = l

@@ -192,7 +192,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 	}
 	// A new controller on the same store.
 	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
-	if errs := svc.Load(t.Context()); len(errs) != 0 {
+	if errs := svc.Load(t.Context(), nil); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	p, _ := svc.Project(f.project.ID)
@@ -202,6 +202,28 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 	}
 	if nodes, _ := svc.Nodes(p.ID); len(nodes) != 1 {
 		t.Fatalf("the closed project lists %d nodes", len(nodes))
+	}
+}
+
+func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	auto := true
+	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{AutoOpen: &auto}); err != nil {
+		t.Fatal(err)
+	}
+	// A new controller on the same store, the compute still running the
+	// link and writing its capture. (Opened by Load, the project was
+	// skipped by Adopt, and its capture was lost.)
+	running := []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
+		{ID: l.ID, Capture: &CaptureResult{FilePath: l.Capture.FilePath}},
+	}}}
+	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
+	if errs := svc.Load(t.Context(), running); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, err := svc.Link(f.project.ID, l.ID)
+	if err != nil || !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != l.Capture.FilePath {
+		t.Fatalf("after load: %+v, %v; want the running capture taken over", got.Capture, err)
 	}
 }
 

@@ -488,8 +488,24 @@ func (s *Service) DeleteLink(ctx context.Context, projectID, linkID string) erro
 	return s.deleteLinkLocked(ctx, st, linkID)
 }
 
-// deleteLinkLocked removes a link. st.ops must be held.
+// deleteLinkLocked removes a link, saves the project and announces it.
+// st.ops must be held.
 func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string) error {
+	old, err := s.removeLinkLocked(ctx, st, linkID)
+	if err != nil {
+		return err
+	}
+	if err := s.save(st); err != nil {
+		s.log.Error("save project", "project", st.p.ID, "err", err)
+	}
+	s.emitLinkGone(st, old)
+	return nil
+}
+
+// removeLinkLocked takes a link down on its computes and out of the
+// project, without saving or announcing it, and returns it as it was.
+// st.ops must be held.
+func (s *Service) removeLinkLocked(ctx context.Context, st *state, linkID string) (Link, error) {
 	st.mu.RLock()
 	l, err := st.linkLocked(linkID)
 	var old Link
@@ -498,18 +514,20 @@ func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string
 	}
 	st.mu.RUnlock()
 	if err != nil {
-		return err
+		return Link{}, err
 	}
 	if err := s.unwire(ctx, &old); err != nil {
-		return err
+		return Link{}, err
 	}
 	st.mu.Lock()
 	delete(st.links, linkID)
 	st.linkOrder = slices.DeleteFunc(st.linkOrder, func(x string) bool { return x == linkID })
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", st.p.ID, "err", err)
-	}
+	return old, nil
+}
+
+// emitLinkGone announces a removed link.
+func (s *Service) emitLinkGone(st *state, old Link) {
 	if old.Capture.Active {
 		// Its capture ended with the link: say so first, so a client never
 		// believes a deleted link was still capturing.
@@ -518,5 +536,4 @@ func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string
 		s.emit(st, LinkUpdated, nil, &stopped)
 	}
 	s.emit(st, LinkDeleted, nil, &old)
-	return nil
 }

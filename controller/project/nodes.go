@@ -600,12 +600,29 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	if node.Locked {
 		return errorf(ErrConflict, "Node %s cannot be deleted because it is locked", node.Name)
 	}
+	// The links go first; the project is saved once, for them and the
+	// node, and announced after.
+	var gone []Link
 	for _, id := range links {
-		if err := s.deleteLinkLocked(ctx, st, id); err != nil {
+		old, err := s.removeLinkLocked(ctx, st, id)
+		if err != nil {
 			s.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
+			continue
+		}
+		gone = append(gone, old)
+	}
+	announce := func() {
+		for _, old := range gone {
+			s.emitLinkGone(st, old)
 		}
 	}
 	if err := s.cfg.Computes.DeleteNode(ctx, node.ComputeID, projectID, nodeID); err != nil && !isNotFound(err) {
+		if len(gone) > 0 {
+			if err := s.save(st); err != nil {
+				s.log.Error("save project", "project", projectID, "err", err)
+			}
+			announce()
+		}
 		return err
 	}
 	st.mu.Lock()
@@ -615,6 +632,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", projectID, "err", err)
 	}
+	announce()
 	s.emit(st, NodeDeleted, &node, nil)
 	return nil
 }
