@@ -16,6 +16,10 @@ import (
 // pingInterval is how long a stream may stay silent before a ping (GNS3).
 const pingInterval = 5 * time.Second
 
+// writeGrace is how long a notification stream may wait for its client to
+// take one message before it ends.
+var writeGrace = 10 * time.Second
+
 // Events turns what happens into notification messages on the hub: project
 // lifecycle and compute events on the controller stream, node and link
 // events on their project's stream. It satisfies project.Emitter. A message
@@ -50,6 +54,8 @@ func (e *Events) Emit(ev project.Event) {
 		payload = linkFrom(*ev.Link)
 	case ev.Project != nil:
 		payload = projectFrom(*ev.Project)
+	default:
+		payload = map[string]string{"message": ev.Message}
 	}
 	stream := ev.ProjectID
 	if strings.HasPrefix(ev.Action, "project.") {
@@ -105,12 +111,17 @@ func (a *API) streamLines(c *fiber.Ctx, stream string) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	done := a.cfg.Context.Done()
+	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		sub := a.hub.Subscribe(stream)
 		defer a.hub.Unsubscribe(sub)
 		send := func(msg []byte) bool {
 			w.Write(msg)
 			w.WriteByte('\n')
+			// A client that reads nothing for this long is gone: without a
+			// deadline its stream would hold this goroutine for ever, after
+			// the hub has dropped it. (The WebSocket stream does the same.)
+			conn.SetWriteDeadline(time.Now().Add(writeGrace))
 			return w.Flush() == nil // an error: the client is gone
 		}
 		a.pump(sub, send, done)
@@ -195,7 +206,7 @@ func (a *API) streamFrames(conn *websocket.Conn, stream string) {
 		close(stop)
 	}()
 	a.pump(sub, func(msg []byte) bool {
-		conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		conn.SetWriteDeadline(time.Now().Add(writeGrace))
 		return conn.WriteMessage(websocket.TextMessage, msg) == nil
 	}, stop)
 	conn.Close()

@@ -1,0 +1,11 @@
+package api
+
+import "time"
+
+// SetWriteGrace shortens how long a notification stream waits for a client
+// that reads nothing, for a test; it returns the function that restores it.
+func SetWriteGrace(d time.Duration) (restore func()) {
+	old := writeGrace
+	writeGrace = d
+	return func() { writeGrace = old }
+}
