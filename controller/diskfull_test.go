@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 // mountNamespaceWrapper returns a command prefix that runs a program in a
@@ -17,7 +19,7 @@ import (
 // kernel refuses user namespaces.
 func mountNamespaceWrapper(t *testing.T, dir, size string) []string {
 	t.Helper()
-	requireTools(t, "unshare", "mount")
+	testenv.RequireTools(t, "unshare", "mount")
 	if out, err := exec.Command("unshare", "-rm", "true").CombinedOutput(); err != nil {
 		t.Skipf("this kernel refuses user namespaces: %v %s", err, out)
 	}
@@ -25,7 +27,7 @@ func mountNamespaceWrapper(t *testing.T, dir, size string) []string {
 }
 
 func TestACaptureThatFillsItsDiskEndsValidAndTheLinkSaysSo(t *testing.T) {
-	requireTools(t, "tshark", "capinfos")
+	testenv.RequireTools(t, "tshark", "capinfos")
 	data := t.TempDir()
 	c := startControllerUnder(t, mountNamespaceWrapper(t, data, "1m"), data, nil)
 
@@ -92,6 +94,8 @@ send:
 	if deref(got.CaptureFilePath) != deref(started.CaptureFilePath) || got.CaptureComputeID != nil {
 		t.Fatalf("link after its disk filled: %+v", got)
 	}
+	// Then the listeners are told why, in words.
+	t.Logf("log.warning: %s", notes.logWarning(t, 10*time.Second, deref(started.CaptureFileName), "no space left on device"))
 	var now linkReply
 	c.call("GET", base+"/links/"+link.LinkID, nil, 200, &now)
 	if now.Capturing {

@@ -24,6 +24,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 // These tests run the real controller binary, with its embedded agent, real
@@ -31,44 +32,34 @@ import (
 // captures. scripts/test installs vpcs and tshark and sets
 // LABTAP_REQUIRE_TOOLS=1, so there a missing tool fails instead of skipping.
 
-func requireTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("LABTAP_REQUIRE_TOOLS") != "" {
-				t.Fatalf("%s is not installed (scripts/test installs it)", tool)
-			}
-			t.Skipf("%s is not installed; scripts/test installs it", tool)
-		}
-	}
-}
+// builds holds the binaries the tests built, by package: each is built
+// once per test run.
+var builds sync.Map // package path → func() (string, error)
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// controllerBinary builds the controller once per test run.
-func controllerBinary(t *testing.T) string {
+// built builds the command in package pkg (relative to this directory) as
+// name, once per test run, and returns its path.
+func built(t *testing.T, name, pkg string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	f, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
 		dir, err := os.MkdirTemp("", "labtap-e2e-")
 		if err != nil {
-			buildErr = err
-			return
+			return "", err
 		}
-		binary = filepath.Join(dir, "controller")
-		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		bin := filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+		return bin, nil
+	}))
+	bin, err := f.(func() (string, error))()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binary
+	return bin
 }
+
+// controllerBinary builds the controller once per test run.
+func controllerBinary(t *testing.T) string { return built(t, "controller", ".") }
 
 // controller is a running controller process.
 type controller struct {
@@ -227,36 +218,76 @@ func (p *pc) ping(t *testing.T, ip string, count int) int {
 
 func (p *pc) run(t *testing.T, cmd string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	out, err := p.con.Run(ctx, cmd)
+	out, err := p.try(t.Context(), cmd)
 	if err != nil {
-		t.Fatalf("%s: %v (%q)", cmd, err, out)
+		t.Fatal(err)
 	}
 	return out
 }
 
-func TestCaptureOnALinkBetweenTwoRunningVPCSHoldsTheirRealFrames(t *testing.T) {
-	requireTools(t, "vpcs", "tshark", "capinfos")
-	c := startController(t)
+// try runs a console command and returns its output; it may be called from
+// any goroutine.
+func (p *pc) try(ctx context.Context, cmd string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := p.con.Run(ctx, cmd)
+	if err != nil {
+		return out, fmt.Errorf("%s: %v (%q)", cmd, err, out)
+	}
+	return out, nil
+}
 
+// setAddresses gives every PC its address, all at once: VPCS spends about
+// 3 s on each checking that the address is free.
+func setAddresses(t *testing.T, pcs []*pc) {
+	t.Helper()
+	errs := make([]error, len(pcs))
+	var wg sync.WaitGroup
+	for i, p := range pcs {
+		wg.Go(func() { _, errs[i] = p.try(t.Context(), "ip "+p.ip+"/24") })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pcLab is a project with two VPCS, PC1 and PC2, linked by their
+// Ethernet0 ports.
+type pcLab struct {
+	projectID string
+	base      string // the project's API path
+	pcs       []*pc
+	link      linkReply
+}
+
+// twoPCs creates a pcLab named name, PC1 on compute1 and PC2 on compute2,
+// with the addresses the PCs will be given.
+func (c *controller) twoPCs(name, compute1, compute2, ip1, ip2 string) pcLab {
+	c.t.Helper()
 	var project struct {
 		ProjectID string `json:"project_id"`
 	}
-	c.call("POST", "/v2/projects", map[string]any{"name": "e2e"}, 201, &project)
-	base := "/v2/projects/" + project.ProjectID
-	pcs := []*pc{{ip: "10.0.0.1"}, {ip: "10.0.0.2"}}
-	for i, p := range pcs {
-		c.call("POST", base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": "local"}, 201, &p.node)
+	c.call("POST", "/v2/projects", map[string]any{"name": name}, 201, &project)
+	lab := pcLab{projectID: project.ProjectID, base: "/v2/projects/" + project.ProjectID, pcs: []*pc{{ip: ip1}, {ip: ip2}}}
+	for i, compute := range []string{compute1, compute2} {
+		c.call("POST", lab.base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": compute}, 201, &lab.pcs[i].node)
 	}
-	var link linkReply
-	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
-		{"node_id": pcs[0].node.NodeID, "adapter_number": 0, "port_number": 0},
-		{"node_id": pcs[1].node.NodeID, "adapter_number": 0, "port_number": 0},
-	}}, 201, &link)
+	c.call("POST", lab.base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": lab.pcs[0].node.NodeID, "adapter_number": 0, "port_number": 0},
+		{"node_id": lab.pcs[1].node.NodeID, "adapter_number": 0, "port_number": 0},
+	}}, 201, &lab.link)
+	return lab
+}
+
+func TestCaptureOnALinkBetweenTwoRunningVPCSHoldsTheirRealFrames(t *testing.T) {
+	testenv.RequireTools(t, "vpcs", "tshark", "capinfos")
+	c := startController(t)
+
+	lab := c.twoPCs("e2e", "local", "local", "10.0.0.1", "10.0.0.2")
+	base, pcs, link := lab.base, lab.pcs, lab.link
 	linkPath := base + "/links/" + link.LinkID
 
-	var wg sync.WaitGroup
 	for _, p := range pcs {
 		c.call("POST", base+"/nodes/"+p.node.NodeID+"/start", nil, 200, &p.node)
 		if p.node.Status != "started" || p.node.ConsoleHost != "127.0.0.1" || p.node.Console == 0 {
@@ -268,9 +299,8 @@ func TestCaptureOnALinkBetweenTwoRunningVPCSHoldsTheirRealFrames(t *testing.T) {
 		}
 		defer con.Close()
 		p.con = con
-		wg.Go(func() { p.run(t, "ip "+p.ip+"/24") }) // ~3 s each: duplicate address check
 	}
-	wg.Wait()
+	setAddresses(t, pcs)
 	if n := pcs[0].ping(t, pcs[1].ip, 2); n == 0 {
 		t.Fatal("no ping reply before the capture: the link does not carry frames")
 	}
@@ -283,7 +313,7 @@ func TestCaptureOnALinkBetweenTwoRunningVPCSHoldsTheirRealFrames(t *testing.T) {
 	var started linkReply
 	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, &started)
 	wantName := "PC1_0-0_to_PC2_0-0.pcap"
-	wantPath := filepath.Join(c.data, "projects", project.ProjectID, "project-files", "captures", wantName)
+	wantPath := filepath.Join(c.data, "projects", lab.projectID, "project-files", "captures", wantName)
 	if !started.Capturing || deref(started.CaptureComputeID) != "local" || deref(started.CaptureFileName) != wantName ||
 		deref(started.CaptureFilePath) != wantPath {
 		t.Fatalf("start_capture reply: %+v", started)
@@ -345,7 +375,7 @@ func TestCaptureOnALinkBetweenTwoRunningVPCSHoldsTheirRealFrames(t *testing.T) {
 }
 
 func TestControllerShutdownLeavesAValidCaptureAndNoNodeRunning(t *testing.T) {
-	requireTools(t, "vpcs", "tshark")
+	testenv.RequireTools(t, "vpcs", "tshark")
 	c := startController(t)
 	var project struct {
 		ProjectID string `json:"project_id"`

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,36 +21,15 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 // These tests run a controller and agents as separate processes, each
 // agent on its own loopback address (127.0.0.2, 127.0.0.3) as if on its
 // own host, with the shared secret, real VPCS on each and a link across.
 
-var (
-	agentBuildOnce sync.Once
-	agentBin       string
-	agentBuildErr  error
-)
-
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	agentBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "labtap-e2e-agent-")
-		if err != nil {
-			agentBuildErr = err
-			return
-		}
-		agentBin = filepath.Join(dir, "agent")
-		if out, err := exec.Command("go", "build", "-o", agentBin, "../agent").CombinedOutput(); err != nil {
-			agentBuildErr = fmt.Errorf("go build ../agent: %v\n%s", err, out)
-		}
-	})
-	if agentBuildErr != nil {
-		t.Fatal(agentBuildErr)
-	}
-	return agentBin
-}
+// agentBinary builds the agent once per test run.
+func agentBinary(t *testing.T) string { return built(t, "agent", "../agent") }
 
 // agentProc is a running agent process.
 type agentProc struct {
@@ -62,6 +40,7 @@ type agentProc struct {
 	data   string
 	env    []string
 	ctl    string
+	wrap   []string // a command the agent runs under, e.g. ip netns exec NAME
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	done   chan error
@@ -71,7 +50,13 @@ var agentListenLine = regexp.MustCompile(`msg="agent listening" addr=(\S+)`)
 
 func startAgent(t *testing.T, id, ip, secret, controllerURL string) *agentProc {
 	t.Helper()
-	a := &agentProc{t: t, id: id, listen: ip + ":0", data: t.TempDir(), env: []string{"LABTAP_SECRET=" + secret}, ctl: controllerURL}
+	return startAgentUnder(t, nil, id, ip, secret, controllerURL)
+}
+
+// startAgentUnder starts an agent as the last argument of wrap.
+func startAgentUnder(t *testing.T, wrap []string, id, ip, secret, controllerURL string) *agentProc {
+	t.Helper()
+	a := &agentProc{t: t, id: id, listen: ip + ":0", data: t.TempDir(), env: []string{"LABTAP_SECRET=" + secret}, ctl: controllerURL, wrap: wrap}
 	a.start()
 	t.Cleanup(func() {
 		a.kill(syscall.SIGTERM)
@@ -94,7 +79,8 @@ func (a *agentProc) start() {
 	if a.ctl != "" {
 		args = append(args, "--controller", a.ctl)
 	}
-	a.cmd = exec.Command(agentBinary(a.t), args...)
+	argv := append(append(a.wrap[:len(a.wrap):len(a.wrap)], agentBinary(a.t)), args...)
+	a.cmd = exec.Command(argv[0], argv[1:]...)
 	a.cmd.Env = append(os.Environ(), a.env...)
 	stderr, err := a.cmd.StderrPipe()
 	if err != nil {
@@ -207,32 +193,43 @@ func (n *notifications) linkUpdated(t *testing.T, linkID string, within time.Dur
 
 // waitLink is linkUpdated for any goroutine: it returns an error instead
 // of failing the test.
-func (n *notifications) waitLink(linkID string, within time.Duration, ok func(linkReply) bool) (linkReply, error) {
+func (n *notifications) waitLink(linkID string, within time.Duration, ok func(linkReply) bool) (l linkReply, err error) {
+	err = n.waitFor("link.updated", within, func(event json.RawMessage) (bool, error) {
+		l = linkReply{}
+		if err := json.Unmarshal(event, &l); err != nil {
+			return false, err
+		}
+		return l.LinkID == linkID && ok(l), nil
+	})
+	if err != nil {
+		err = fmt.Errorf("link %s: %w", linkID, err)
+	}
+	return l, err
+}
+
+// waitFor reads notifications until one of action that accept takes.
+func (n *notifications) waitFor(action string, within time.Duration, accept func(event json.RawMessage) (bool, error)) error {
 	deadline := time.After(within)
 	for {
 		select {
 		case m, open := <-n.msgs:
 			if !open {
-				return linkReply{}, fmt.Errorf("the notification stream ended")
+				return fmt.Errorf("the notification stream ended")
 			}
-			if string(m["action"]) != `"link.updated"` {
+			if string(m["action"]) != `"`+action+`"` {
 				continue
 			}
-			var l linkReply
-			if err := json.Unmarshal(m["event"], &l); err != nil {
-				return linkReply{}, err
-			}
-			if l.LinkID == linkID && ok(l) {
-				return l, nil
+			if ok, err := accept(m["event"]); ok || err != nil {
+				return err
 			}
 		case <-deadline:
-			return linkReply{}, fmt.Errorf("no matching link.updated for %s within %v", linkID, within)
+			return fmt.Errorf("no matching %s within %v", action, within)
 		}
 	}
 }
 
 func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAnAgentDeath(t *testing.T) {
-	requireTools(t, "vpcs", "tshark", "capinfos")
+	testenv.RequireTools(t, "vpcs", "tshark", "capinfos")
 	const secret = "e2e-shared-secret"
 	ctlData := t.TempDir()
 	env := []string{"LABTAP_SECRET=" + secret}
@@ -245,20 +242,8 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	}
 	c.waitCompute("agent2", true, 20*time.Second)
 
-	var project struct {
-		ProjectID string `json:"project_id"`
-	}
-	c.call("POST", "/v2/projects", map[string]any{"name": "two-hosts"}, 201, &project)
-	base := "/v2/projects/" + project.ProjectID
-	pcs := []*pc{{ip: "10.0.0.1"}, {ip: "10.0.0.2"}}
-	for i, p := range pcs {
-		c.call("POST", base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": fmt.Sprint("agent", i+1)}, 201, &p.node)
-	}
-	var link linkReply
-	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
-		{"node_id": pcs[0].node.NodeID, "adapter_number": 0, "port_number": 0},
-		{"node_id": pcs[1].node.NodeID, "adapter_number": 0, "port_number": 0},
-	}}, 201, &link)
+	lab := c.twoPCs("two-hosts", "agent1", "agent2", "10.0.0.1", "10.0.0.2")
+	base, pcs, link := lab.base, lab.pcs, lab.link
 	linkPath := base + "/links/" + link.LinkID
 
 	startPC := func(p *pc, wantHost string) {
@@ -274,12 +259,10 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 		t.Cleanup(func() { con.Close() })
 		p.con = con
 	}
-	var wg sync.WaitGroup
 	for i, p := range pcs {
 		startPC(p, fmt.Sprint("127.0.0.", i+2))
-		wg.Go(func() { p.run(t, "ip "+p.ip+"/24") })
 	}
-	wg.Wait()
+	setAddresses(t, pcs)
 	if n := pcs[0].ping(t, pcs[1].ip, 2); n == 0 {
 		t.Fatal("no ping reply across the two agents")
 	}
@@ -321,7 +304,7 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	// Three missed pings later, nobody can tell the capture still runs, and
 	// the link says so; when agent1 answers again, it is found still
 	// writing the same file, and the link says so too.
-	notes := c.follow(project.ProjectID)
+	notes := c.follow(lab.projectID)
 	a1.cmd.Process.Signal(syscall.SIGSTOP)
 	cut := notes.linkUpdated(t, link.LinkID, 20*time.Second, func(l linkReply) bool { return !l.Capturing })
 	if deref(cut.CaptureFilePath) != pcapPath {
@@ -341,6 +324,7 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	if lost.CaptureComputeID != nil || deref(lost.CaptureFilePath) != pcapPath {
 		t.Fatalf("link after its capturing agent died: %+v", lost)
 	}
+	notes.logWarning(t, 5*time.Second, "compute agent1 cannot be reached")
 	c.call("GET", linkPath, nil, 200, &got)
 	if got.Capturing {
 		t.Fatalf("GET link still says capturing: %+v", got)
@@ -402,7 +386,7 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	// capture on its side ends, both announced.
 	c.call("POST", linkPath+"/start_capture", map[string]any{"capture_file_name": "last"}, 201, &started)
 	pid := vpcsPID(t, a1, pcs[0].node.NodeID)
-	notes = c.follow(project.ProjectID)
+	notes = c.follow(lab.projectID)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -410,31 +394,46 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	notes.nodeUpdated(t, pcs[0].node.NodeID, 10*time.Second, func(n nodeReply) bool { return n.Status == "stopped" })
 }
 
+// logWarning waits for a log.warning notification whose message holds
+// every one of words, and returns the message.
+func (n *notifications) logWarning(t *testing.T, within time.Duration, words ...string) string {
+	t.Helper()
+	var ev struct {
+		Message string `json:"message"`
+	}
+	err := n.waitFor("log.warning", within, func(event json.RawMessage) (bool, error) {
+		if err := json.Unmarshal(event, &ev); err != nil {
+			return false, err
+		}
+		for _, w := range words {
+			if !strings.Contains(ev.Message, w) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("a log.warning saying %q: %v", words, err)
+	}
+	return ev.Message
+}
+
 // nodeUpdated waits for a node.updated notification of node that ok
 // accepts.
 func (n *notifications) nodeUpdated(t *testing.T, nodeID string, within time.Duration, ok func(nodeReply) bool) nodeReply {
 	t.Helper()
-	deadline := time.After(within)
-	for {
-		select {
-		case m, open := <-n.msgs:
-			if !open {
-				t.Fatal("the notification stream ended")
-			}
-			if string(m["action"]) != `"node.updated"` {
-				continue
-			}
-			var nr nodeReply
-			if err := json.Unmarshal(m["event"], &nr); err != nil {
-				t.Fatal(err)
-			}
-			if nr.NodeID == nodeID && ok(nr) {
-				return nr
-			}
-		case <-deadline:
-			t.Fatalf("no matching node.updated for %s within %v", nodeID, within)
+	var nr nodeReply
+	err := n.waitFor("node.updated", within, func(event json.RawMessage) (bool, error) {
+		nr = nodeReply{}
+		if err := json.Unmarshal(event, &nr); err != nil {
+			return false, err
 		}
+		return nr.NodeID == nodeID && ok(nr), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: %v", nodeID, err)
 	}
+	return nr
 }
 
 var vpcsStarted = regexp.MustCompile(`msg="vpcs started" node=(\S+) pid=(\d+)`)

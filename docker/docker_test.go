@@ -375,19 +375,30 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 		defer con.Close()
 		cons[i] = con
 	}
-	run := func(con *node.Console, cmd string) string {
+	try := func(con *node.Console, cmd string) (string, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		out, err := con.Run(ctx, cmd)
 		if err != nil {
-			t.Fatalf("%s: %v %q", cmd, err, out)
+			return out, fmt.Errorf("%s: %v %q", cmd, err, out)
+		}
+		return out, nil
+	}
+	run := func(con *node.Console, cmd string) string {
+		out, err := try(con, cmd)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}
-	done := make(chan string)
-	go func() { done <- run(cons[1], "ip 10.0.0.2/24") }()
+	// Both at once (VPCS checks for a duplicate address for about 3 s);
+	// the failure is reported from the test's goroutine.
+	done := make(chan error, 1)
+	go func() { _, err := try(cons[1], "ip 10.0.0.2/24"); done <- err }()
 	run(cons[0], "ip 10.0.0.1/24")
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 
 	linkURL := base + "/links/" + link.LinkID
 	call(t, "POST", linkURL+"/start_capture", map[string]any{}, 201, &link)

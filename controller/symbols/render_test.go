@@ -10,23 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 var pngDir = flag.String("pngs", "", "keep the built-in symbols rasterised by TestEveryBuiltinRendersCleanly in this directory, to look at them")
-
-// requireTools skips a test when a tool is missing, unless
-// LABTAP_REQUIRE_TOOLS is set (scripts/test sets it, after installing them).
-func requireTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("LABTAP_REQUIRE_TOOLS") != "" {
-				t.Fatalf("%s is not installed (scripts/test installs it)", tool)
-			}
-			t.Skipf("%s is not installed; scripts/test installs it", tool)
-		}
-	}
-}
 
 // TestEveryBuiltinRendersCleanly rasterises every built-in symbol with
 // librsvg, as a browser or Qt would draw it, and checks the picture: the
@@ -34,7 +22,7 @@ func requireTools(t *testing.T, tools ...string) {
 // icons a white glyph on the badge. It cannot judge looks; run it with
 // -pngs DIR and look at the PNGs when the icons change.
 func TestEveryBuiltinRendersCleanly(t *testing.T) {
-	requireTools(t, "rsvg-convert")
+	testenv.RequireTools(t, "rsvg-convert")
 	lib := New("", nil)
 	list, err := lib.List()
 	if err != nil {
