@@ -248,6 +248,10 @@ type LinkEnd struct {
 	// GSO tells whether the end sends runs of frames with UDP segmentation
 	// offload.
 	GSO bool `json:"gso,omitempty"`
+	// GRO tells whether the end takes runs a peer sent with GSO in one
+	// piece; GRORuns counts the runs it took so.
+	GRO     bool   `json:"gro,omitempty"`
+	GRORuns uint64 `json:"gro_runs,omitempty"`
 	// Strays are datagrams from an address other than the end's peer,
 	// dropped; RxErrors and TxErrors count failed socket calls.
 	Strays   uint64 `json:"strays,omitempty"`

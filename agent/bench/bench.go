@@ -88,6 +88,9 @@ func (b *bench) startAgent() error {
 	if b.cfg.buffer > 0 {
 		args = append(args, "--socket-buffer", strconv.Itoa(b.cfg.buffer))
 	}
+	if b.cfg.noGRO {
+		args = append(args, "--udp-gro=false")
+	}
 	if b.cfg.agentCPU != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
 			return fmt.Errorf("-agent-cpu %s needs taskset (util-linux): %w", b.cfg.agentCPU, err)

@@ -27,7 +27,7 @@
 // Usage (scripts/bench builds and runs it, pinned):
 //
 //	bench [-agent bin/agent] [-agent-cpu 1] [-reps 3] [-max 3s] [-rate 100000] [-steady 5s]
-//	      [-socket-buffer BYTES] [-overdrive] [-only list] [-tunnels] [-keep]
+//	      [-socket-buffer BYTES] [-no-gro] [-overdrive] [-only list] [-tunnels] [-keep]
 //
 // The generator delivers one datagram per frame, as an emulator does, but
 // sends them in UDP GSO runs so that it costs as little as possible and the
@@ -68,6 +68,7 @@ type config struct {
 	tunnels   bool
 	keep      bool
 	buffer    int
+	noGRO     bool
 	overdrive bool
 }
 
@@ -85,6 +86,7 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.tunnels, "tunnels", false, "link two tunnel endpoints instead of two cloud nodes (agents before cloud nodes)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the agent's data directory and capture files")
 	fs.IntVar(&cfg.buffer, "socket-buffer", 0, "pass --socket-buffer BYTES to the agent (0: the agent's default)")
+	fs.BoolVar(&cfg.noGRO, "no-gro", false, "start the agent with --udp-gro=false: the relay then reads the generator's GSO runs datagram by datagram, as it reads an emulator's")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
 	if err := fs.Parse(args); err != nil {
 		return err

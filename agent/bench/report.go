@@ -23,8 +23,8 @@ func report(w io.Writer, b *bench, reps [][]result) {
 	fmt.Fprintf(w, "machine: %d CPUs, bench pinned to %s, agent pinned to %s\n", onlineCPUs(), affinity(), orNone(b.cfg.agentCPU))
 	if b.ends[0].Kind != "" {
 		e := b.ends[0]
-		fmt.Fprintf(w, "relay sockets: receive buffer %d, send buffer %d (as getsockopt reports: twice the usable size), GSO %v\n",
-			e.RecvBuffer, e.SendBuffer, e.GSO)
+		fmt.Fprintf(w, "relay sockets: receive buffer %d, send buffer %d (as getsockopt reports: twice the usable size), GSO %v, GRO %v\n",
+			e.RecvBuffer, e.SendBuffer, e.GSO, e.GRO)
 	}
 	byName := map[string][]result{}
 	var names []string

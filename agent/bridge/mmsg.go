@@ -16,17 +16,32 @@ import (
 // kernel walks its UDP/IP stack once per run and cuts the datagrams apart on
 // delivery, which is what halves the cost of a frame (datapath-performance.md).
 //
+// Receiving is the mirror image: with UDP_GRO on, a run a peer sent as one
+// GSO buffer (another agent, a load generator) reaches the socket as one
+// piece, and is cut back into its datagrams here by slicing, instead of the
+// kernel making, queueing and freeing one buffer per datagram. Datagrams
+// sent one by one (emulators) arrive one by one, as before.
+//
 // golang.org/x/net/ipv4's ReadBatch allocates an address per message, so the
 // system calls are made here, on buffers allocated once per port: nothing is
 // allocated per frame or per batch.
 
-// maxBatch is the most datagrams one receive call returns, and the most
-// frames one send call takes.
+// maxBatch is the most messages one receive or send call carries. A
+// received message is one datagram, or a GRO run of up to maxSegments.
 const maxBatch = 64
 
-// slotSize is the receive room of one datagram: the largest UDP payload fits,
-// so a datagram is never truncated.
+// maxSendFrames is the most frames one send call takes (its iovecs): 16
+// GSO runs of 64 small frames, or 64 messages of larger ones.
+const maxSendFrames = 1024
+
+// slotSize is the receive room of one message: the largest UDP payload (or
+// GRO run, which the kernel keeps under 64 KiB) fits, so nothing is
+// truncated.
 const slotSize = 64 << 10
+
+// groSpace is the room for the UDP_GRO control message (an int: the size
+// of the run's segments).
+var groSpace = unix.CmsgSpace(4)
 
 // GSO limits: a run holds at most maxSegments frames and maxGSOBytes bytes
 // (the largest IPv4 UDP payload). Kernels before 6.x accept 64 segments.
@@ -41,7 +56,8 @@ type recvBatch struct {
 	hdrs   []unix.Mmsghdr
 	iovs   []unix.Iovec
 	names  []unix.RawSockaddrInet6 // source addresses; nil on connected ports
-	frames [][]byte                // reused result slice
+	ctrl   []byte                  // UDP_GRO control messages, groSpace each; nil without GRO
+	frames [][]byte                // reused result slice; grows to the largest batch seen
 
 	// read's results, set by readFn (a method value made once, so that the
 	// closure rc.Read takes costs no allocation per call).
@@ -50,7 +66,7 @@ type recvBatch struct {
 	readFn func(fd uintptr) bool
 }
 
-func newRecvBatch(n int, withNames bool) (*recvBatch, error) {
+func newRecvBatch(n int, withNames, gro bool) (*recvBatch, error) {
 	mem, err := unix.Mmap(-1, 0, n*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
@@ -63,6 +79,9 @@ func newRecvBatch(n int, withNames bool) (*recvBatch, error) {
 	}
 	if withNames {
 		b.names = make([]unix.RawSockaddrInet6, n)
+	}
+	if gro {
+		b.ctrl = make([]byte, n*groSpace)
 	}
 	for i := range n {
 		b.iovs[i].Base = &mem[i*slotSize]
@@ -82,6 +101,10 @@ func (b *recvBatch) doRead(fd uintptr) bool {
 		if b.names != nil {
 			b.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 			b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		}
+		if b.ctrl != nil {
+			b.hdrs[i].Hdr.Control = &b.ctrl[i*groSpace]
+			b.hdrs[i].Hdr.SetControllen(groSpace)
 		}
 		b.hdrs[i].Hdr.Flags = 0
 	}
@@ -113,7 +136,22 @@ func (b *recvBatch) frame(i int) []byte {
 	return b.mem[i*slotSize : i*slotSize+n : i*slotSize+n]
 }
 
-// from reports whether datagram i of the last read came from peer.
+// segSize returns the size of the datagrams message i of the last read
+// holds when it is a GRO run (the last may be shorter), or 0 when it is a
+// single datagram.
+func (b *recvBatch) segSize(i int) int {
+	if b.ctrl == nil || int(b.hdrs[i].Hdr.Controllen) < unix.CmsgLen(4) {
+		return 0
+	}
+	c := b.ctrl[i*groSpace:]
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+	if h.Level != unix.SOL_UDP || h.Type != unix.UDP_GRO {
+		return 0
+	}
+	return int(*(*int32)(unsafe.Pointer(&c[unix.CmsgLen(0)])))
+}
+
+// from reports whether message i of the last read came from peer.
 func (b *recvBatch) from(i int, peer *peerAddr) bool {
 	sa := &b.names[i]
 	switch sa.Family {
@@ -170,7 +208,7 @@ var cmsgSpace = unix.CmsgSpace(2)
 func newSendBatch() *sendBatch {
 	s := &sendBatch{
 		hdrs:  make([]unix.Mmsghdr, maxBatch),
-		iovs:  make([]unix.Iovec, maxBatch),
+		iovs:  make([]unix.Iovec, maxSendFrames),
 		cmsgs: make([]byte, maxBatch*cmsgSpace),
 		segs:  make([]int, maxBatch),
 	}
@@ -184,19 +222,19 @@ func newSendBatch() *sendBatch {
 	return s
 }
 
-// build packs up to maxBatch frames into messages and returns how many
-// frames and messages it used. With gso, consecutive frames of one size
+// build packs up to maxSendFrames frames into at most maxBatch messages
+// and returns how many frames and messages it used. With gso, consecutive frames of one size
 // share a message (and may end with one shorter frame, which GSO allows);
 // without, each frame is its own message. name, when not nil, addresses
 // every message (unconnected sockets).
 func (s *sendBatch) build(frames [][]byte, gso bool, name unsafe.Pointer, namelen uint32) (nframes, nmsgs int) {
-	for nframes < len(frames) && nframes < maxBatch {
+	for nframes < len(frames) && nframes < maxSendFrames && nmsgs < maxBatch {
 		first := nframes
 		size := len(frames[first])
 		total := size
 		nframes++
 		if gso && size > 0 {
-			for nframes < len(frames) && nframes < maxBatch && nframes-first < maxSegments {
+			for nframes < len(frames) && nframes < maxSendFrames && nframes-first < maxSegments {
 				l := len(frames[nframes])
 				if l > size || l == 0 || total+l > maxGSOBytes {
 					break

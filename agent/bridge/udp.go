@@ -33,6 +33,11 @@ type UDPConfig struct {
 	// costs one trip through the kernel's UDP stack. For measurements; a port
 	// also turns it off by itself when the kernel or the path refuses it.
 	NoGSO bool
+	// NoGRO keeps the kernel from handing over a run of datagrams a peer
+	// sent as one GSO buffer in one piece: each datagram is then queued and
+	// read on its own. For measurements; a kernel without UDP_GRO (before
+	// 5.0) leaves it off by itself.
+	NoGRO bool
 }
 
 // DefaultBufferBytes is the socket buffer size a UDPPort asks for: enough to
@@ -41,8 +46,9 @@ type UDPConfig struct {
 const DefaultBufferBytes = 4 << 20
 
 // UDPPort is a UDP socket that carries one frame per datagram. It reads in
-// batches (recvmmsg) and sends runs of equal-sized frames as one GSO buffer
-// (sendmmsg with UDP_SEGMENT). Run its receive loop with Serve; stop it with
+// batches (recvmmsg), takes runs a peer sent with GSO in one piece (UDP_GRO),
+// and sends runs of equal-sized frames as one GSO buffer (sendmmsg with
+// UDP_SEGMENT). Run its receive loop with Serve; stop it with
 // Close. Its methods are safe for concurrent use.
 type UDPPort struct {
 	conn      *net.UDPConn
@@ -53,6 +59,7 @@ type UDPPort struct {
 	peer      atomic.Pointer[peerAddr]   // nil: no peer yet
 	handler   atomic.Pointer[handlerBox] // nil: frames are dropped
 	gso       atomic.Bool                // sends may use UDP_SEGMENT
+	gro       bool                       // the socket has UDP_GRO on
 
 	smu sync.Mutex // guards sb: one send call at a time
 	sb  *sendBatch
@@ -64,6 +71,7 @@ type UDPPort struct {
 	unrouted, strays   atomic.Uint64 // dropped: no handler or no peer; wrong source
 	rxErrors, txErrors atomic.Uint64
 	gsoSends           atomic.Uint64 // messages sent as a GSO run of 2+ frames
+	groRuns            atomic.Uint64 // messages received as a GRO run of 2+ frames
 }
 
 type handlerBox struct{ h Handler }
@@ -111,6 +119,9 @@ func ListenUDP(cfg UDPConfig) (*UDPPort, error) {
 			if _, ok := sa.(*unix.SockaddrInet4); ok {
 				p.family = unix.AF_INET
 			}
+		}
+		if !cfg.NoGRO {
+			p.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
 		}
 		p.rcvBuf = setBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, size)
 		p.sndBuf = setBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, size)
@@ -279,7 +290,7 @@ func addrOf(name unsafe.Pointer, namelen uint32) (netip.Addr, uint16) {
 func (p *UDPPort) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { p.conn.Close() }) // unblocks the read
 	defer stop()
-	rb, err := newRecvBatch(maxBatch, !p.connected)
+	rb, err := newRecvBatch(maxBatch, !p.connected, p.gro)
 	if err != nil {
 		return fmt.Errorf("bridge: receive on %v: %w", p.local, err)
 	}
@@ -307,13 +318,22 @@ func (p *UDPPort) Serve(ctx context.Context) error {
 			if len(f) == 0 {
 				continue
 			}
+			seg := rb.segSize(i)
 			if !p.connected && (peer == nil || !rb.from(i, peer)) {
-				p.strays.Add(1)
+				p.strays.Add(uint64(segments(len(f), seg)))
 				continue
 			}
 			bytes += len(f)
+			if seg > 0 && seg < len(f) { // a GRO run: cut it back into its datagrams
+				p.groRuns.Add(1)
+				for len(f) > seg {
+					frames = append(frames, f[:seg:seg])
+					f = f[seg:]
+				}
+			}
 			frames = append(frames, f)
 		}
+		rb.frames = frames[:0] // keep what append grew
 		if len(frames) == 0 {
 			continue
 		}
@@ -326,6 +346,15 @@ func (p *UDPPort) Serve(ctx context.Context) error {
 		}
 		clear(frames) // the slots are reused: keep no reference to them
 	}
+}
+
+// segments returns how many datagrams a message of n bytes holds, given its
+// GRO segment size (0: a single datagram).
+func segments(n, seg int) int {
+	if seg <= 0 || seg >= n {
+		return 1
+	}
+	return (n + seg - 1) / seg
 }
 
 // Close closes the socket, which ends Serve. It is safe to call twice.
@@ -348,6 +377,10 @@ type PortStats struct {
 	// buffer; GSO is false once the port has stopped using it.
 	GSOSends uint64
 	GSO      bool
+	// GRORuns counts messages received as a run of frames in one piece;
+	// GRO is whether the socket takes them.
+	GRORuns uint64
+	GRO     bool
 	// RecvBuffer and SendBuffer are the socket buffer sizes the kernel
 	// granted, as getsockopt reports them (twice the usable size).
 	RecvBuffer, SendBuffer int
@@ -361,6 +394,7 @@ func (p *UDPPort) Stats() PortStats {
 		Unrouted: p.unrouted.Load(), Strays: p.strays.Load(),
 		RxErrors: p.rxErrors.Load(), TxErrors: p.txErrors.Load(),
 		GSOSends: p.gsoSends.Load(), GSO: p.gso.Load(),
+		GRORuns: p.groRuns.Load(), GRO: p.gro,
 		RecvBuffer: p.rcvBuf, SendBuffer: p.sndBuf,
 	}
 }

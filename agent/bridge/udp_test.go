@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -80,4 +82,96 @@ func TestUDPPortReadsBurstsWhole(t *testing.T) {
 	if tap.len() != n {
 		t.Fatalf("tap saw %d frames, want %d", tap.len(), n)
 	}
+}
+
+// recordingHandler keeps a copy of every frame a port hands it.
+type recordingHandler struct{ recordingTap }
+
+func (r *recordingHandler) HandleFrames(frames [][]byte) { r.WritePackets(AtoB, frames) }
+
+// A peer agent sends runs of frames as GSO buffers. With GRO the receiving
+// port takes each run in one piece and cuts it back into the very datagrams
+// that were sent, in order, whatever their sizes; without, the kernel hands
+// them over one by one. Either way the handler sees the same frames, and a
+// run from a stranger is dropped and counted frame by frame.
+func TestUDPPortTakesGSORunsInOnePieceAndCutsThemBackIntoFrames(t *testing.T) {
+	for _, gro := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gro=%v", gro), func(t *testing.T) {
+			rx, err := ListenUDP(UDPConfig{Local: loopback0, NoGRO: !gro})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := ListenUDP(UDPConfig{Local: loopback0, Peer: rx.LocalAddr()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stranger, err := ListenUDP(UDPConfig{Local: loopback0, Peer: rx.LocalAddr()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rx.SetPeer(tx.LocalAddr())
+			h := &recordingHandler{}
+			rx.SetHandler(h)
+			serve(t, rx)
+			if st := rx.Stats(); st.GRO != gro {
+				t.Fatalf("GRO = %v, want %v (this kernel may lack UDP_GRO)", st.GRO, gro)
+			}
+
+			if n := stranger.Send(seqFrames(0, 10, 100)); n != 10 {
+				t.Fatalf("stranger sent %d", n)
+			}
+			waitFor(t, func() bool { return rx.Stats().Strays == 10 })
+
+			// Runs of 64-byte and full-size frames, runs ending in a shorter
+			// frame, lone frames: sent together, so that the kernel may
+			// also merge runs of one size.
+			var frames [][]byte
+			frames = append(frames, seqFrames(0, 200, 64)...)
+			frames = append(frames, seqFrames(200, 1, 40)...)
+			frames = append(frames, seqFrames(201, 100, 1500)...)
+			frames = append(frames, seqFrames(301, 1, 1499)...)
+			frames = append(frames, seqFrames(302, 1, 9000)...)
+			frames = append(frames, seqFrames(303, 300, 64)...)
+			if n := tx.Send(frames); n != len(frames) {
+				t.Fatalf("sent %d of %d", n, len(frames))
+			}
+			waitFor(t, func() bool { return h.len() >= len(frames) })
+			h.mu.Lock()
+			got := h.frames
+			h.mu.Unlock()
+			if len(got) != len(frames) {
+				t.Fatalf("received %d frames, want %d", len(got), len(frames))
+			}
+			for i := range frames {
+				if !bytes.Equal(got[i], frames[i]) {
+					t.Fatalf("frame %d: %d bytes (seq %d), want %d bytes (seq %d)", i, len(got[i]), seqOf(got[i]), len(frames[i]), i)
+				}
+			}
+			st := rx.Stats()
+			if st.RxFrames != uint64(len(frames)) || st.Strays != 10 {
+				t.Fatalf("stats %+v", st)
+			}
+			if gro && st.GRORuns == 0 {
+				t.Fatalf("no run taken whole: %+v", st)
+			}
+			if !gro && st.GRORuns != 0 {
+				t.Fatalf("GRO used although off: %+v", st)
+			}
+		})
+	}
+}
+
+// seqFrames returns n frames of size bytes (at least 8), numbered from
+// first with seqFrame's numbering.
+func seqFrames(first, n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		f := make([]byte, size)
+		binary.BigEndian.PutUint64(f, uint64(first+i))
+		for j := 8; j < size; j++ {
+			f[j] = byte(first + i + j)
+		}
+		out[i] = f
+	}
+	return out
 }

@@ -68,7 +68,10 @@ type Config struct {
 	// kernel caps them at net.core.rmem_max/wmem_max unless the agent runs
 	// as root.
 	SocketBuffer int
-	Logger       *slog.Logger
+	// NoUDPGRO turns off receiving GSO runs in one piece (UDP_GRO) on the
+	// relay's sockets; for measuring what it saves.
+	NoUDPGRO bool
+	Logger   *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -316,6 +319,7 @@ func (h *Host) goServe(p *bridge.UDPPort) {
 // warns once when the kernel grants less than asked.
 func (h *Host) listenUDP(cfg bridge.UDPConfig) (*bridge.UDPPort, error) {
 	cfg.BufferBytes = h.cfg.SocketBuffer
+	cfg.NoGRO = h.cfg.NoUDPGRO
 	if cfg.BufferBytes <= 0 {
 		cfg.BufferBytes = bridge.DefaultBufferBytes
 	}

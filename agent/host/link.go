@@ -293,6 +293,7 @@ func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
 		st.Ends[i] = proto.LinkEnd{
 			Kind: "udp", LocalPort: int(u.LocalAddr().Port()),
 			RecvBuffer: ps.RecvBuffer, SendBuffer: ps.SendBuffer, GSO: ps.GSO,
+			GRO: ps.GRO, GRORuns: ps.GRORuns,
 			Strays: ps.Strays, RxErrors: ps.RxErrors, TxErrors: ps.TxErrors,
 		}
 	}
