@@ -29,10 +29,12 @@
 //	bench [-agent bin/agent] [-agent-cpu 1] [-reps 3] [-max 3s] [-rate 100000] [-steady 5s]
 //	      [-socket-buffer BYTES] [-no-gro] [-overdrive] [-only list] [-tunnels] [-keep]
 //
-// The generator delivers one datagram per frame, as an emulator does, but
-// sends them in UDP GSO runs so that it costs as little as possible and the
-// relay, not the generator, is what is measured (see udp.go); the sink reads
-// with recvmmsg. Both run in this process, each on its own OS thread; the
+// The generator delivers one datagram per frame, but sends them in UDP GSO
+// runs so that it costs as little as possible and the relay, not the
+// generator, is what is measured (see udp.go); the sink reads with
+// recvmmsg. The relay takes those runs in one piece (UDP_GRO), as it takes
+// another agent's across a tunnel; -no-gro makes it read them datagram by
+// datagram, as it reads an emulator's. Both run in this process, each on its own OS thread; the
 // agent is a separate process, pinned to -agent-cpu when it is set
 // (scripts/bench pins this process to another CPU with taskset). All traffic
 // stays on 127.0.0.1. -tunnels links two tunnel endpoints instead of two
