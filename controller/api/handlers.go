@@ -32,20 +32,27 @@ func (a *API) listProjects(c *fiber.Ctx) error {
 
 // projectCreateRequest is the body of POST /v2/projects.
 type projectCreateRequest struct {
-	Name                string          `json:"name"`
-	ProjectID           *string         `json:"project_id"`
-	Path                string          `json:"path"`
+	Name      string  `json:"name"`
+	ProjectID *string `json:"project_id"`
+	Path      string  `json:"path"`
+	projectSettings
+}
+
+// projectSettings are the settings members of a project's POST and PUT
+// bodies, all optional: project.SettingsUpdate's members, in its order, so
+// that one converts to the other.
+type projectSettings struct {
 	AutoClose           *bool           `json:"auto_close"`
 	AutoOpen            *bool           `json:"auto_open"`
 	AutoStart           *bool           `json:"auto_start"`
 	SceneHeight         *int            `json:"scene_height"`
 	SceneWidth          *int            `json:"scene_width"`
 	Zoom                *int            `json:"zoom"`
+	GridSize            *int            `json:"grid_size"`
+	DrawingGridSize     *int            `json:"drawing_grid_size"`
 	ShowLayers          *bool           `json:"show_layers"`
 	SnapToGrid          *bool           `json:"snap_to_grid"`
 	ShowGrid            *bool           `json:"show_grid"`
-	GridSize            *int            `json:"grid_size"`
-	DrawingGridSize     *int            `json:"drawing_grid_size"`
 	ShowInterfaceLabels *bool           `json:"show_interface_labels"`
 	Supplier            json.RawMessage `json:"supplier"`
 	Variables           json.RawMessage `json:"variables"`
@@ -59,19 +66,7 @@ func set[T any](dst *T, v *T) {
 
 func (r *projectCreateRequest) toCreate() project.ProjectCreate {
 	s := project.DefaultSettings()
-	set(&s.AutoClose, r.AutoClose)
-	set(&s.AutoOpen, r.AutoOpen)
-	set(&s.AutoStart, r.AutoStart)
-	set(&s.SceneHeight, r.SceneHeight)
-	set(&s.SceneWidth, r.SceneWidth)
-	set(&s.Zoom, r.Zoom)
-	set(&s.ShowLayers, r.ShowLayers)
-	set(&s.SnapToGrid, r.SnapToGrid)
-	set(&s.ShowGrid, r.ShowGrid)
-	set(&s.GridSize, r.GridSize)
-	set(&s.DrawingGridSize, r.DrawingGridSize)
-	set(&s.ShowIfLabel, r.ShowInterfaceLabels)
-	s.Supplier, s.Variables = r.Supplier, r.Variables
+	project.SettingsUpdate(r.projectSettings).Apply(&s)
 	req := project.ProjectCreate{Name: r.Name, Path: r.Path, Settings: s}
 	set(&req.ID, r.ProjectID)
 	return req

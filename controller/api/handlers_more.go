@@ -164,22 +164,9 @@ func (a *API) deleteCompute(c *fiber.Ctx) error {
 
 // projectUpdateRequest is the body of PUT /v2/projects/{project_id}.
 type projectUpdateRequest struct {
-	Name                *string         `json:"name"`
-	Path                *string         `json:"path"`
-	AutoClose           *bool           `json:"auto_close"`
-	AutoOpen            *bool           `json:"auto_open"`
-	AutoStart           *bool           `json:"auto_start"`
-	SceneHeight         *int            `json:"scene_height"`
-	SceneWidth          *int            `json:"scene_width"`
-	Zoom                *int            `json:"zoom"`
-	ShowLayers          *bool           `json:"show_layers"`
-	SnapToGrid          *bool           `json:"snap_to_grid"`
-	ShowGrid            *bool           `json:"show_grid"`
-	GridSize            *int            `json:"grid_size"`
-	DrawingGridSize     *int            `json:"drawing_grid_size"`
-	ShowInterfaceLabels *bool           `json:"show_interface_labels"`
-	Supplier            json.RawMessage `json:"supplier"`
-	Variables           json.RawMessage `json:"variables"`
+	Name *string `json:"name"`
+	Path *string `json:"path"`
+	projectSettings
 }
 
 func (a *API) updateProject(c *fiber.Ctx) error {
@@ -188,10 +175,7 @@ func (a *API) updateProject(c *fiber.Ctx) error {
 		return err
 	}
 	p, err := a.projects.UpdateProject(c.UserContext(), c.Params("project_id"), project.ProjectUpdate{
-		Name: r.Name, Path: r.Path, AutoClose: r.AutoClose, AutoOpen: r.AutoOpen, AutoStart: r.AutoStart,
-		SceneHeight: r.SceneHeight, SceneWidth: r.SceneWidth, Zoom: r.Zoom, GridSize: r.GridSize,
-		DrawingGridSize: r.DrawingGridSize, ShowLayers: r.ShowLayers, SnapToGrid: r.SnapToGrid,
-		ShowGrid: r.ShowGrid, ShowInterfaceLabels: r.ShowInterfaceLabels, Supplier: r.Supplier, Variables: r.Variables,
+		Name: r.Name, Path: r.Path, SettingsUpdate: project.SettingsUpdate(r.projectSettings),
 	})
 	if err != nil {
 		return err

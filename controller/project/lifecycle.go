@@ -247,16 +247,51 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	return nil
 }
 
-// ProjectUpdate changes a project's settings (PUT); nil members stay.
+// ProjectUpdate changes a project's name and settings (PUT); nil members
+// stay.
 type ProjectUpdate struct {
-	Name                             *string
-	Path                             *string
+	Name *string
+	Path *string
+	SettingsUpdate
+}
+
+// SettingsUpdate changes some of a project's settings; nil members stay.
+// POST /v2/projects applies one to DefaultSettings, PUT to the project's.
+type SettingsUpdate struct {
 	AutoClose, AutoOpen, AutoStart   *bool
 	SceneHeight, SceneWidth, Zoom    *int
 	GridSize, DrawingGridSize        *int
 	ShowLayers, SnapToGrid, ShowGrid *bool
 	ShowInterfaceLabels              *bool
 	Supplier, Variables              json.RawMessage // nil: unchanged; "null" clears
+}
+
+// Apply sets the members of s that u holds.
+func (u SettingsUpdate) Apply(s *Settings) {
+	set(&s.AutoClose, u.AutoClose)
+	set(&s.AutoOpen, u.AutoOpen)
+	set(&s.AutoStart, u.AutoStart)
+	set(&s.SceneHeight, u.SceneHeight)
+	set(&s.SceneWidth, u.SceneWidth)
+	set(&s.Zoom, u.Zoom)
+	set(&s.GridSize, u.GridSize)
+	set(&s.DrawingGridSize, u.DrawingGridSize)
+	set(&s.ShowLayers, u.ShowLayers)
+	set(&s.SnapToGrid, u.SnapToGrid)
+	set(&s.ShowGrid, u.ShowGrid)
+	set(&s.ShowIfLabel, u.ShowInterfaceLabels)
+	if u.Supplier != nil {
+		s.Supplier = nullToNil(u.Supplier)
+	}
+	if u.Variables != nil {
+		s.Variables = nullToNil(u.Variables)
+	}
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // UpdateProject applies settings, saves the file and announces the change
@@ -283,35 +318,7 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 	if u.Path != nil && *u.Path != p.Path {
 		return Project{}, errorf(ErrConflict, "Moving a project to another directory is not supported")
 	}
-	set := func(dst *bool, v *bool) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	seti := func(dst *int, v *int) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	ss := &next.Settings
-	set(&ss.AutoClose, u.AutoClose)
-	set(&ss.AutoOpen, u.AutoOpen)
-	set(&ss.AutoStart, u.AutoStart)
-	seti(&ss.SceneHeight, u.SceneHeight)
-	seti(&ss.SceneWidth, u.SceneWidth)
-	seti(&ss.Zoom, u.Zoom)
-	seti(&ss.GridSize, u.GridSize)
-	seti(&ss.DrawingGridSize, u.DrawingGridSize)
-	set(&ss.ShowLayers, u.ShowLayers)
-	set(&ss.SnapToGrid, u.SnapToGrid)
-	set(&ss.ShowGrid, u.ShowGrid)
-	set(&ss.ShowIfLabel, u.ShowInterfaceLabels)
-	if u.Supplier != nil {
-		ss.Supplier = nullToNil(u.Supplier)
-	}
-	if u.Variables != nil {
-		ss.Variables = nullToNil(u.Variables)
-	}
+	u.SettingsUpdate.Apply(&next.Settings)
 	if equalProjects(p, next) {
 		return p, nil
 	}

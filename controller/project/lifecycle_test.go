@@ -208,7 +208,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	auto := true
-	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{AutoOpen: &auto}); err != nil {
+	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{SettingsUpdate: SettingsUpdate{AutoOpen: &auto}}); err != nil {
 		t.Fatal(err)
 	}
 	// A new controller on the same store, the compute still running the
@@ -261,7 +261,7 @@ func TestUpdateNodeFollowsGNS3RenameAndLabelRules(t *testing.T) {
 func TestUpdateProject(t *testing.T) {
 	f := newFixture(t)
 	zoom, name := 150, "renamed"
-	p, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{Zoom: &zoom, Name: &name})
+	p, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{Name: &name, SettingsUpdate: SettingsUpdate{Zoom: &zoom}})
 	if err != nil || p.Settings.Zoom != 150 || p.Name != "renamed" || p.Filename != "lab.gns3" {
 		t.Fatalf("update: %+v, %v", p, err)
 	}
@@ -270,7 +270,7 @@ func TestUpdateProject(t *testing.T) {
 	}
 	f.store.fail = true
 	zoom = 10
-	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{Zoom: &zoom}); err == nil {
+	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{SettingsUpdate: SettingsUpdate{Zoom: &zoom}}); err == nil {
 		t.Fatal("an update that cannot be saved succeeded")
 	}
 	if p, _ := f.svc.Project(f.project.ID); p.Settings.Zoom != 150 {
