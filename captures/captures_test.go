@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -71,136 +70,6 @@ func fixedClock(t0 time.Time) func() time.Time {
 		defer mu.Unlock()
 		now = now.Add(time.Microsecond)
 		return now
-	}
-}
-
-func TestWriterWritesExactBytes(t *testing.T) {
-	var buf bytes.Buffer
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) // Unix 1767323045
-	w, err := NewWriter(&buf, Options{LinkType: layers.LinkTypeC_HDLC, Now: fixedClock(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The header is flushed before any frame: an idle capture is readable.
-	wantHeader := "d4c3b2a1" + "0200" + "0400" + "00000000" + "00000000" + "ffff0000" + "68000000"
-	if got := hex.EncodeToString(buf.Bytes()); got != wantHeader {
-		t.Fatalf("header = %s, want %s", got, wantHeader)
-	}
-	if err := w.WritePacket(AtoB, []byte{0x0f, 0x00, 0x08, 0x00}); err != nil {
-		t.Fatal(err)
-	}
-	big := bytes.Repeat([]byte{0xab}, 70000) // longer than the snapshot length
-	if err := w.WritePacket(BtoA, big); err != nil {
-		t.Fatal(err)
-	}
-	var want bytes.Buffer
-	h, _ := hex.DecodeString(wantHeader)
-	want.Write(h)
-	rec := func(usec uint32, caplen, length int, data []byte) {
-		var r [16]byte
-		binary.LittleEndian.PutUint32(r[0:], 1767323045)
-		binary.LittleEndian.PutUint32(r[4:], usec)
-		binary.LittleEndian.PutUint32(r[8:], uint32(caplen))
-		binary.LittleEndian.PutUint32(r[12:], uint32(length))
-		want.Write(r[:])
-		want.Write(data)
-	}
-	rec(1, 4, 4, []byte{0x0f, 0x00, 0x08, 0x00})
-	rec(2, 65535, 70000, big[:65535])
-	if !bytes.Equal(buf.Bytes(), want.Bytes()) {
-		t.Fatalf("stream differs from the golden bytes:\n got %x...\nwant %x...", buf.Bytes()[:64], want.Bytes()[:64])
-	}
-	frames, size := w.Stats()
-	if frames != 2 || size != int64(want.Len()) {
-		t.Fatalf("Stats() = %d frames, %d bytes; want 2, %d", frames, size, want.Len())
-	}
-	w.Close()
-	if err := w.WritePacket(AtoB, []byte{1}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("WritePacket after Close = %v, want ErrClosed", err)
-	}
-}
-
-func TestNilWriterDiscards(t *testing.T) {
-	var w *Writer
-	if err := w.WritePacket(AtoB, []byte{1, 2, 3}); err != nil {
-		t.Fatal(err)
-	}
-	if f, s := w.Stats(); f != 0 || s != 0 {
-		t.Fatalf("nil Writer Stats() = %d, %d", f, s)
-	}
-}
-
-// chunkRecorder records the size of every Write it gets, to prove records
-// arrive whole, one Write each.
-type chunkRecorder struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	writes []int
-}
-
-func (c *chunkRecorder) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writes = append(c.writes, len(p))
-	return c.buf.Write(p)
-}
-
-func TestWriterConcurrentWritersKeepRecordsWholeAndOrdered(t *testing.T) {
-	const writers, perWriter = 8, 500
-	out := &chunkRecorder{}
-	w, err := NewWriter(out, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for g := range writers {
-		wg.Go(func() {
-			for i := range perWriter {
-				// Each frame says who wrote it and its sequence number, and has
-				// a length of its own so that torn records would be detected.
-				frame := make([]byte, 60+(g*perWriter+i)%900)
-				binary.BigEndian.PutUint32(frame[0:], uint32(g))
-				binary.BigEndian.PutUint32(frame[4:], uint32(i))
-				if err := w.WritePacket(Direction(g%2), frame); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	// One Write for the header, then exactly one per record.
-	if len(out.writes) != 1+writers*perWriter {
-		t.Fatalf("%d writes reached the file, want %d", len(out.writes), 1+writers*perWriter)
-	}
-	r, err := pcapgo.NewReader(bytes.NewReader(out.buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := make([]int, writers)
-	var last time.Time
-	n := 0
-	for {
-		data, ci, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("record %d: %v", n, err)
-		}
-		g, i := int(binary.BigEndian.Uint32(data[0:])), int(binary.BigEndian.Uint32(data[4:]))
-		if g >= writers || i != next[g] || len(data) != 60+(g*perWriter+i)%900 {
-			t.Fatalf("record %d is writer %d frame %d (len %d), want frame %d", n, g, i, len(data), next[g])
-		}
-		next[g]++
-		if ci.Timestamp.Before(last) {
-			t.Fatalf("record %d goes back in time: %v after %v", n, ci.Timestamp, last)
-		}
-		last = ci.Timestamp
-		n++
-	}
-	if n != writers*perWriter {
-		t.Fatalf("read %d records, want %d", n, writers*perWriter)
 	}
 }
 
@@ -437,25 +306,6 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func BenchmarkWriterWritePacket(b *testing.B) {
-	for _, size := range []int{64, 1500} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			w, err := NewWriter(io.Discard, Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			frame := make([]byte, size)
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := w.WritePacket(AtoB, frame); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 

@@ -7,10 +7,8 @@
 // keep up costs dropped frames, counted, never a slower relay. The file only
 // ever holds whole records, and readers can [File.Follow] it: they get the
 // file from its first byte and then every record appended to it, until the
-// capture ends. A [Writer] writes the same records to any io.Writer, in the
-// caller's goroutine, each record in one Write. The package knows nothing of
-// HTTP or of labtap's projects: it works on files, directories and
-// io.Writers.
+// capture ends. The package knows nothing of HTTP or of labtap's projects:
+// it works on files, directories and io.Writers.
 package captures
 
 import (

@@ -1,10 +1,6 @@
 package captures
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"sync"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -23,7 +19,7 @@ const (
 	BtoA Direction = 1 // sent by the link's second endpoint
 )
 
-// Options configure a [Writer] or a [File]. The zero value writes an
+// Options configure a [File]. The zero value writes an
 // Ethernet pcap.
 type Options struct {
 	// Format is FormatPcap (the default when empty) or FormatPcapng.
@@ -60,110 +56,4 @@ func (o *Options) defaults() {
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
-}
-
-// Writer appends frames to a capture stream written to an io.Writer, in
-// the calling goroutine: it writes and flushes the file header when it is
-// made, and hands each record to the underlying writer in one Write as soon
-// as it is written, so a reader following the stream only ever sees whole
-// records. (A [File] does the same for a file on disk, off the caller's
-// path.)
-//
-// A Writer is safe for concurrent use, and it never keeps the frames it is
-// given. Records are stamped under the same lock that writes them, so
-// records from concurrent writers are in non-decreasing time order. The first
-// error is sticky: every later call returns it. A nil *Writer discards
-// everything.
-type Writer struct {
-	now func() time.Time
-
-	mu        sync.Mutex // guards everything below
-	w         io.Writer
-	enc       *encoder
-	rec       []byte // the record being written, reused
-	last      time.Time
-	err       error
-	committed int64 // bytes accepted by the underlying writer, all whole records
-	frames    uint64
-}
-
-// NewWriter writes a capture file header to w and returns a Writer for the
-// records that follow. w should not be written to by anyone else.
-func NewWriter(w io.Writer, opts Options) (*Writer, error) {
-	opts.defaults()
-	enc, err := newEncoder(opts)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(enc.header); err != nil {
-		return nil, fmt.Errorf("captures: write file header: %w", err)
-	}
-	return &Writer{now: opts.Now, w: w, enc: enc, committed: int64(len(enc.header))}, nil
-}
-
-// WritePacket appends frame as one record stamped with the current time.
-// Frames longer than the snapshot length are cut; the record keeps the
-// original length. dir selects the pcapng interface; classic pcap records
-// carry no direction.
-func (w *Writer) WritePacket(dir Direction, frame []byte) error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
-	}
-	ts := w.now()
-	if ts.Before(w.last) {
-		ts = w.last // the wall clock stepped back: keep the file in order
-	}
-	w.last = ts
-	rec := w.enc.appendRecord(w.rec[:0], dir, ts, frame)
-	w.rec = rec
-	if _, err := w.w.Write(rec); err != nil {
-		w.err = fmt.Errorf("captures: write packet: %w", err)
-		return w.err
-	}
-	w.committed += int64(len(rec))
-	w.frames++
-	return nil
-}
-
-// Stats returns the number of records written and the size of the stream
-// in bytes, header included. Both count whole records only.
-func (w *Writer) Stats() (frames uint64, size int64) {
-	if w == nil {
-		return 0, 0
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.frames, w.committed
-}
-
-// Err returns the error that stopped the Writer, nil if none did.
-func (w *Writer) Err() error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-// ErrClosed is returned by a Writer's methods once it is closed.
-var ErrClosed = errors.New("captures: writer closed")
-
-// Close stops the Writer: later writes fail with ErrClosed. It does not close
-// the underlying writer, which already holds every record.
-func (w *Writer) Close() error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = ErrClosed
-	}
-	return nil
 }

@@ -111,9 +111,6 @@ func newVM(prog []bpf.RawInstruction) (*bpf.VM, error) {
 	return bpf.NewVM(insns)
 }
 
-// Config returns the configuration the chain was built from.
-func (f *Filters) Config() FilterConfig { return f.cfg }
-
 // delays reports whether frames go through the delay line.
 func (f *Filters) delays() bool { return f.cfg.Latency > 0 || f.cfg.Jitter > 0 }
 

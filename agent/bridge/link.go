@@ -51,9 +51,6 @@ func (l *Link) SetFilters(f *Filters) { l.filters.Store(f) }
 // Ends returns the ports the link joins, A and B.
 func (l *Link) Ends() [2]Port { return l.ends }
 
-// Filters returns the chain in use; nil means none.
-func (l *Link) Filters() *Filters { return l.filters.Load() }
-
 // SetTap starts (t != nil) or stops (t == nil) giving forwarded frames to
 // t. A batch being forwarded when the tap is removed may still reach the old
 // tap, which must cope (a stopped capture ignores it).
@@ -150,7 +147,10 @@ func (d *relayDir) HandleFrames(frames [][]byte) {
 			delay = f.delays()
 		}
 		if delay || !d.line.idle() {
-			wait := f.delayIfAny()
+			var wait time.Duration // none: the frame leaves after the queued ones
+			if delay {
+				wait = f.delay()
+			}
 			d.line.push(fr, wait)
 			continue
 		}
@@ -172,15 +172,6 @@ func (d *relayDir) copyForCorruption(i int, frame []byte) []byte {
 	buf := d.corrupt[i][:len(frame)]
 	copy(buf, frame)
 	return buf
-}
-
-// delayIfAny draws a frame's delay; without a delay filter (it was just
-// removed while frames wait) a frame leaves at once, after the queued ones.
-func (f *Filters) delayIfAny() time.Duration {
-	if f == nil || !f.delays() {
-		return 0
-	}
-	return f.delay()
 }
 
 // emit captures frames and sends them out of the other end.

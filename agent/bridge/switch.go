@@ -44,8 +44,6 @@ type Switch struct {
 	ended chan struct{}
 	once  sync.Once
 
-	queueDrops atomic.Uint64
-
 	// Owned by the run goroutine.
 	macs    map[macVLAN]macEntry
 	one     [1][]byte
@@ -196,7 +194,6 @@ func (p *switchPort) Send(frames [][]byte) int {
 		default:
 			s.bufs.Put(bp)
 			p.drops.Add(1)
-			s.queueDrops.Add(1)
 		}
 	}
 	p.rx.Add(uint64(sent))

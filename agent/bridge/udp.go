@@ -201,14 +201,14 @@ func (p *UDPPort) Send(frames [][]byte) int {
 	sent := 0
 	for len(frames) > 0 {
 		nframes, nmsgs := p.sb.build(frames, p.gso.Load(), name, namelen)
-		sent += p.sendMsgs(frames[:nframes], nmsgs, name, namelen)
+		sent += p.sendMsgs(frames[:nframes], nmsgs, peer)
 		frames = frames[nframes:]
 	}
 	return sent
 }
 
 // sendMsgs sends the messages sb holds for frames. p.smu must be held.
-func (p *UDPPort) sendMsgs(frames [][]byte, nmsgs int, name unsafe.Pointer, namelen uint32) int {
+func (p *UDPPort) sendMsgs(frames [][]byte, nmsgs int, peer *peerAddr) int {
 	sb := p.sb
 	sent, first, bytes := 0, 0, 0 // frames and bytes sent; index of the first frame of message off
 	defer func() {
@@ -243,7 +243,7 @@ func (p *UDPPort) sendMsgs(frames [][]byte, nmsgs int, name unsafe.Pointer, name
 			// This path cannot take GSO: send the run frame by frame, and
 			// stop asking (one refusal is enough to know).
 			p.gso.Store(false)
-			sent += p.sendEach(frames[first:first+segs], name, namelen)
+			sent += p.sendEach(frames[first:first+segs], peer)
 		} else {
 			p.txErrors.Add(uint64(segs))
 		}
@@ -253,16 +253,17 @@ func (p *UDPPort) sendMsgs(frames [][]byte, nmsgs int, name unsafe.Pointer, name
 	return sent
 }
 
-// sendEach sends frames one datagram at a time, without GSO. It is the
-// fallback for a run the kernel refused; p.smu must be held.
-func (p *UDPPort) sendEach(frames [][]byte, name unsafe.Pointer, namelen uint32) int {
+// sendEach sends frames one datagram at a time, without GSO, to peer (nil
+// on a connected port). It is the fallback for a run the kernel refused;
+// p.smu must be held.
+func (p *UDPPort) sendEach(frames [][]byte, peer *peerAddr) int {
 	sent := 0
 	for _, f := range frames {
 		var err error
 		if p.connected {
 			_, err = p.conn.Write(f)
 		} else {
-			_, err = p.conn.WriteToUDPAddrPort(f, netip.AddrPortFrom(addrOf(name, namelen)))
+			_, err = p.conn.WriteToUDPAddrPort(f, peer.ap)
 		}
 		if err != nil {
 			p.txErrors.Add(1)
@@ -272,16 +273,6 @@ func (p *UDPPort) sendEach(frames [][]byte, name unsafe.Pointer, namelen uint32)
 		sent++
 	}
 	return sent
-}
-
-// addrOf decodes a sockaddr built by newPeerAddr.
-func addrOf(name unsafe.Pointer, namelen uint32) (netip.Addr, uint16) {
-	if namelen == unix.SizeofSockaddrInet4 {
-		sa := (*unix.RawSockaddrInet4)(name)
-		return netip.AddrFrom4(sa.Addr), htons(sa.Port)
-	}
-	sa := (*unix.RawSockaddrInet6)(name)
-	return netip.AddrFrom16(sa.Addr), htons(sa.Port)
 }
 
 // Serve reads frames and hands them to the handler, a batch at a time,
