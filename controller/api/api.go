@@ -181,9 +181,10 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
 	a.handle(app, "GET", nodes, a.listNodes)
 	a.handle(app, "POST", nodes, a.createNode)
-	for _, op := range []string{"start", "stop", "suspend", "reload"} {
-		a.handle(app, "POST", nodes+"/"+op, a.allNodes(op))
-	}
+	a.handle(app, "POST", nodes+"/start", a.allNodes(a.projects.StartAll))
+	a.handle(app, "POST", nodes+"/stop", a.allNodes(a.projects.StopAll))
+	a.handle(app, "POST", nodes+"/suspend", a.allNodes(a.projects.SuspendAll))
+	a.handle(app, "POST", nodes+"/reload", a.allNodes(a.projects.ReloadAll))
 	a.handle(app, "GET", node, a.getNode)
 	a.handle(app, "PUT", node, a.updateNode)
 	a.handle(app, "DELETE", node, a.deleteNode)

@@ -207,14 +207,8 @@ func (a *API) projectStats(c *fiber.Ctx) error {
 }
 
 // allNodes is a bulk operation on every node of a project: 204.
-func (a *API) allNodes(op string) fiber.Handler {
+func (a *API) allNodes(do func(ctx context.Context, projectID string) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		do := map[string]func(ctx context.Context, id string) error{
-			"start":   a.projects.StartAll,
-			"stop":    a.projects.StopAll,
-			"suspend": a.projects.SuspendAll,
-			"reload":  a.projects.ReloadAll,
-		}[op]
 		if err := do(c.UserContext(), c.Params("project_id")); err != nil {
 			return err
 		}

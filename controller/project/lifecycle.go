@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -98,11 +99,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	opened.p.Status = Opened
 	opened.p.Settings = snap.Project.Settings
 	if err := s.build(ctx, opened, snap, running); err != nil {
-		for c := range opened.onComputes {
-			if cerr := s.cfg.Computes.CloseProject(context.WithoutCancel(ctx), c, id); cerr != nil {
-				s.log.Warn("close project after a failed open", "project", id, "compute", c, "err", cerr)
-			}
-		}
+		s.closeOn(context.WithoutCancel(ctx), id, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed open")
 		return Project{}, err
 	}
 	st.mu.Lock()
@@ -227,11 +224,7 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	if p.Status == Closed {
 		return nil
 	}
-	for _, c := range computes {
-		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
-			s.log.Warn("close project on compute", "project", id, "compute", c, "err", err)
-		}
-	}
+	s.closeOn(ctx, id, computes, "close project on compute")
 	st.mu.Lock()
 	snap := st.snapshotLocked()
 	st.p.Status = Closed

@@ -8,7 +8,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -392,24 +391,12 @@ func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Co
 	}
 	st.ops.Lock()
 	defer st.ops.Unlock()
-	var g errgroup.Group
+	var g errgroup.Group // no context: one failure does not stop the others
 	g.SetLimit(bulkParallel)
-	var mu sync.Mutex
-	var first error
 	for _, n := range nodes {
-		g.Go(func() error {
-			if err := op(ctx, st, n); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			return nil
-		})
+		g.Go(func() error { return op(ctx, st, n) })
 	}
-	g.Wait()
-	return first
+	return g.Wait() // the first error
 }
 
 // NodeUpdate is a change to a node (PUT); nil members stay as they are.

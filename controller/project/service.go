@@ -272,15 +272,13 @@ func (s *Service) DeleteProject(ctx context.Context, id string) error {
 	p := st.p
 	computes := st.openComputesLocked()
 	st.mu.RUnlock()
-	for _, c := range computes {
-		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
-			s.log.Warn("close project on compute", "project", id, "compute", c, "err", err)
-		}
-	}
+	// Refused before anything happens: a project that cannot be deleted
+	// stays open on its computes.
 	root, _ := filepath.Abs(s.cfg.ProjectsDir)
 	if !within(root, p.Path) || filepath.Clean(p.Path) == filepath.Clean(root) {
 		return errorf(ErrConflict, "Project '%s' cannot be deleted because it is not in the default project directory: '%s'", p.Name, root)
 	}
+	s.closeOn(ctx, id, computes, "close project on compute")
 	if err := s.cfg.Store.Remove(&p); err != nil {
 		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Cannot delete project directory %s: %v", p.Path, err), Err: err}
 	}
@@ -291,6 +289,16 @@ func (s *Service) DeleteProject(ctx context.Context, id string) error {
 	s.cfg.Events.Emit(Event{Action: ProjectDeleted, ProjectID: id, Project: &p})
 	s.log.Info("project deleted", "project", id)
 	return nil
+}
+
+// closeOn closes project id on each of computes, logging (with msg) those
+// that fail: the project is closed on the controller either way.
+func (s *Service) closeOn(ctx context.Context, id string, computes []string, msg string) {
+	for _, c := range computes {
+		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
+			s.log.Warn(msg, "project", id, "compute", c, "err", err)
+		}
+	}
 }
 
 // computesLocked lists the computes the project's nodes run on. st.mu must
