@@ -167,8 +167,15 @@ func TestReservedTunnelPortsJoinTwoAgents(t *testing.T) {
 		}
 	}
 	// The link took the reserved socket, bound where the agent was told.
+	// The relay counts a frame once its send returns, which can be just
+	// after the receiver has it: the last count may lag a moment.
 	var ls proto.LinkState
-	a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
+		if ls.Directions[0].Forwarded == 3 && ls.Directions[1].Forwarded == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if ls.Ends[1].LocalPort != pa.Port || ls.Directions[0].Forwarded != 3 || ls.Directions[1].Forwarded != 3 {
 		t.Fatalf("link state %+v", ls)
 	}
