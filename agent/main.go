@@ -7,11 +7,12 @@
 //
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
-//	      [--socket-buffer BYTES] [--udp-gro=false]
+//	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
-// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_LOG_LEVEL); a flag wins over its
+// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO,
+// LABTAP_LOG_LEVEL); a flag wins over its
 // variable. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
@@ -61,6 +62,8 @@ func run(args []string) error {
 		"receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)")
 	udpGRO := fs.Bool("udp-gro", envOr("LABTAP_UDP_GRO", "true") != "false",
 		"take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements")
+	directIO := fs.Bool("capture-direct-io", envOr("LABTAP_CAPTURE_DIRECT_IO", "true") != "false",
+		"write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
 		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
@@ -109,16 +112,17 @@ func run(args []string) error {
 	}
 	return server.Run(ctx, server.Config{
 		Host: host.Config{
-			ComputeID:       *computeID,
-			DataDir:         *dataDir,
-			ConsoleHost:     consoleHost,
-			ConsoleBind:     bindHost,
-			VPCS:            *vpcs,
-			SoftwareVersion: version,
-			SocketBuffer:    *socketBuffer,
-			NoUDPGRO:        !*udpGRO,
-			TunnelBind:      *tunnelBind,
-			Logger:          log,
+			ComputeID:        *computeID,
+			DataDir:          *dataDir,
+			ConsoleHost:      consoleHost,
+			ConsoleBind:      bindHost,
+			VPCS:             *vpcs,
+			SoftwareVersion:  version,
+			SocketBuffer:     *socketBuffer,
+			NoUDPGRO:         !*udpGRO,
+			BufferedCaptures: !*directIO,
+			TunnelBind:       *tunnelBind,
+			Logger:           log,
 		},
 		Secret: secret,
 		Logger: log,

@@ -73,36 +73,75 @@ func fixedClock(t0 time.Time) func() time.Time {
 	}
 }
 
-// fullDisk accepts room bytes, then writes what fits of the next write and
-// fails with ENOSPC, like a file system that has just filled up.
-type fullDisk struct {
+// memDisk is a file in memory. It takes room bytes (any number when room
+// is negative), then writes what fits of the next write and fails with
+// ENOSPC, like a file system that has just filled up. With a gate, every
+// write but the header's waits until the gate is closed, like a disk that
+// cannot keep up.
+type memDisk struct {
+	gate chan struct{}
+
+	mu     sync.Mutex
 	buf    []byte
 	room   int
 	closed bool
 }
 
-func (d *fullDisk) Write(p []byte) (int, error) {
-	if len(p) <= d.room {
-		d.buf = append(d.buf, p...)
-		d.room -= len(p)
-		return len(p), nil
+func (d *memDisk) WriteAt(p []byte, off int64) (int, error) {
+	if d.gate != nil && off > 0 {
+		<-d.gate
 	}
-	n := d.room
-	d.buf = append(d.buf, p[:n]...)
-	d.room = 0
-	return n, syscall.ENOSPC
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, err := len(p), error(nil)
+	if d.room >= 0 {
+		if n > d.room {
+			n, err = d.room, syscall.ENOSPC
+		}
+		d.room -= n
+	}
+	if end := int(off) + n; end > len(d.buf) {
+		d.buf = append(d.buf, make([]byte, end-len(d.buf))...)
+	}
+	copy(d.buf[off:], p[:n])
+	return n, err
 }
 
-func (d *fullDisk) Truncate(size int64) error { d.buf = d.buf[:size]; return nil }
-func (d *fullDisk) Close() error              { d.closed = true; return nil }
+func (d *memDisk) Truncate(size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if int(size) <= len(d.buf) {
+		d.buf = d.buf[:size]
+	} else {
+		d.buf = append(d.buf, make([]byte, int(size)-len(d.buf))...)
+	}
+	return nil
+}
+
+func (d *memDisk) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	return nil
+}
+
+func (d *memDisk) bytes() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return bytes.Clone(d.buf)
+}
 
 func TestFileEndsWithWholeRecordsWhenTheDiskFills(t *testing.T) {
-	disk := &fullDisk{room: 24 + 3*(16+100) + 50} // header, three records, half of a fourth
-	c, err := newFile("/nowhere/x.pcap", disk, Options{})
+	disk := &memDisk{room: 24 + 3*(16+100) + 50} // header, three records, half of a fourth
+	c, err := newFile("/nowhere/x.pcap", disk, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 10 {
+	for range 3 {
+		c.WritePacket(AtoB, make([]byte, 100))
+	}
+	waitFor(t, func() bool { frames, _, _ := c.Stats(); return frames == 3 })
+	for range 7 {
 		c.WritePacket(AtoB, make([]byte, 100))
 	}
 	// The writer goroutine meets the full disk within a flush interval.
@@ -117,15 +156,18 @@ func TestFileEndsWithWholeRecordsWhenTheDiskFills(t *testing.T) {
 	if !disk.closed {
 		t.Fatal("file not closed")
 	}
+	c.WritePacket(AtoB, make([]byte, 100)) // after the end: dropped too
 	frames, size, dropped := c.Stats()
-	// The frame that hit the full disk and the six after it are dropped.
-	if frames != 3 || size != 24+3*116 || dropped != 7 {
-		t.Fatalf("Stats() = %d frames, %d bytes, %d dropped; want 3, %d, 7", frames, size, dropped, 24+3*116)
+	// The write that hit the full disk is undone: its seven frames, and the
+	// one after the end, are dropped.
+	if frames != 3 || size != 24+3*116 || dropped != 8 {
+		t.Fatalf("Stats() = %d frames, %d bytes, %d dropped; want 3, %d, 8", frames, size, dropped, 24+3*116)
 	}
-	if len(disk.buf) != int(size) {
-		t.Fatalf("file holds %d bytes, want %d (cut back to the last whole record)", len(disk.buf), size)
+	file := disk.bytes()
+	if len(file) != int(size) {
+		t.Fatalf("file holds %d bytes, want %d (cut back to the last whole record)", len(file), size)
 	}
-	r, err := pcapgo.NewReader(bytes.NewReader(disk.buf))
+	r, err := pcapgo.NewReader(bytes.NewReader(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,29 +351,9 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// slowDisk blocks every write until it is let go, like a disk that cannot
-// keep up.
-type slowDisk struct {
-	gate chan struct{}
-	mu   sync.Mutex
-	buf  bytes.Buffer
-}
-
-func (d *slowDisk) Write(p []byte) (int, error) {
-	if d.buf.Len() > 0 { // the header goes through
-		<-d.gate
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.buf.Write(p)
-}
-
-func (d *slowDisk) Truncate(size int64) error { d.buf.Truncate(int(size)); return nil }
-func (d *slowDisk) Close() error              { return nil }
-
 func TestFileDropsAndCountsWhenTheDiskCannotKeepUpButNeverWaits(t *testing.T) {
-	disk := &slowDisk{gate: make(chan struct{})}
-	c, err := newFile("/nowhere/slow.pcap", disk, Options{QueueBytes: 2 * chunkSize, FlushInterval: time.Millisecond})
+	disk := &memDisk{gate: make(chan struct{}), room: -1}
+	c, err := newFile("/nowhere/slow.pcap", disk, nil, Options{QueueBytes: 2 * blockSize, FlushInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,10 +377,11 @@ func TestFileDropsAndCountsWhenTheDiskCannotKeepUpButNeverWaits(t *testing.T) {
 	if frames+dropped != n {
 		t.Fatalf("%d written + %d dropped != %d", frames, dropped, n)
 	}
-	if int64(disk.buf.Len()) != size {
-		t.Fatalf("file %d bytes, Stats says %d", disk.buf.Len(), size)
+	file := disk.bytes()
+	if int64(len(file)) != size {
+		t.Fatalf("file %d bytes, Stats says %d", len(file), size)
 	}
-	r, err := pcapgo.NewReader(bytes.NewReader(disk.buf.Bytes()))
+	r, err := pcapgo.NewReader(bytes.NewReader(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,9 +522,9 @@ func TestPcapngFileHasOneNamedInterfacePerDirectionAndItsDropCounts(t *testing.T
 // discardDisk is a disk that takes everything at once.
 type discardDisk struct{}
 
-func (discardDisk) Write(p []byte) (int, error) { return len(p), nil }
-func (discardDisk) Truncate(int64) error        { return nil }
-func (discardDisk) Close() error                { return nil }
+func (discardDisk) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+func (discardDisk) Truncate(int64) error                   { return nil }
+func (discardDisk) Close() error                           { return nil }
 
 // BenchmarkFileWritePackets measures what a capture costs the forwarding
 // path: queueing a batch of 32 frames (the disk here takes everything at
@@ -520,7 +543,7 @@ func benchmarkFileWritePackets(b *testing.B, format string, size int) {
 		name = format + "/" + name
 	}
 	b.Run(name, func(b *testing.B) {
-		c, err := newFile("/nowhere/b.pcap", discardDisk{}, Options{Format: format, QueueBytes: 256 << 20}) // room for a writer thread the machine is slow to schedule
+		c, err := newFile("/nowhere/b.pcap", discardDisk{}, nil, Options{Format: format, QueueBytes: 256 << 20}) // room for a writer thread the machine is slow to schedule
 		if err != nil {
 			b.Fatal(err)
 		}

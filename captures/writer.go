@@ -40,6 +40,10 @@ type Options struct {
 	// DefaultFlushInterval).
 	QueueBytes    int
 	FlushInterval time.Duration
+	// BufferedIO writes everything through the page cache, as if the file
+	// system had no direct I/O: for comparison, and for a file system whose
+	// direct I/O misbehaves.
+	BufferedIO bool
 }
 
 func (o *Options) defaults() {

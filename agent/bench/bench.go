@@ -91,6 +91,9 @@ func (b *bench) startAgent() error {
 	if b.cfg.noGRO {
 		args = append(args, "--udp-gro=false")
 	}
+	if b.cfg.buffered {
+		args = append(args, "--capture-direct-io=false")
+	}
 	if b.cfg.agentCPU != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
 			return fmt.Errorf("-agent-cpu %s needs taskset (util-linux): %w", b.cfg.agentCPU, err)

@@ -71,6 +71,7 @@ type config struct {
 	keep      bool
 	buffer    int
 	noGRO     bool
+	buffered  bool
 	overdrive bool
 }
 
@@ -89,6 +90,7 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the agent's data directory and capture files")
 	fs.IntVar(&cfg.buffer, "socket-buffer", 0, "pass --socket-buffer BYTES to the agent (0: the agent's default)")
 	fs.BoolVar(&cfg.noGRO, "no-gro", false, "start the agent with --udp-gro=false: the relay then reads the generator's GSO runs datagram by datagram, as it reads an emulator's")
+	fs.BoolVar(&cfg.buffered, "buffered-capture", false, "start the agent with --capture-direct-io=false: captures are written through the page cache")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
 	if err := fs.Parse(args); err != nil {
 		return err

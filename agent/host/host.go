@@ -71,7 +71,10 @@ type Config struct {
 	// NoUDPGRO turns off receiving GSO runs in one piece (UDP_GRO) on the
 	// relay's sockets; for measuring what it saves.
 	NoUDPGRO bool
-	Logger   *slog.Logger
+	// BufferedCaptures writes captures through the page cache even where
+	// the file system allows direct I/O (captures.Options.BufferedIO).
+	BufferedCaptures bool
+	Logger           *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.

@@ -389,6 +389,7 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		Format:     spec.Format,
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
+		BufferedIO: h.cfg.BufferedCaptures,
 	})
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)

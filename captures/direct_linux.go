@@ -1,0 +1,35 @@
+package captures
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// oDirect opens a file for direct I/O: writes go from user memory to the
+// disk, past the page cache.
+const oDirect = syscall.O_DIRECT
+
+// hugePage is the size of a transparent huge page on the machines labtap
+// runs on.
+const hugePage = 2 << 20
+
+// allocBlock returns blockSize bytes of memory for a block, aligned to a
+// huge page and asked to be backed by one (MADV_HUGEPAGE), and the function
+// that gives it back. A direct write pins every page it writes from and
+// hands the disk one segment per contiguous run: from one 2-MiB page
+// instead of 512 small ones, it cost a third of the CPU here (measured with
+// 2-MiB direct writes: 0.04–0.05 s/GiB, 0.09–0.13 s/GiB from small pages).
+// Where the kernel has no huge pages to give, the memory works all the same.
+// The memory is outside the Go heap, so a File must free it (release) once
+// nothing can touch it: after its last write, with WritePackets shut out.
+func allocBlock() (b []byte, release func()) {
+	m, err := syscall.Mmap(-1, 0, blockSize+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return heapBlock(), func() {}
+	}
+	skip := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(m)))%hugePage)) % hugePage
+	b = m[skip : skip+blockSize : skip+blockSize]
+	const madvHugepage = 14 // MADV_HUGEPAGE
+	_ = syscall.Madvise(b, madvHugepage)
+	return b[:0], func() { syscall.Munmap(m) }
+}

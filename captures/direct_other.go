@@ -1,0 +1,10 @@
+//go:build !linux
+
+package captures
+
+// oDirect is 0 where direct I/O is not opened this way: every write then
+// goes through the page cache.
+const oDirect = 0
+
+// allocBlock returns memory for a block from the Go heap.
+func allocBlock() (b []byte, release func()) { return heapBlock(), func() {} }

@@ -1,0 +1,244 @@
+package captures
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/google/gopacket/pcapgo"
+)
+
+// alignedDisk is the direct handle of a memDisk: like O_DIRECT on Linux, it
+// refuses (EINVAL) a write whose file offset, length or memory is not
+// aligned, and it counts what it wrote.
+type alignedDisk struct {
+	*memDisk
+	mu      sync.Mutex
+	writes  int
+	bytes   int64
+	misfits []string
+}
+
+func (d *alignedDisk) WriteAt(p []byte, off int64) (int, error) {
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	if off%directAlign != 0 || len(p)%directAlign != 0 || addr%directAlign != 0 {
+		d.mu.Lock()
+		d.misfits = append(d.misfits, fmt.Sprintf("%d bytes at %d from %#x", len(p), off, addr))
+		d.mu.Unlock()
+		return 0, syscall.EINVAL
+	}
+	n, err := d.memDisk.WriteAt(p, off)
+	d.mu.Lock()
+	d.writes++
+	d.bytes += int64(n)
+	d.mu.Unlock()
+	return n, err
+}
+
+func (d *alignedDisk) Close() error { return nil }
+
+// lab drives a capture the way a busy link does: batches of frames of
+// mixed sizes (so records straddle blocks anywhere), both directions, with
+// pauses that let flushes of the block being filled fall between block
+// writes. Each frame starts with its sequence number. The same seed gives
+// the same calls, so two files written with one clock are equal.
+func lab(c *File, seed uint64, total int, pause bool) (sent int) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	frame := make([]byte, 9000)
+	for sent < total {
+		batch := make([][]byte, 1+rng.IntN(40))
+		for i := range batch {
+			n := 60 + rng.IntN(1455)
+			if rng.IntN(50) == 0 {
+				n = 9000 // a jumbo now and then
+			}
+			f := bytes.Clone(frame[:n])
+			binary.BigEndian.PutUint32(f, uint32(sent+i))
+			batch[i] = f
+		}
+		c.WritePackets(Direction(rng.IntN(2)), batch)
+		sent += len(batch)
+		nap := rng.IntN(60) // drawn either way: the calls stay the same
+		if pause && nap < 3 {
+			time.Sleep(time.Duration(nap) * time.Millisecond)
+		}
+	}
+	return sent
+}
+
+// checkSequence reads a capture back and checks it holds frames 0..n-1 in
+// order.
+func checkSequence(t *testing.T, file []byte, format string, n int) {
+	t.Helper()
+	var read func() ([]byte, error)
+	if format == FormatPcapng {
+		r, err := pcapgo.NewNgReader(bytes.NewReader(file), pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = func() ([]byte, error) { d, _, err := r.ReadPacketData(); return d, err }
+	} else {
+		r, err := pcapgo.NewReader(bytes.NewReader(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = func() ([]byte, error) { d, _, err := r.ReadPacketData(); return d, err }
+	}
+	for i := 0; ; i++ {
+		data, err := read()
+		if errors.Is(err, io.EOF) {
+			if i != n {
+				t.Fatalf("file holds %d frames, want %d", i, n)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if got := int(binary.BigEndian.Uint32(data)); got != i {
+			t.Fatalf("record %d holds frame %d", i, got)
+		}
+	}
+}
+
+func TestDirectWritesAreAlignedAndWriteWhatBufferedWritesWrite(t *testing.T) {
+	for _, format := range []string{FormatPcap, FormatPcapng} {
+		t.Run(format, func(t *testing.T) {
+			t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			const frames = 12000 // about 10 blocks
+
+			plain := &memDisk{room: -1}
+			c, err := newFile("/nowhere/plain", plain, nil, Options{Format: format, Now: fixedClock(t0), FlushInterval: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := lab(c, 7, frames, false)
+			c.Close()
+
+			disk := &memDisk{room: -1}
+			direct := &alignedDisk{memDisk: disk}
+			c, err = newFile("/nowhere/direct", disk, direct, Options{Format: format, Now: fixedClock(t0), FlushInterval: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := lab(c, 7, frames, true); n != sent {
+				t.Fatalf("sent %d frames, then %d", sent, n)
+			}
+			c.Close()
+			if err := c.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, dropped := c.Stats(); got != uint64(sent) || dropped != 0 {
+				t.Fatalf("Stats: %d frames, %d dropped; want %d, 0", got, dropped, sent)
+			}
+			if len(direct.misfits) > 0 {
+				t.Fatalf("%d direct writes not aligned, first: %s", len(direct.misfits), direct.misfits[0])
+			}
+			if c.noDirect.Load() {
+				t.Fatal("the capture gave up direct writes")
+			}
+			file := disk.bytes()
+			// Full blocks go direct: all but the last block and the pieces
+			// flushed before their block filled.
+			if min := int64(len(file)/blockSize-1) * blockSize; direct.bytes < min {
+				t.Errorf("%d bytes written direct in %d writes, want at least %d", direct.bytes, direct.writes, min)
+			}
+			if !bytes.Equal(file, plain.bytes()) {
+				t.Fatalf("direct and buffered files differ (%d and %d bytes)", len(file), len(plain.bytes()))
+			}
+			checkSequence(t, file, format, sent)
+		})
+	}
+}
+
+func TestADirectWriteRefusedByTheFileSystemFallsBackToThePageCache(t *testing.T) {
+	disk := &memDisk{room: -1}
+	refusing := &refusingDisk{}
+	c, err := newFile("/nowhere/fallback", disk, refusing, Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := lab(c, 3, 3000, false)
+	c.Close()
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if refusing.calls.Load() == 0 {
+		t.Fatal("no direct write was tried")
+	}
+	if !c.noDirect.Load() {
+		t.Fatal("the capture still writes direct after EINVAL")
+	}
+	checkSequence(t, disk.bytes(), FormatPcap, frames)
+}
+
+// refusingDisk refuses every write with EINVAL, like a file system that
+// opens files for direct I/O and then takes no direct write of ours (one
+// with blocks larger than 4 KiB, say).
+type refusingDisk struct{ calls atomic.Int64 }
+
+func (d *refusingDisk) WriteAt([]byte, int64) (int, error) { d.calls.Add(1); return 0, syscall.EINVAL }
+func (d *refusingDisk) Truncate(int64) error               { return nil }
+func (d *refusingDisk) Close() error                       { return nil }
+
+// directIOWorks tells whether the file system under dir opens files with
+// O_DIRECT and takes an aligned direct write.
+func directIOWorks(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_WRONLY|os.O_CREATE|oDirect, 0o644)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := heapBlock()[:directAlign]
+	_, err = f.WriteAt(b, 0)
+	return err == nil && oDirect != 0
+}
+
+func TestCreateWritesFullBlocksDirectWhereTheFileSystemCan(t *testing.T) {
+	root, dir := openRoot(t)
+	canDirect := directIOWorks(dir)
+	t.Logf("direct I/O in %s: %v", dir, canDirect)
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	frames := 0
+	write := func(name string, buffered bool) []byte {
+		c, err := Create(root, name, Options{Format: FormatPcapng, Now: fixedClock(t0), FlushInterval: time.Millisecond, BufferedIO: buffered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.direct != nil; got != (canDirect && !buffered) {
+			t.Fatalf("%s: direct handle %v, want %v", name, got, canDirect && !buffered)
+		}
+		frames = lab(c, 11, 8000, !buffered)
+		c.Close()
+		if err := c.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if c.noDirect.Load() {
+			t.Fatalf("%s: the file system refused a direct write", name)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, size, _ := c.Stats(); size != int64(len(b)) {
+			t.Fatalf("%s: %d bytes, Stats says %d", name, len(b), size)
+		}
+		return b
+	}
+	direct, buffered := write("direct.pcapng", false), write("buffered.pcapng", true)
+	if !bytes.Equal(direct, buffered) {
+		t.Fatalf("files differ: %d and %d bytes", len(direct), len(buffered))
+	}
+	checkSequence(t, direct, FormatPcapng, frames)
+}
