@@ -41,7 +41,11 @@ func (f *fakeComputes) Exists(id string) bool { return id == "local" || id == "r
 func (f *fakeComputes) NodeTypes(id string) []string {
 	return []string{"vpcs", TypeSwitch, TypeHub, TypeCloud}
 }
-func (f *fakeComputes) CloseProject(context.Context, string, string) error { return nil }
+func (f *fakeComputes) CloseProject(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.op("close_project")
+}
 func (f *fakeComputes) OpenProject(context.Context, string, ProjectRef) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -451,6 +455,39 @@ func TestProjectPathMustStayInsideTheProjectsDirectory(t *testing.T) {
 	if _, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "inside", Path: dir + "/mine"}); err != nil {
 		t.Fatalf("a path inside: %v", err)
 	}
+}
+
+func TestDeletingAProjectOutsideTheProjectsDirectoryIsRefusedAndLeavesItOpen(t *testing.T) {
+	// Such a project comes from a file opened from elsewhere, or from a
+	// projects directory that moved since; the API cannot create one.
+	f := newFixture(t)
+	f.node(t, "PC1") // opens the project on its compute
+	st, err := f.svc.lookup(f.project.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	st.mu.Lock()
+	st.p.Path = elsewhere
+	st.mu.Unlock()
+	f.computes.mu.Lock()
+	f.computes.calls = nil
+	f.computes.mu.Unlock()
+
+	err = f.svc.DeleteProject(t.Context(), f.project.ID)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "not in the default project directory") {
+		t.Fatalf("DeleteProject: %v, want the conflict", err)
+	}
+	f.computes.mu.Lock()
+	calls := f.computes.calls
+	f.computes.mu.Unlock()
+	if len(calls) != 0 {
+		t.Fatalf("a refused delete called the computes: %v", calls)
+	}
+	if p, err := f.svc.Project(f.project.ID); err != nil || p.Status != Opened {
+		t.Fatalf("after the refusal: %+v, %v; want it still opened", p, err)
+	}
+	f.node(t, "PC2") // and still usable
 }
 
 func TestConcurrentLinksCannotShareAPort(t *testing.T) {
