@@ -70,11 +70,10 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	if req.DataLinkType == "" {
 		req.DataLinkType = DefaultDataLinkType // the API checks the others; so does the agent
 	}
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	l, err := st.linkLocked(linkID)
@@ -145,11 +144,10 @@ func portOf(n *Node, ep Endpoint) capturePort {
 // StopCapture stops a link's capture, if any, and returns the link. The
 // file keeps everything captured; the link keeps its name and path.
 func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Link, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	_, err = st.linkLocked(linkID)

@@ -15,11 +15,10 @@ import (
 // path (the file holds every whole record written). A report about a
 // capture that is not running there is ignored.
 func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID, reason string) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.Lock()
 	l, ok := st.links[linkID]
@@ -53,11 +52,10 @@ func (s *Service) emitLog(st *state, msg string) {
 // with the API's operations, and that answer is what counts; rt is only
 // used if the compute cannot answer now.
 func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	now, err := s.cfg.Computes.Node(ctx, computeID, projectID, nodeID)
 	switch {
@@ -97,11 +95,10 @@ func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeI
 // status until the compute is back and tells.
 func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 	for _, p := range s.Projects() {
-		st, err := s.opened(p.ID)
+		st, err := s.lockOpened(p.ID)
 		if err != nil {
 			continue
 		}
-		st.ops.Lock()
 		var ended []Link
 		st.mu.Lock()
 		delete(st.onComputes, computeID) // it must be told of the project again
@@ -134,10 +131,6 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 // both sides, since a restarted agent's tunnel ports are new.
 func (s *Service) ComputeBack(ctx context.Context, computeID string, running []Running) {
 	for _, p := range s.Projects() {
-		st, err := s.opened(p.ID)
-		if err != nil {
-			continue
-		}
 		kept := map[string]RunningLink{}
 		for _, r := range running {
 			if r.ComputeID == computeID && r.ProjectID == p.ID {
@@ -146,7 +139,10 @@ func (s *Service) ComputeBack(ctx context.Context, computeID string, running []R
 				}
 			}
 		}
-		st.ops.Lock()
+		st, err := s.lockOpened(p.ID)
+		if err != nil {
+			continue
+		}
 		s.reconcile(ctx, st, computeID, kept)
 		st.ops.Unlock()
 	}

@@ -98,11 +98,10 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 	if len(req.Endpoints) > 2 {
 		return Link{}, errorf(ErrInvalid, "A link has at most 2 endpoints, got %d", len(req.Endpoints))
 	}
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	filters, err := normalizeFilters(req.Filters)
 	if err != nil {
@@ -361,11 +360,10 @@ type LinkUpdate struct {
 // and the relay updated, before anything changes: a refused update changes
 // nothing (GNS3 applies the first steps, then fails).
 func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.linkLocked(linkID)
@@ -479,11 +477,10 @@ func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
 // DeleteLink removes a link: its relays (which ends a capture, leaving a
 // valid file) and its entry.
 func (s *Service) DeleteLink(ctx context.Context, projectID, linkID string) error {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	return s.deleteLinkLocked(ctx, st, linkID)
 }

@@ -92,15 +92,11 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if !s.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
-	st, err := s.lookup(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
-	if _, err := s.opened(projectID); err != nil {
-		return Node{}, err
-	}
 	st.mu.RLock()
 	if n, ok := st.nodes[req.ID]; ok && req.ID != "" {
 		st.mu.RUnlock()
@@ -255,11 +251,10 @@ func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node,
 }
 
 func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	return s.setStatusLocked(ctx, st, nodeID, status)
 }
@@ -325,11 +320,10 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 
 // ReloadNode restarts a node: stop, then start.
 func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	if _, err := s.setStatusLocked(ctx, st, nodeID, Stopped); err != nil {
 		return Node{}, err
@@ -385,11 +379,10 @@ func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Co
 	if err != nil {
 		return err
 	}
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	var g errgroup.Group // no context: one failure does not stop the others
 	g.SetLimit(bulkParallel)
@@ -422,11 +415,10 @@ type NodeUpdate struct {
 // UpdateNode applies a change to a node and announces it. A rename follows
 // the naming rules, sets the label's text and resets its x (as GNS3).
 func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.nodeLocked(nodeID)
@@ -562,11 +554,10 @@ func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, port
 
 // DeleteNode deletes a node's links, then the node. A locked node stays.
 func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	st, err := s.opened(projectID)
+	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)

@@ -128,6 +128,31 @@ func (s *Service) opened(id string) (*state, error) {
 	return st, nil
 }
 
+// lockOpened returns the state of an opened project with st.ops held, for
+// a change; the caller unlocks it. The project is checked again once the
+// lock is taken: a close or a delete that held it first must not be undone
+// by a change that was waiting (a node created in a closed project would
+// open it on its compute again; a save after a delete would write the
+// project's file back).
+func (s *Service) lockOpened(id string) (*state, error) {
+	for {
+		st, err := s.opened(id)
+		if err != nil {
+			return nil, err
+		}
+		st.ops.Lock()
+		now, err := s.opened(id)
+		if err == nil && now == st {
+			return st, nil
+		}
+		st.ops.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		// Deleted and made again under the same id meanwhile: take the new one.
+	}
+}
+
 // Projects returns every project, in creation order.
 func (s *Service) Projects() []Project {
 	s.mu.RLock()

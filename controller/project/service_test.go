@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeComputes is a compute "local" (and "remote") kept in memory, whose
@@ -488,6 +489,53 @@ func TestDeletingAProjectOutsideTheProjectsDirectoryIsRefusedAndLeavesItOpen(t *
 		t.Fatalf("after the refusal: %+v, %v; want it still opened", p, err)
 	}
 	f.node(t, "PC2") // and still usable
+}
+
+func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
+	for _, end := range []string{"close", "delete"} {
+		t.Run(end, func(t *testing.T) {
+			f := newFixture(t)
+			pc := f.node(t, "PC1")
+			st, err := f.svc.lookup(f.project.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The test is the close or the delete: it holds the project's
+			// lock while a node start arrives and waits for it, then ends
+			// the project as CloseProject or DeleteProject do, and lets go.
+			st.ops.Lock()
+			created := make(chan error, 1)
+			go func() {
+				_, err := f.svc.StartNode(context.Background(), f.project.ID, pc.ID)
+				created <- err
+			}()
+			time.Sleep(50 * time.Millisecond) // let it reach the lock
+			if end == "close" {
+				st.mu.Lock()
+				st.p.Status = Closed
+				st.mu.Unlock()
+			} else {
+				f.svc.mu.Lock()
+				delete(f.svc.projects, f.project.ID)
+				f.svc.mu.Unlock()
+			}
+			f.computes.mu.Lock()
+			f.computes.calls = nil
+			f.computes.mu.Unlock()
+			st.ops.Unlock()
+
+			err = <-created
+			want := map[string]error{"close": ErrForbidden, "delete": ErrNotFound}[end]
+			if !errors.Is(err, want) {
+				t.Fatalf("StartNode after the %s: %v, want %v", end, err, want)
+			}
+			f.computes.mu.Lock()
+			defer f.computes.mu.Unlock()
+			if len(f.computes.calls) != 0 {
+				t.Fatalf("the compute was called after the %s: %v", end, f.computes.calls)
+			}
+		})
+	}
 }
 
 func TestConcurrentLinksCannotShareAPort(t *testing.T) {
