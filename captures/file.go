@@ -531,7 +531,9 @@ func (c *File) finish(pending []*blockWrite, cause error) {
 			cause = errors.Join(cause, fmt.Errorf("captures: truncate %s: %w", c.path, err))
 		}
 		c.mu.Lock()
-		c.state = failed
+		if c.state == running {
+			c.state = failed // frames from now on are counted as dropped; after Close they are ignored
+		}
 		for d := range 2 {
 			c.dropped[d].Add(c.queued[d] - c.written[d].Load())
 		}
@@ -601,8 +603,9 @@ func (c *File) Err() error {
 }
 
 // Close ends the capture: it waits until every frame accepted before it is
-// in the file, then closes the file, which keeps every record written. It is
-// safe to call more than once and concurrently with WritePackets.
+// in the file, then closes the file, which keeps every record written. It
+// returns why the capture ended badly, if it did (as Err). It is safe to
+// call more than once and concurrently with WritePackets.
 func (c *File) Close() error {
 	c.once.Do(func() {
 		c.mu.Lock()
@@ -613,7 +616,7 @@ func (c *File) Close() error {
 		close(c.stop)
 	})
 	<-c.stopped
-	return nil
+	return c.endErr
 }
 
 // pollInterval bounds how long a follower can miss a wake-up: it re-reads

@@ -99,3 +99,40 @@ func countRecords(t *testing.T, format string, data []byte) int {
 		n++
 	}
 }
+
+func TestRepairCutsAFileBackBeforeABlockThatNeverReachedTheDisk(t *testing.T) {
+	// Block writes may complete in any order; a writer killed between two
+	// of them leaves a hole of zeros with records after it.
+	for _, format := range []string{FormatPcap, FormatPcapng} {
+		t.Run(format, func(t *testing.T) {
+			root, dir := openRoot(t)
+			c, err := Create(root, "x", Options{Format: format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lab(c, 5, 6000, false) // about 3 blocks
+			c.Close()
+			path := filepath.Join(dir, "x")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(data) < 2*blockSize+1 {
+				t.Fatalf("only %d bytes written", len(data))
+			}
+			clear(data[blockSize : 2*blockSize]) // block 1 never written
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Repair(root, "x"); err != nil {
+				t.Fatal(err)
+			}
+			repaired, _ := os.ReadFile(path)
+			if len(repaired) > blockSize || len(repaired) < blockSize-10000 {
+				t.Fatalf("repaired to %d bytes, want the records that end before byte %d", len(repaired), blockSize)
+			}
+			n := countRecords(t, format, repaired)
+			checkSequence(t, repaired, format, n)
+		})
+	}
+}

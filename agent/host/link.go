@@ -489,7 +489,10 @@ func (h *Host) stopCaptureLocked(l *hostLink) {
 	}
 	l.relay.SetTap(nil)
 	c.done = true
-	c.file.Close() // writes every frame queued so far; later ones are ignored
+	// Close writes every frame queued so far; later ones are ignored.
+	if err := c.file.Close(); err != nil {
+		h.log.Warn("capture ended badly", "link", l.spec.LinkID, "err", err)
+	}
 	unmarkWriting(c.root, c.spec.FileName)
 	frames, _, dropped := c.file.Stats()
 	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
