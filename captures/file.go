@@ -41,6 +41,10 @@ const blockSize = 2 << 20
 // memory. 4 KiB suits disks with 512-byte and with 4-KiB sectors.
 const directAlign = 4096
 
+// trimInterval is how long a File keeps the memory of blocks a burst made
+// it allocate, once no block fills any more.
+const trimInterval = time.Second
+
 // maxInflight bounds the block writes under way at once. Writes complete
 // in about 2 ms here, but now and then one takes a few hundred: the others
 // go on meanwhile, and are taken in file order once it completes.
@@ -88,14 +92,16 @@ type File struct {
 	enc      *encoder   // guarded by mu
 	now      func() time.Time
 	interval time.Duration
+	trimEach time.Duration
 	started  time.Time
 
-	mu      sync.Mutex // guards the queue and the fields below
-	cur     *block     // being filled: its records are whole
-	full    []*block   // full, waiting to be written, oldest first
-	free    []*block   // written, for reuse
-	nblocks int        // allocated, bounded by max
-	release []func()   // give the blocks' memory back: by finish, once nothing touches them
+	mu      sync.Mutex        // guards the queue and the fields below
+	cur     *block            // being filled: its records are whole
+	full    []*block          // full, waiting to be written, oldest first
+	free    []*block          // written, for reuse
+	nblocks int               // allocated, bounded by max
+	blocks  map[*block]func() // every block allocated, and how to give its memory back
+	used    bool              // a block filled since the last trim
 	max     int
 	state   int // running, closing or failed
 	last    time.Time
@@ -199,6 +205,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		enc:      enc,
 		now:      opts.Now,
 		interval: opts.FlushInterval,
+		trimEach: opts.trimInterval,
 		max:      max(2, opts.QueueBytes/blockSize),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -210,9 +217,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 	c.cur.b = append(c.cur.b, enc.header...)
 	if _, err := c.flushTail(); err != nil {
 		closeAll()
-		for _, release := range c.release {
-			release()
-		}
+		c.releaseAll()
 		return nil, fmt.Errorf("captures: write file header: %w", err)
 	}
 	go c.writeLoop() // ended by Close or a failed write
@@ -235,8 +240,38 @@ func (c *File) newBlockLocked() *block {
 	}
 	c.nblocks++
 	b, release := allocBlock()
-	c.release = append(c.release, release)
-	return &block{b: b}
+	blk := &block{b: b}
+	if c.blocks == nil {
+		c.blocks = make(map[*block]func())
+	}
+	c.blocks[blk] = release
+	return blk
+}
+
+// trimLocked gives back the memory of free blocks but one when no block
+// filled since the last trim: a burst that grew the queue does not keep
+// its memory while the link is quiet. c.mu must be held.
+func (c *File) trimLocked() {
+	if c.used {
+		c.used = false
+		return
+	}
+	for len(c.free) > 1 {
+		blk := c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+		c.blocks[blk]()
+		delete(c.blocks, blk)
+		c.nblocks--
+	}
+}
+
+// releaseAll gives back the memory of every block, once nothing can touch
+// them any more.
+func (c *File) releaseAll() {
+	for _, release := range c.blocks {
+		release()
+	}
+	c.blocks = nil
 }
 
 // WritePacket appends frame as one record. See WritePackets.
@@ -298,6 +333,7 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) {
 		next.b = append(next.b, rec[room:]...)
 		c.full = append(c.full, cur)
 		c.cur, cur = next, next
+		c.used = true
 		wake = true
 	}
 	c.mu.Unlock()
@@ -333,6 +369,8 @@ func (c *File) writeLoop() {
 	var pending []*blockWrite // oldest first: they are committed in file order
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	trim := time.NewTicker(c.trimEach)
+	defer trim.Stop()
 	armed, flushDue := false, false
 	for {
 		pending = c.startBlockWrites(pending)
@@ -363,6 +401,10 @@ func (c *File) writeLoop() {
 		case <-c.kick:
 		case <-timer.C:
 			armed, flushDue = false, true
+		case <-trim.C:
+			c.mu.Lock()
+			c.trimLocked()
+			c.mu.Unlock()
 		case <-c.stop:
 			timer.Stop()
 			err := c.drain(pending) // waits for every write it started
@@ -542,10 +584,7 @@ func (c *File) finish(pending []*blockWrite, cause error) {
 	// Every write has returned and WritePackets queues nothing any more
 	// (the state is not running): the blocks' memory can go.
 	c.mu.Lock()
-	for _, release := range c.release {
-		release()
-	}
-	c.release = nil
+	c.releaseAll()
 	c.cur, c.full, c.free = nil, nil, nil
 	c.mu.Unlock()
 	err := c.f.Close()

@@ -44,6 +44,8 @@ type Options struct {
 	// system had no direct I/O: for comparison, and for a file system whose
 	// direct I/O misbehaves.
 	BufferedIO bool
+
+	trimInterval time.Duration // tests shorten it; zero means the default
 }
 
 func (o *Options) defaults() {
@@ -59,5 +61,8 @@ func (o *Options) defaults() {
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.trimInterval <= 0 {
+		o.trimInterval = trimInterval
 	}
 }
