@@ -79,15 +79,12 @@ func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
 // openProject opens a project, adopting what computes report they still
 // run for it (nil: nothing).
 func (s *Service) openProject(ctx context.Context, id string, running []Running) (Project, error) {
-	st, err := s.lookup(id)
+	st, err := s.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
-	st.mu.RLock()
-	p := st.p
-	st.mu.RUnlock()
+	p := st.project()
 	if p.Status == Opened {
 		return p, nil
 	}
@@ -211,11 +208,10 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 // nodes and captures (files stay valid) and forget it; the controller keeps
 // only what the project file holds. Closing a closed project does nothing.
 func (s *Service) CloseProject(ctx context.Context, id string) error {
-	st, err := s.lookup(id)
+	st, err := s.lockProject(id)
 	if err != nil {
 		return err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	p := st.p
@@ -292,15 +288,12 @@ func set[T any](dst *T, v *T) {
 // not rename the file (GNS3 does the same). A new path only creates that
 // directory; files do not move.
 func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate) (Project, error) {
-	st, err := s.lookup(id)
+	st, err := s.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
-	st.mu.RLock()
-	p := st.p
-	st.mu.RUnlock()
+	p := st.project()
 	next := p
 	if u.Name != nil {
 		if *u.Name == "" {

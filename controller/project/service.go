@@ -128,20 +128,18 @@ func (s *Service) opened(id string) (*state, error) {
 	return st, nil
 }
 
-// lockOpened returns the state of an opened project with st.ops held, for
-// a change; the caller unlocks it. The project is checked again once the
-// lock is taken: a close or a delete that held it first must not be undone
-// by a change that was waiting (a node created in a closed project would
-// open it on its compute again; a save after a delete would write the
-// project's file back).
-func (s *Service) lockOpened(id string) (*state, error) {
+// lockProject returns a project's state with st.ops held, for a change;
+// the caller unlocks it. The project is looked up again once the lock is
+// taken: a change that waited behind a delete must not act on the deleted
+// project (a save would write its file back).
+func (s *Service) lockProject(id string) (*state, error) {
 	for {
-		st, err := s.opened(id)
+		st, err := s.lookup(id)
 		if err != nil {
 			return nil, err
 		}
 		st.ops.Lock()
-		now, err := s.opened(id)
+		now, err := s.lookup(id)
 		if err == nil && now == st {
 			return st, nil
 		}
@@ -151,6 +149,29 @@ func (s *Service) lockOpened(id string) (*state, error) {
 		}
 		// Deleted and made again under the same id meanwhile: take the new one.
 	}
+}
+
+// lockOpened is lockProject for a change that needs the project opened. It
+// checks once the lock is taken: a close that held it first must not be
+// undone by a change that was waiting (a node started in a closed project
+// would open it on its compute again).
+func (s *Service) lockOpened(id string) (*state, error) {
+	st, err := s.lockProject(id)
+	if err != nil {
+		return nil, err
+	}
+	if st.project().Status != Opened {
+		st.ops.Unlock()
+		return nil, errNotOpened
+	}
+	return st, nil
+}
+
+// project returns a copy of the project's fields.
+func (st *state) project() Project {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.p
 }
 
 // Projects returns every project, in creation order.
@@ -173,9 +194,7 @@ func (s *Service) Project(id string) (Project, error) {
 	if err != nil {
 		return Project{}, err
 	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	return st.p, nil
+	return st.project(), nil
 }
 
 // ProjectCreate is a request to create a project.
@@ -287,11 +306,10 @@ func fileName(name string) string {
 // DeleteProject closes a project on its computes, removes its directory
 // (only if it is inside the projects directory) and forgets it.
 func (s *Service) DeleteProject(ctx context.Context, id string) error {
-	st, err := s.lookup(id)
+	st, err := s.lockProject(id)
 	if err != nil {
 		return err
 	}
-	st.ops.Lock()
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	p := st.p

@@ -538,6 +538,33 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 	}
 }
 
+func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
+	f := newFixture(t)
+	st, err := f.svc.lookup(f.project.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ops.Lock() // the test is the delete, as in the test above
+	updated := make(chan error, 1)
+	go func() {
+		name := "renamed"
+		_, err := f.svc.UpdateProject(context.Background(), f.project.ID, ProjectUpdate{Name: &name})
+		updated <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it reach the lock
+	f.svc.mu.Lock()
+	delete(f.svc.projects, f.project.ID)
+	f.svc.mu.Unlock()
+	f.store.Remove(&f.project)
+	st.ops.Unlock()
+	if err := <-updated; !errors.Is(err, ErrNotFound) {
+		t.Fatalf("UpdateProject after the delete: %v, want not found", err)
+	}
+	if _, err := f.store.Load(&f.project); err == nil {
+		t.Fatal("the deleted project's file was written back")
+	}
+}
+
 func TestConcurrentLinksCannotShareAPort(t *testing.T) {
 	// GNS3 checks "port used" before an awaited compute call and marks it
 	// after, so two requests at once can wire one port twice (7.6).
