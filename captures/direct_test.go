@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/google/gopacket/pcapgo"
 )
 
 // alignedDisk is the direct handle of a memDisk: like O_DIRECT on Linux, it
@@ -81,22 +79,9 @@ func lab(c *File, seed uint64, total int, pause bool) (sent int) {
 // order.
 func checkSequence(t *testing.T, file []byte, format string, n int) {
 	t.Helper()
-	var read func() ([]byte, error)
-	if format == FormatPcapng {
-		r, err := pcapgo.NewNgReader(bytes.NewReader(file), pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = func() ([]byte, error) { d, _, err := r.ReadPacketData(); return d, err }
-	} else {
-		r, err := pcapgo.NewReader(bytes.NewReader(file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = func() ([]byte, error) { d, _, err := r.ReadPacketData(); return d, err }
-	}
+	read := readerOf(t, format, file)
 	for i := 0; ; i++ {
-		data, err := read()
+		data, _, err := read()
 		if errors.Is(err, io.EOF) {
 			if i != n {
 				t.Fatalf("file holds %d frames, want %d", i, n)

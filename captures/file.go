@@ -186,23 +186,11 @@ func Create(dir *os.Root, name string, opts Options) (*File, error) {
 }
 
 func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
-	closeAll := func() {
-		f.Close()
-		if direct != nil {
-			direct.Close()
-		}
-	}
 	opts.defaults()
-	enc, err := newEncoder(opts)
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
 	c := &File{
 		path:     path,
 		f:        f,
 		direct:   direct,
-		enc:      enc,
 		now:      opts.Now,
 		interval: opts.FlushInterval,
 		trimEach: opts.trimInterval,
@@ -212,11 +200,17 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		stopped:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	enc, err := newEncoder(opts)
+	if err != nil {
+		c.closeFiles()
+		return nil, err
+	}
+	c.enc = enc
 	c.started = c.now()
 	c.cur = c.newBlockLocked()
 	c.cur.b = append(c.cur.b, enc.header...)
 	if _, err := c.flushTail(); err != nil {
-		closeAll()
+		c.closeFiles()
 		c.releaseAll()
 		return nil, fmt.Errorf("captures: write file header: %w", err)
 	}
@@ -392,9 +386,8 @@ func (c *File) writeLoop() {
 		}
 		select {
 		case <-oldest:
-			w := pending[0]
-			pending = pending[:copy(pending, pending[1:])]
-			if err := c.commitBlock(w); err != nil {
+			var err error
+			if pending, err = c.commitOldest(pending); err != nil {
 				c.finish(pending, err)
 				return
 			}
@@ -441,11 +434,14 @@ func (c *File) startBlockWrites(pending []*blockWrite) []*blockWrite {
 	return pending
 }
 
-// commitBlock takes the result of the oldest block write: the file now
-// holds every record up to the block's last whole one.
-func (c *File) commitBlock(w *blockWrite) error {
+// commitOldest takes the result of the oldest block write, which has
+// returned, and removes it from pending: the file now holds every record up
+// to the block's last whole one.
+func (c *File) commitOldest(pending []*blockWrite) ([]*blockWrite, error) {
+	w := pending[0]
+	pending = pending[:copy(pending, pending[1:])]
 	if w.err != nil {
-		return w.err
+		return pending, w.err
 	}
 	blk := w.blk
 	c.commit(blk.off+int64(blk.whole), blk.count)
@@ -453,7 +449,7 @@ func (c *File) commitBlock(w *blockWrite) error {
 	blk.b, blk.flushed, blk.whole, blk.count = blk.b[:0], 0, 0, [2]uint64{}
 	c.free = append(c.free, blk)
 	c.mu.Unlock()
-	return nil
+	return pending, nil
 }
 
 // commit publishes what the file holds and wakes followers.
@@ -531,10 +527,9 @@ func (c *File) drain(pending []*blockWrite) error {
 	for {
 		pending = c.startBlockWrites(pending)
 		if len(pending) > 0 {
-			w := pending[0]
-			<-w.done
-			pending = pending[:copy(pending, pending[1:])]
-			if err := c.commitBlock(w); err != nil {
+			<-pending[0].done
+			var err error
+			if pending, err = c.commitOldest(pending); err != nil {
 				c.wait(pending)
 				return err
 			}
@@ -587,16 +582,21 @@ func (c *File) finish(pending []*blockWrite, cause error) {
 	c.releaseAll()
 	c.cur, c.full, c.free = nil, nil, nil
 	c.mu.Unlock()
-	err := c.f.Close()
-	if c.direct != nil {
-		err = errors.Join(err, c.direct.Close())
-	}
-	if err != nil && cause == nil {
+	if err := c.closeFiles(); err != nil && cause == nil {
 		cause = fmt.Errorf("captures: close %s: %w", c.path, err)
 	}
 	c.endErr = cause
 	close(c.done)
 	c.updated.notify()
+}
+
+// closeFiles closes the file's handles.
+func (c *File) closeFiles() error {
+	err := c.f.Close()
+	if c.direct != nil {
+		err = errors.Join(err, c.direct.Close())
+	}
+	return err
 }
 
 // writeStats appends the pcapng interface statistics blocks.

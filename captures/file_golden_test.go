@@ -289,21 +289,9 @@ func checkConcurrentCapture(t *testing.T, c *File, file []byte, format string) {
 		n         int
 		wantTotal = concWriters * concPerWriter
 	)
-	if format == FormatPcapng {
-		opts := pcapgo.DefaultNgReaderOptions
-		opts.StatisticsCallback = func(id int, s pcapgo.NgInterfaceStatistics) { stats[id] = s }
-		r, err := pcapgo.NewNgReader(bytes.NewReader(file), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = r.ReadPacketData
-	} else {
-		r, err := pcapgo.NewReader(bytes.NewReader(file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = r.ReadPacketData
-	}
+	opts := pcapgo.DefaultNgReaderOptions
+	opts.StatisticsCallback = func(id int, s pcapgo.NgInterfaceStatistics) { stats[id] = s }
+	read = readerOf(t, format, file, opts)
 	for {
 		data, ci, err := read()
 		if errors.Is(err, io.EOF) {

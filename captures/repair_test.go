@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/google/gopacket/pcapgo"
 )
 
@@ -69,35 +70,37 @@ func TestRepairCutsAFileBackToItsLastWholeRecord(t *testing.T) {
 
 func countRecords(t *testing.T, format string, data []byte) int {
 	t.Helper()
-	n := 0
-	if format == "pcapng" {
-		r, err := pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			if _, _, err := r.ReadPacketData(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Fatalf("after %d records: %v", n, err)
-				}
-				return n
-			}
-			n++
-		}
-	}
-	r, err := pcapgo.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, _, err := r.ReadPacketData(); err != nil {
+	read := readerOf(t, format, data)
+	for n := 0; ; n++ {
+		if _, _, err := read(); err != nil {
 			if !errors.Is(err, io.EOF) {
 				t.Fatalf("after %d records: %v", n, err)
 			}
 			return n
 		}
-		n++
 	}
+}
+
+// readerOf returns the record reader of a capture in format (pcapgo's);
+// ngOpts, if given, configure a pcapng one.
+func readerOf(t *testing.T, format string, data []byte, ngOpts ...pcapgo.NgReaderOptions) func() ([]byte, gopacket.CaptureInfo, error) {
+	t.Helper()
+	if format == FormatPcapng {
+		opts := pcapgo.DefaultNgReaderOptions
+		if len(ngOpts) > 0 {
+			opts = ngOpts[0]
+		}
+		r, err := pcapgo.NewNgReader(bytes.NewReader(data), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ReadPacketData
+	}
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ReadPacketData
 }
 
 func TestRepairCutsAFileBackBeforeABlockThatNeverReachedTheDisk(t *testing.T) {
