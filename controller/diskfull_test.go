@@ -38,7 +38,7 @@ func TestACaptureThatFillsItsDiskEndsValidAndTheLinkSaysSo(t *testing.T) {
 	base := "/v2/projects/" + project.ProjectID
 	// Two clouds, each a UDP port facing a socket of the test: frames go in
 	// at one and come out of the other.
-	gen, sink := listenUDP(t), listenUDP(t)
+	gen, sink := testenv.LoopbackUDP(t), testenv.LoopbackUDP(t)
 	cloud := func(name string, peer *net.UDPConn) (string, int) {
 		lport := freeUDPPort(t)
 		var n nodeReply
@@ -121,19 +121,9 @@ send:
 	}
 }
 
-func listenUDP(t *testing.T) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
-	c := listenUDP(t)
+	c := testenv.LoopbackUDP(t)
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port
 }

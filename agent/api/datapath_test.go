@@ -196,12 +196,7 @@ type udpEnd struct {
 
 func newUDPEnd(t *testing.T) *udpEnd {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &udpEnd{t: t, conn: c}
+	return &udpEnd{t: t, conn: testenv.LoopbackUDP(t)}
 }
 
 func (u *udpEnd) port() int { return u.conn.LocalAddr().(*net.UDPAddr).Port }

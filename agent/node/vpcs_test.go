@@ -29,17 +29,6 @@ func findVPCS(t *testing.T) *VPCSProgram {
 	return p
 }
 
-// agentSocket is the UDP socket a VPCS sends its frames to.
-func agentSocket(t *testing.T) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func startVPCS(t *testing.T, cfg VPCSConfig) *VPCS {
 	t.Helper()
 	v, err := NewVPCS(cfg)
@@ -67,7 +56,7 @@ func TestFindVPCSReadsTheVersion(t *testing.T) {
 
 func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
 	prog := findVPCS(t)
-	agent := agentSocket(t)
+	agent := testenv.LoopbackUDP(t)
 	var stops atomic.Int32
 	v := startVPCS(t, VPCSConfig{
 		Program:  prog,
@@ -152,7 +141,7 @@ func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
 		Dir:     t.TempDir(),
-		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		Agent:   testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
 		Console: takenPort,
 	})
 	port, _ := v.Console()
@@ -172,7 +161,7 @@ func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
 		Dir:     t.TempDir(),
-		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		Agent:   testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
 		OnStop:  func() { stopped <- struct{}{} },
 	})
 	v.mu.Lock()
@@ -198,7 +187,7 @@ func TestStoppedVPCSLeavesNoProcessBehind(t *testing.T) {
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
 		Dir:     t.TempDir(),
-		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		Agent:   testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
 	})
 	v.mu.Lock()
 	pid := v.proc.cmd.Process.Pid
@@ -220,7 +209,7 @@ func TestVPCSConsoleIsOnlyOnItsHostAndCannotRunHostCommands(t *testing.T) {
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
 		Dir:     t.TempDir(),
-		Agent:   agentSocket(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		Agent:   testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
 	})
 	port, _ := v.Console()
 	if !listensOnlyOnLoopback(t, port) {
@@ -285,7 +274,7 @@ func TestNewVPCSRefusesANonIPv4Agent(t *testing.T) {
 }
 
 func TestFakeFollowsTheRunnerContract(t *testing.T) {
-	agent := agentSocket(t)
+	agent := testenv.LoopbackUDP(t)
 	stops := 0
 	f := NewFake(agent.LocalAddr().(*net.UDPAddr).AddrPort(), func() { stops++ })
 	var _ Runner = f

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -29,4 +30,16 @@ func SkipOrFail(t testing.TB, require, why string) {
 		t.Fatal(why)
 	}
 	t.Skip(why)
+}
+
+// LoopbackUDP returns a UDP socket on 127.0.0.1 at an ephemeral port, closed
+// when the test ends.
+func LoopbackUDP(t testing.TB) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
