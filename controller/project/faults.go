@@ -70,20 +70,13 @@ func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID 
 // applyReported updates a node from a compute's report and announces it.
 // st.ops must be held.
 func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
-	st.mu.Lock()
+	st.mu.RLock()
 	n, ok := st.nodes[nodeID]
+	st.mu.RUnlock()
 	if !ok || n.ComputeID != computeID {
-		st.mu.Unlock()
 		return
 	}
-	before := *n
-	n.applyRuntime(rt)
-	after := *n
-	st.mu.Unlock()
-	if after.Status != Started {
-		s.stopCapturesOf(ctx, st, nodeID)
-	}
-	if before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine) {
+	if before, after := s.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
 		s.emit(st, NodeUpdated, &after, nil)
 	}
 }

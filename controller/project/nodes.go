@@ -284,23 +284,36 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 		defer st.mu.RUnlock()
 		return *n, nil
 	}
-	st.mu.Lock()
-	before := *n
-	n.applyRuntime(rt)
-	after := *n
-	st.mu.Unlock()
-	if after.Status != Started {
-		s.stopCapturesOf(ctx, st, nodeID)
-	}
+	before, after := s.updateRuntime(ctx, st, n, rt)
 	if before.Console != after.Console {
 		if err := s.save(st); err != nil {
 			s.log.Error("save project", "project", projectID, "err", err)
 		}
 	}
-	if before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine) {
+	if shownChanged(before, after) {
 		s.emit(st, NodeUpdated, &after, nil)
 	}
 	return after, nil
+}
+
+// updateRuntime applies what a compute says of node n, and stops the
+// captures that depend on it if it no longer runs. st.ops must be held.
+func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
+	st.mu.Lock()
+	before = *n
+	n.applyRuntime(rt)
+	after = *n
+	st.mu.Unlock()
+	if after.Status != Started {
+		s.stopCapturesOf(ctx, st, n.ID)
+	}
+	return before, after
+}
+
+// shownChanged tells whether a runtime update changed what clients see of
+// a node, so that it is announced.
+func shownChanged(before, after Node) bool {
+	return before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine)
 }
 
 // suspendable node types: VPCS has no suspend in GNS3 either.
