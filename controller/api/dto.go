@@ -229,3 +229,13 @@ func rawOrObject(r json.RawMessage) json.RawMessage {
 	}
 	return r
 }
+
+// mapAll converts every element of xs with f. The result is never nil, so
+// an empty list is `[]` in JSON, as GNS3 answers, not `null`.
+func mapAll[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/controller/topology"
 )
 
 func (a *API) version(c *fiber.Ctx) error {
@@ -13,21 +14,11 @@ func (a *API) version(c *fiber.Ctx) error {
 }
 
 func (a *API) listComputes(c *fiber.Ctx) error {
-	list := a.computes.List()
-	out := make([]computeJSON, 0, len(list))
-	for _, cp := range list {
-		out = append(out, a.computeJSONOf(cp))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(a.computes.List(), a.computeJSONOf))
 }
 
 func (a *API) listProjects(c *fiber.Ctx) error {
-	list := a.projects.Projects()
-	out := make([]projectJSON, 0, len(list))
-	for _, p := range list {
-		out = append(out, projectFrom(p))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(a.projects.Projects(), projectFrom))
 }
 
 // projectCreateRequest is the body of POST /v2/projects.
@@ -109,13 +100,9 @@ func (a *API) listNodes(c *fiber.Ctx) error {
 		return err
 	}
 	if p.Status == project.Closed {
-		return c.JSON(storedNodes(list))
+		return c.JSON(mapAll(list, topology.NodeEntry)) // a closed project: the entries of its file, as GNS3 answers
 	}
-	out := make([]nodeJSON, 0, len(list))
-	for _, n := range list {
-		out = append(out, nodeFrom(n))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(list, nodeFrom))
 }
 
 // nodeCreateRequest is the body of POST .../nodes. Read-only members
@@ -203,13 +190,9 @@ func (a *API) listLinks(c *fiber.Ctx) error {
 		return err
 	}
 	if p.Status == project.Closed {
-		return c.JSON(storedLinks(list))
+		return c.JSON(mapAll(list, topology.LinkEntry)) // a closed project: the entries of its file
 	}
-	out := make([]linkJSON, 0, len(list))
-	for _, l := range list {
-		out = append(out, linkFrom(l))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(list, linkFrom))
 }
 
 // linkCreateRequest is the body of POST .../links. A link_id in it is

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
-	"github.com/labtap/labtap/controller/topology"
 )
 
 // basicAuth checks HTTP Basic credentials as GNS3 does: a failure is 401
@@ -272,11 +271,7 @@ func (a *API) nodeLinks(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]linkJSON, 0, len(list))
-	for _, l := range list {
-		out = append(out, linkFrom(l))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(list, linkFrom))
 }
 
 // templateJSON is a template as GNS3 lists it.
@@ -301,12 +296,7 @@ func templateFrom(t project.Template) templateJSON {
 }
 
 func (a *API) listTemplates(c *fiber.Ctx) error {
-	list := a.projects.Templates()
-	out := make([]templateJSON, 0, len(list))
-	for _, t := range list {
-		out = append(out, templateFrom(t))
-	}
-	return c.JSON(out)
+	return c.JSON(mapAll(a.projects.Templates(), templateFrom))
 }
 
 // getTemplate answers one template, with an ETag; a client that already
@@ -420,24 +410,6 @@ func (a *API) availableFilters(c *fiber.Ctx) error {
 		out = append(out, fj)
 	}
 	return c.JSON(out)
-}
-
-// storedNodes answers a closed project's node list as GNS3 does: the
-// entries of its file.
-func storedNodes(list []project.Node) []topology.Node {
-	out := make([]topology.Node, 0, len(list))
-	for _, n := range list {
-		out = append(out, topology.NodeEntry(n))
-	}
-	return out
-}
-
-func storedLinks(list []project.Link) []topology.Link {
-	out := make([]topology.Link, 0, len(list))
-	for _, l := range list {
-		out = append(out, topology.LinkEntry(l))
-	}
-	return out
 }
 
 func (a *API) openAPI(c *fiber.Ctx) error {
