@@ -86,12 +86,20 @@ const (
 
 // NewSwitch starts an Ethernet switch with the given ports.
 func NewSwitch(ports []SwitchPort) (*Switch, error) {
-	for i, p := range ports {
-		if p.VLAN < 1 || p.VLAN > 4094 {
-			return nil, fmt.Errorf("switch port %d: VLAN %d is out of range 1 to 4094", i, p.VLAN)
-		}
+	if err := checkVLANs(ports); err != nil {
+		return nil, err
 	}
 	return newSwitch(false, ports), nil
+}
+
+// checkVLANs refuses a port whose VLAN is out of 802.1Q's range.
+func checkVLANs(ports []SwitchPort) error {
+	for i, p := range ports {
+		if p.VLAN < 1 || p.VLAN > 4094 {
+			return fmt.Errorf("switch port %d: VLAN %d is out of range 1 to 4094", i, p.VLAN)
+		}
+	}
+	return nil
 }
 
 // NewHub starts an Ethernet hub with n ports.
@@ -133,10 +141,8 @@ func (s *Switch) Reconfigure(ports []SwitchPort) error {
 	if len(ports) != len(s.ports) {
 		return errors.New("a switch keeps its number of ports")
 	}
-	for i, p := range ports {
-		if p.VLAN < 1 || p.VLAN > 4094 {
-			return fmt.Errorf("switch port %d: VLAN %d is out of range 1 to 4094", i, p.VLAN)
-		}
+	if err := checkVLANs(ports); err != nil {
+		return err
 	}
 	for i, p := range ports {
 		s.ports[i].cfg.Store(&p)
