@@ -2,7 +2,6 @@ package project
 
 import (
 	"context"
-	"slices"
 )
 
 // Running is what one compute reports it still runs for a project, for a
@@ -84,16 +83,9 @@ func adoptedCapture(l *Link, nodes []*Node, running []Running) (Capture, bool) {
 			if rl.ID != l.ID || rl.Capture == nil {
 				continue
 			}
-			side := slices.IndexFunc(nodes, func(n *Node) bool { return n.ComputeID == r.ComputeID })
-			if side < 0 {
-				continue
+			if c, ok := capturedOn(nodes, l.Tunnel != nil, r.ComputeID, rl.Capture.FilePath); ok {
+				return c, true
 			}
-			if l.Tunnel == nil { // one compute, one relay: the side GNS3 would pick
-				if cs := captureSide(nodes); cs >= 0 {
-					side = cs
-				}
-			}
-			return Capture{Active: true, FileName: baseName(rl.Capture.FilePath), FilePath: rl.Capture.FilePath, ComputeID: r.ComputeID, Side: side}, true
 		}
 	}
 	return Capture{}, false

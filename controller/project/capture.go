@@ -173,8 +173,7 @@ func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID strin
 		}
 	}
 	st.mu.Lock()
-	l.Capture.Active = false
-	l.Capture.ComputeID = ""
+	l.Capture.end()
 	out := *l
 	st.mu.Unlock()
 	s.emit(st, LinkUpdated, nil, &out)

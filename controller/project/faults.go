@@ -26,7 +26,7 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 		st.mu.Unlock()
 		return
 	}
-	l.Capture.Active, l.Capture.ComputeID = false, ""
+	l.Capture.end()
 	out := *l
 	st.mu.Unlock()
 	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", reason)
@@ -98,7 +98,7 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 		for _, id := range st.linkOrder {
 			l := st.links[id]
 			if l.Capture.Active && l.Capture.ComputeID == computeID {
-				l.Capture.Active, l.Capture.ComputeID = false, ""
+				l.Capture.end()
 				ended = append(ended, *l)
 			}
 		}
@@ -226,13 +226,12 @@ func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []
 		}
 		return
 	}
-	side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
-	if l.Tunnel == nil {
-		if cs := captureSide(ends); cs >= 0 {
-			side = cs
-		}
+	taken, ok := capturedOn(ends, l.Tunnel != nil, computeID, c.FilePath)
+	if !ok { // no end of the link is on that compute any more
+		st.mu.Unlock()
+		return
 	}
-	l.Capture = Capture{Active: true, FileName: baseName(c.FilePath), FilePath: c.FilePath, ComputeID: computeID, Side: side}
+	l.Capture = taken
 	out := *l
 	st.mu.Unlock()
 	s.log.Info("capture taken back from a compute that was cut off", "project", l.ProjectID, "link", l.ID, "compute", computeID)

@@ -528,7 +528,7 @@ func (s *Service) emitLinkGone(st *state, old Link) {
 	if old.Capture.Active {
 		// Its capture ended with the link: say so first, so a client never
 		// believes a deleted link was still capturing.
-		old.Capture.Active, old.Capture.ComputeID = false, ""
+		old.Capture.end()
 		stopped := old
 		s.emit(st, LinkUpdated, nil, &stopped)
 	}

@@ -12,6 +12,7 @@ package project
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Project statuses.
@@ -145,6 +146,26 @@ type Capture struct {
 	FileName, FilePath, ComputeID string
 	// Side is the index of the endpoint whose node the capture depends on.
 	Side int
+}
+
+// end marks the capture stopped; its file's name and path stay.
+func (c *Capture) end() { c.Active, c.ComputeID = false, "" }
+
+// capturedOn is the capture compute computeID writes at path on a link
+// between nodes, with the side it depends on; ok is false when no end of
+// the link is on that compute. A link within one compute (not tunneled)
+// depends on the side GNS3 would pick.
+func capturedOn(nodes []*Node, tunneled bool, computeID, path string) (c Capture, ok bool) {
+	side := slices.IndexFunc(nodes, func(n *Node) bool { return n.ComputeID == computeID })
+	if side < 0 {
+		return Capture{}, false
+	}
+	if !tunneled {
+		if cs := captureSide(nodes); cs >= 0 {
+			side = cs
+		}
+	}
+	return Capture{Active: true, FileName: baseName(path), FilePath: path, ComputeID: computeID, Side: side}, true
 }
 
 // Default node settings (api-v2.md 2.4).
