@@ -18,8 +18,9 @@ import (
 // Defaults of a File's queue.
 const (
 	// DefaultQueueBytes bounds the records a File holds in memory while the
-	// disk catches up: 64 MiB is 0.15 s of full-size frames at the fastest
-	// rate a relay reaches here, and several seconds of usual lab traffic.
+	// disk catches up: 64 MiB is about 0.1 s of full-size frames at the
+	// fastest rate a relay reaches here (720 MB/s of records), and several
+	// seconds of usual lab traffic.
 	DefaultQueueBytes = 64 << 20
 	// DefaultFlushInterval is how long a record may wait before it is
 	// written out for live readers: short enough to look instant in
@@ -32,9 +33,9 @@ const (
 // straddle two blocks), so block k holds bytes [k·blockSize, (k+1)·blockSize)
 // of the file and a full block is written in one piece at its place.
 //
-// 2 MiB: one huge page (see allocBlock), and 2.5 ms of full-size frames at
-// the fastest rate a relay reaches here, so a busy link writes a few hundred
-// times a second.
+// 2 MiB: one huge page (see allocBlock), and about 3 ms of full-size frames
+// at the fastest rate a relay reaches here, so a busy link writes a few
+// hundred times a second.
 const blockSize = 2 << 20
 
 // directAlign is what direct writes are aligned to: file offset, length and
@@ -45,9 +46,9 @@ const directAlign = 4096
 // it allocate, once no block fills any more.
 const trimInterval = time.Second
 
-// maxInflight bounds the block writes under way at once. Writes complete
-// in about 2 ms here, but now and then one takes a few hundred: the others
-// go on meanwhile, and are taken in file order once it completes.
+// maxInflight bounds the block writes under way at once. Writes took 1.5–2
+// ms on average here, but one in thousands took up to 260 ms: the others go
+// on meanwhile, and are taken in file order once it completes.
 const maxInflight = 8
 
 // File is a capture being written to a file on disk. Frames go in through
