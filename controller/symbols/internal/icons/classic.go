@@ -103,31 +103,17 @@ func nat() []byte {
 	return c.bytes()
 }
 
-func ethernetSwitch() []byte {
-	c := newCanvas(74, 42)
-	f := slab(c, 1, 1, 56, 19, 16, 21, blue, switchGlyph)
-	ports(c, f.x+5, f.y+12, 46, 8, "#0e2a4d")
-	return c.bytes()
-}
+func ethernetSwitch() []byte   { return switchBox(blue, switchGlyph, 8, "#0e2a4d") }
+func hub() []byte              { return switchBox(teal, hubGlyph, 6, "#0a3530") }
+func atmSwitch() []byte        { return switchBox(violet, atmGlyph, 4, "#22154a") }
+func frameRelaySwitch() []byte { return switchBox(green, boltGlyph, 4, "#0f3a1d") }
 
-func hub() []byte {
+// switchBox draws the flat box the switch family shares: its tones and
+// glyph on top, n ports in portInk along its front.
+func switchBox(k tones, g glyph, n int, portInk string) []byte {
 	c := newCanvas(74, 42)
-	f := slab(c, 1, 1, 56, 19, 16, 21, teal, hubGlyph)
-	ports(c, f.x+5, f.y+12, 46, 6, "#0a3530")
-	return c.bytes()
-}
-
-func atmSwitch() []byte {
-	c := newCanvas(74, 42)
-	f := slab(c, 1, 1, 56, 19, 16, 21, violet, atmGlyph)
-	ports(c, f.x+5, f.y+12, 46, 4, "#22154a")
-	return c.bytes()
-}
-
-func frameRelaySwitch() []byte {
-	c := newCanvas(74, 42)
-	f := slab(c, 1, 1, 56, 19, 16, 21, green, boltGlyph)
-	ports(c, f.x+5, f.y+12, 46, 4, "#0f3a1d")
+	f := slab(c, 1, 1, 56, 19, 16, 21, k, g)
+	ports(c, f.x+5, f.y+12, 46, n, portInk)
 	return c.bytes()
 }
 
