@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,7 @@ type alignedDisk struct {
 	mu      sync.Mutex
 	writes  int
 	bytes   int64
+	sizes   []int // of the vectored writes
 	misfits []string
 }
 
@@ -40,8 +42,39 @@ func (d *alignedDisk) WriteAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	d.writes++
 	d.bytes += int64(n)
+	d.sizes = append(d.sizes, len(p))
 	d.mu.Unlock()
 	return n, err
+}
+
+// WriteVecAt is pwritev(2) on a direct handle: every buffer must be
+// aligned, and the call is counted once, with its size.
+func (d *alignedDisk) WriteVecAt(bufs [][]byte, off int64) (int, error) {
+	total := 0
+	for _, b := range bufs {
+		addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		if off%directAlign != 0 || len(b)%directAlign != 0 || addr%directAlign != 0 {
+			d.mu.Lock()
+			d.misfits = append(d.misfits, fmt.Sprintf("%d bytes at %d from %#x, in a vector", len(b), off, addr))
+			d.mu.Unlock()
+			return 0, syscall.EINVAL
+		}
+		total += len(b)
+	}
+	n := 0
+	for _, b := range bufs {
+		k, err := d.memDisk.WriteAt(b, off+int64(n))
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	d.mu.Lock()
+	d.writes++
+	d.bytes += int64(n)
+	d.sizes = append(d.sizes, total)
+	d.mu.Unlock()
+	return n, nil
 }
 
 func (d *alignedDisk) Close() error { return nil }
@@ -144,6 +177,144 @@ func TestDirectWritesAreAlignedAndWriteWhatBufferedWritesWrite(t *testing.T) {
 			}
 			checkSequence(t, file, format, sent)
 		})
+	}
+}
+
+func TestABusyCaptureWritesItsFullBlocksInRunsOfOneSystemCall(t *testing.T) {
+	disk := &memDisk{room: -1}
+	direct := &alignedDisk{memDisk: disk}
+	// No due time comes before Close: only whole runs are written while
+	// the frames come.
+	c, err := newFile("/nowhere/runs", disk, direct, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := lab(c, 5, 60000, false) // about 26 blocks
+	c.Close()
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(direct.misfits) > 0 {
+		t.Fatalf("%d direct writes not aligned, first: %s", len(direct.misfits), direct.misfits[0])
+	}
+	file := disk.bytes()
+	checkSequence(t, file, FormatPcap, frames)
+	blocks := len(file) / blockSize
+	if blocks < 2*maxRun {
+		t.Fatalf("the capture filled %d blocks, too few to tell", blocks)
+	}
+	// Close writes what is left in runs of up to maxRun and then the
+	// aligned part of the block being filled: at most two writes that are
+	// not whole runs. (Runs written at once may end in any order.)
+	runs := 0
+	for _, n := range direct.sizes {
+		if n == maxRun*blockSize {
+			runs++
+		}
+	}
+	if len(direct.sizes)-runs > 2 {
+		t.Fatalf("%d of %d direct writes are not runs of %d blocks (sizes %v)", len(direct.sizes)-runs, len(direct.sizes), maxRun, direct.sizes)
+	}
+	if runs < blocks/maxRun-1 {
+		t.Fatalf("%d runs of %d blocks for %d blocks (sizes %v)", runs, maxRun, blocks, direct.sizes)
+	}
+}
+
+// nullDisk takes every write and keeps nothing: it counts the calls.
+type nullDisk struct{ calls atomic.Int64 }
+
+func (d *nullDisk) WriteAt(p []byte, _ int64) (int, error) { d.calls.Add(1); return len(p), nil }
+func (d *nullDisk) Truncate(int64) error                   { return nil }
+func (d *nullDisk) Close() error                           { return nil }
+
+// nullVecDisk is a nullDisk that also takes vectored writes, as a direct
+// handle does.
+type nullVecDisk struct{ nullDisk }
+
+func (d *nullVecDisk) WriteVecAt(bufs [][]byte, _ int64) (n int, _ error) {
+	d.calls.Add(1)
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n, nil
+}
+
+func TestABusyCaptureDoesNotFlushTheBlockBeingFilledInPieces(t *testing.T) {
+	plain, direct := &nullDisk{}, &nullVecDisk{}
+	const interval = 20 * time.Millisecond
+	c, err := newFile("/nowhere/busy", plain, direct, Options{FlushInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About two blocks per interval, for 20 intervals: every due time
+	// finds full blocks to write, so the block being filled waits for the
+	// next one, by which time it is full too.
+	batch := make([][]byte, 140)
+	for i := range batch {
+		batch[i] = make([]byte, 1500)
+	}
+	start := time.Now()
+	for time.Since(start) < 20*interval {
+		c.WritePackets(AtoB, batch)
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	frames, size, dropped := c.Stats()
+	if dropped != 0 || size < 8*blockSize {
+		t.Fatalf("Stats: %d frames, %d bytes, %d dropped: the test did not fill blocks fast enough", frames, size, dropped)
+	}
+	// The page cache takes the file header, the end at Close, and a flush
+	// only when an interval passed without a block to write (a pause of
+	// the test's goroutine may cause a few). Flushing the block being
+	// filled at every due time would take about 20.
+	if n := plain.calls.Load(); n > 6 {
+		t.Fatalf("%d writes through the page cache for %d bytes in %d direct writes", n, size, direct.calls.Load())
+	}
+}
+
+// shortWriter takes at most max bytes per vectored write.
+type shortWriter struct {
+	memDisk
+	max   int
+	calls int
+}
+
+func (w *shortWriter) WriteVecAt(bufs [][]byte, off int64) (int, error) {
+	w.calls++
+	n := 0
+	for _, b := range bufs {
+		b = b[:min(len(b), w.max-n)]
+		k, err := w.WriteAt(b, off+int64(n))
+		n += k
+		if err != nil || n == w.max {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func TestWriteVecFinishesShortWrites(t *testing.T) {
+	var bufs [][]byte
+	var want []byte
+	for i, n := range []int{5, 1, 7, 3} {
+		b := bytes.Repeat([]byte{byte('a' + i)}, n)
+		bufs = append(bufs, b)
+		want = append(want, b...)
+	}
+	for max := 1; max <= len(want); max++ {
+		w := &shortWriter{memDisk: memDisk{room: -1}, max: max}
+		if err := writeVec(w, slices.Clone(bufs), 3); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.bytes(); !bytes.Equal(got[3:], want) {
+			t.Fatalf("max %d: wrote %q, want %q", max, got[3:], want)
+		}
+		if wantCalls := (len(want) + max - 1) / max; w.calls != wantCalls {
+			t.Fatalf("max %d: %d calls, want %d", max, w.calls, wantCalls)
+		}
 	}
 }
 

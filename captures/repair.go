@@ -42,9 +42,9 @@ func Repair(dir *os.Root, name string) (cut int64, err error) {
 // wholeLength returns the length of the longest prefix of a capture made of
 // its header and whole records.
 //
-// A File writes up to maxInflight blocks at once, and they may reach the
-// disk in any order: a writer killed at the wrong moment leaves a block
-// never written, a hole that reads as zeros, with records after it. So a
+// A File writes up to maxInflight runs of blocks at once, and they may
+// reach the disk in any order: a writer killed at the wrong moment leaves a
+// block never written, a hole that reads as zeros, with records after it. So a
 // record must also look sound (a pcap record header is never all zeros and
 // never claims more bytes than the snapshot length or the frame; a pcapng
 // block ends with its own length), and where the walk finds one that does

@@ -35,9 +35,9 @@ type Options struct {
 	Now func() time.Time
 
 	// For a File only: QueueBytes bounds the records waiting for the disk
-	// (zero means DefaultQueueBytes), and FlushInterval is how long a record
-	// may wait before it is written out for readers to see (zero means
-	// DefaultFlushInterval).
+	// (zero means DefaultQueueBytes), and FlushInterval is how often the
+	// records queued are written out for readers to see: a record waits at
+	// most twice that (zero means DefaultFlushInterval).
 	QueueBytes    int
 	FlushInterval time.Duration
 	// BufferedIO writes everything through the page cache, as if the file
