@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestUDPPortSendsBatchesAsSeparateDatagramsInOrder(t *testing.T) {
@@ -58,6 +60,45 @@ func TestUDPPortSendsBatchesAsSeparateDatagramsInOrder(t *testing.T) {
 			}
 			if st.RecvBuffer < DefaultBufferBytes || st.SendBuffer < DefaultBufferBytes {
 				t.Logf("the kernel granted smaller socket buffers than asked: %+v", st)
+			}
+		})
+	}
+}
+
+// A path that cannot take GSO (a kernel without it, a route whose MTU is
+// below the frames, a device without checksum offload) refuses the first
+// run: the port sends that run frame by frame, loses nothing, and stops
+// using GSO. A socket that must not checksum its datagrams (SO_NO_CHECK)
+// makes the kernel refuse every GSO send with EINVAL, as such a path does.
+func TestUDPPortSendsARunTheKernelRefusesFrameByFrameAndStopsUsingGSO(t *testing.T) {
+	for _, connect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("connected=%v", connect), func(t *testing.T) {
+			em := newEmulator(t)
+			p, err := ListenUDP(UDPConfig{Local: loopback0, Peer: em.addr(), Connect: connect})
+			if err != nil {
+				t.Fatal(err)
+			}
+			serve(t, p)
+			var serr error
+			if err := p.rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+			}); err != nil || serr != nil {
+				t.Fatalf("SO_NO_CHECK: %v %v", err, serr)
+			}
+			first, second := seqFrames(0, 20, 1000), seqFrames(20, 20, 1000)
+			for _, batch := range [][][]byte{first, second} {
+				if sent := p.Send(batch); sent != len(batch) {
+					t.Fatalf("Send = %d, want %d", sent, len(batch))
+				}
+			}
+			for i := range 40 {
+				if f := em.recv(2 * time.Second); f == nil || seqOf(f) != i || len(f) != 1000 {
+					t.Fatalf("datagram %d: %d bytes, frame %d", i, len(f), seqOf(f))
+				}
+			}
+			st := p.Stats()
+			if st.TxFrames != 40 || st.TxErrors != 0 || st.GSOSends != 0 || st.GSO {
+				t.Fatalf("stats %+v, want 40 frames sent without GSO and GSO given up", st)
 			}
 		})
 	}
