@@ -220,6 +220,73 @@ func TestABusyCaptureWritesItsFullBlocksInRunsOfOneSystemCall(t *testing.T) {
 	}
 }
 
+// WritePackets wakes the writer for a run of blocks, not for one block. A
+// block that fills while a due time ends, after its writes were started
+// and before it checks for more, must still be written at once, not left
+// until a run of them builds up or Close.
+func TestABlockThatFillsAsADueTimeEndsIsWrittenAtOnce(t *testing.T) {
+	disk := &memDisk{room: -1}
+	reached, filled := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c, err := newFile("/nowhere/late", disk, nil, Options{
+		FlushInterval: 5 * time.Millisecond,
+		trimInterval:  time.Hour, // the trim's tick must not be what wakes the writer
+		hooks: hooks{due: func() {
+			once.Do(func() {
+				reached <- struct{}{}
+				<-filled
+			})
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := make([]byte, 1500)
+	c.WritePacket(AtoB, frame) // arms the writer's timer
+	<-reached
+	batch := make([][]byte, blockSize/len(frame)+1) // fills the block, and one record goes on
+	for i := range batch {
+		batch[i] = frame
+	}
+	c.WritePackets(AtoB, batch)
+	close(filled)
+	want := uint64(1 + len(batch))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		frames, _, _ := c.Stats()
+		if frames == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records in the file after 5 s, with a flush every 5 ms", frames, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A queue of fewer blocks than a run writes its blocks before they are
+// due, once half of it is full: waiting for a whole run it cannot hold
+// would drop frames until the next due time.
+func TestASmallQueueWritesItsBlocksWithoutWaitingForARun(t *testing.T) {
+	disk := &memDisk{room: -1}
+	c, err := newFile("/nowhere/small", disk, nil, Options{QueueBytes: 4 * blockSize, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := make([]byte, 1500)
+	batch := make([][]byte, 3*blockSize/len(frame)) // three blocks: two full, one being filled
+	for i := range batch {
+		batch[i] = frame
+	}
+	c.WritePackets(AtoB, batch)
+	waitFor(t, func() bool { frames, _, _ := c.Stats(); return frames > 0 })
+	if _, _, dropped := c.Stats(); dropped != 0 {
+		t.Fatalf("%d dropped", dropped)
+	}
+}
+
 // nullDisk takes every write and keeps nothing: it counts the calls.
 type nullDisk struct{ calls atomic.Int64 }
 

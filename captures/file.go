@@ -24,7 +24,7 @@ const (
 	// seconds of usual lab traffic.
 	DefaultQueueBytes = 64 << 20
 	// DefaultFlushInterval is how often records queued are written out
-	// for live readers (a record waits at most twice that): short enough
+	// for live readers (a record waits twice that at most): short enough
 	// to look instant in Wireshark, long enough that a busy link writes
 	// megabytes per system call.
 	DefaultFlushInterval = 10 * time.Millisecond
@@ -73,8 +73,9 @@ const maxInflight = 8
 // frames, formats their records into an in-memory queue and returns, so a
 // capture costs the forwarding path one copy of each frame. A writer
 // goroutine writes the queue out every FlushInterval (full blocks in as few
-// system calls as it can, see writeLoop), so a record is in the file at
-// most twice FlushInterval after it was queued, and then tells followers. When the disk cannot keep up and the queue
+// system calls as it can, see writeLoop), so a record is in the file twice
+// FlushInterval after it was queued, plus the time the disk takes, and then
+// the writer tells followers. When the disk cannot keep up and the queue
 // (QueueBytes) is full, frames are dropped, never waited for: a capture
 // never slows the lab. Every dropped frame is counted (Stats, and in a
 // pcapng file the interface statistics written at the end), so a capture
@@ -103,6 +104,7 @@ type File struct {
 	now      func() time.Time
 	interval time.Duration
 	trimEach time.Duration
+	hooks    hooks
 	started  time.Time
 
 	mu      sync.Mutex        // guards the queue and the fields below
@@ -113,6 +115,7 @@ type File struct {
 	blocks  map[*block]func() // every block allocated, and how to give its memory back
 	used    bool              // a block filled since the last trim
 	max     int
+	runAt   int // full blocks that are written before they are due: maxRun, or half a small queue
 	state   int // running, closing or failed
 	last    time.Time
 	queued  [2]uint64 // records ever queued, per direction
@@ -124,7 +127,7 @@ type File struct {
 
 	noDirect atomic.Bool // a direct write was refused (EINVAL): write everything through the page cache
 
-	kick    chan struct{} // capacity 1: a block filled, or records wait for a flush
+	kick    chan struct{} // capacity 1: the queue got its first unwritten records, or a run is ready
 	stop    chan struct{} // closed by Close
 	stopped chan struct{} // closed when the writer goroutine has returned
 
@@ -205,6 +208,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		interval: opts.FlushInterval,
 		trimEach: opts.trimInterval,
 		max:      max(2, opts.QueueBytes/blockSize),
+		hooks:    opts.hooks,
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -216,6 +220,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		return nil, err
 	}
 	c.enc = enc
+	c.runAt = min(maxRun, max(1, c.max/2)) // a queue of few blocks must not wait for a whole run
 	c.started = c.now()
 	c.cur = c.newBlockLocked()
 	c.cur.b = append(c.cur.b, enc.header...)
@@ -340,7 +345,7 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) {
 		c.full = append(c.full, cur)
 		c.cur, cur = next, next
 		c.used = true
-		wake = wake || len(c.full) >= maxRun
+		wake = wake || len(c.full) >= c.runAt
 	}
 	c.mu.Unlock()
 	if dropped > 0 {
@@ -371,8 +376,9 @@ type blockWrite struct {
 // the full blocks in runs of up to maxRun, several runs at once, and then,
 // if there was no full block to write, what there is of the block being
 // filled (a flush must never write a block that a block write is writing).
-// Between two due times it writes only whole runs of maxRun blocks. After
-// Close, it writes everything queued and returns.
+// Between two due times it writes only whole runs of runAt blocks (maxRun,
+// or half a queue of fewer blocks). After Close, it writes everything
+// queued and returns.
 //
 // A direct write costs about the same CPU time whatever its size, up to
 // megabytes: writing full blocks as soon as each filled, and flushing the
@@ -380,9 +386,10 @@ type blockWrite struct {
 // block, and the page cache's piece of the block had to be dropped again
 // when the direct write covered it. Now a busy link writes every
 // FlushInterval whatever filled meanwhile, in one call, and a record waits
-// at most twice FlushInterval: a due time that writes full blocks leaves
-// the block being filled to the next one, by which time that block has
-// filled and is written whole, or no block filled and it is flushed.
+// twice FlushInterval at most, plus the disk's time: a due time that writes
+// full blocks leaves the block being filled to the next one, by which time
+// that block has filled and is written whole, or no block filled and it is
+// flushed.
 func (c *File) writeLoop() {
 	defer close(c.stopped)
 	var pending []*blockWrite // oldest first: they are committed in file order
@@ -397,11 +404,24 @@ func (c *File) writeLoop() {
 		var started bool
 		pending, started = c.startBlockWrites(pending, due)
 		wroteBlocks = wroteBlocks || (due && started)
-		if due && len(pending) == 0 && !c.hasFull() {
+		if due && c.hooks.due != nil {
+			c.hooks.due()
+		}
+		if due && len(pending) == 0 {
+			// Every full block is on disk, unless one filled just now:
+			// WritePackets does not wake the writer for a single block, so
+			// go round and write it first.
+			if c.hasFull() {
+				continue
+			}
 			if !wroteBlocks {
-				if _, err := c.flushTail(); err != nil {
+				flushed, err := c.flushTail()
+				if err != nil {
 					c.finish(nil, err)
 					return
+				}
+				if !flushed {
+					continue // the same, found by flushTail
 				}
 			}
 			due, wroteBlocks = false, false
@@ -460,7 +480,7 @@ func (c *File) startBlockWrites(pending []*blockWrite, all bool) ([]*blockWrite,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	started := false
-	for len(pending) < maxInflight && len(c.full) > 0 && (all || len(c.full) >= maxRun) {
+	for len(pending) < maxInflight && len(c.full) > 0 && (all || len(c.full) >= c.runAt) {
 		n := min(len(c.full), maxRun)
 		blks := slices.Clone(c.full[:n])
 		c.full = c.full[:copy(c.full, c.full[n:])]

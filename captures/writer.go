@@ -36,8 +36,9 @@ type Options struct {
 
 	// For a File only: QueueBytes bounds the records waiting for the disk
 	// (zero means DefaultQueueBytes), and FlushInterval is how often the
-	// records queued are written out for readers to see: a record waits at
-	// most twice that (zero means DefaultFlushInterval).
+	// records queued are written out for readers to see: a record waits
+	// twice that at most, plus the time the disk takes (zero means
+	// DefaultFlushInterval).
 	QueueBytes    int
 	FlushInterval time.Duration
 	// BufferedIO writes everything through the page cache, as if the file
@@ -46,6 +47,12 @@ type Options struct {
 	BufferedIO bool
 
 	trimInterval time.Duration // tests shorten it; zero means the default
+	hooks        hooks         // tests open race windows with them
+}
+
+// hooks are called by a File's writer at points where tests need to act.
+type hooks struct {
+	due func() // after the writes a due time starts, before it checks for more
 }
 
 func (o *Options) defaults() {
