@@ -26,47 +26,37 @@ type alignedDisk struct {
 	mu      sync.Mutex
 	writes  int
 	bytes   int64
-	sizes   []int // of the vectored writes
+	sizes   []int // of each write
 	misfits []string
 }
 
 func (d *alignedDisk) WriteAt(p []byte, off int64) (int, error) {
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
-	if off%directAlign != 0 || len(p)%directAlign != 0 || addr%directAlign != 0 {
-		d.mu.Lock()
-		d.misfits = append(d.misfits, fmt.Sprintf("%d bytes at %d from %#x", len(p), off, addr))
-		d.mu.Unlock()
-		return 0, syscall.EINVAL
-	}
-	n, err := d.memDisk.WriteAt(p, off)
-	d.mu.Lock()
-	d.writes++
-	d.bytes += int64(n)
-	d.sizes = append(d.sizes, len(p))
-	d.mu.Unlock()
-	return n, err
+	return d.WriteVecAt([][]byte{p}, off)
 }
 
-// WriteVecAt is pwritev(2) on a direct handle: every buffer must be
-// aligned, and the call is counted once, with its size.
+// WriteVecAt is pwritev(2) on a direct handle (WriteAt is pwrite, one
+// buffer): every buffer must be aligned, and the call is counted once, with
+// its size.
 func (d *alignedDisk) WriteVecAt(bufs [][]byte, off int64) (int, error) {
 	total := 0
 	for _, b := range bufs {
 		addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 		if off%directAlign != 0 || len(b)%directAlign != 0 || addr%directAlign != 0 {
 			d.mu.Lock()
-			d.misfits = append(d.misfits, fmt.Sprintf("%d bytes at %d from %#x, in a vector", len(b), off, addr))
+			d.misfits = append(d.misfits, fmt.Sprintf("%d bytes at %d from %#x", len(b), off, addr))
 			d.mu.Unlock()
 			return 0, syscall.EINVAL
 		}
 		total += len(b)
 	}
 	n := 0
+	var err error
 	for _, b := range bufs {
-		k, err := d.memDisk.WriteAt(b, off+int64(n))
+		var k int
+		k, err = d.memDisk.WriteAt(b, off+int64(n))
 		n += k
 		if err != nil {
-			return n, err
+			break
 		}
 	}
 	d.mu.Lock()
@@ -74,7 +64,7 @@ func (d *alignedDisk) WriteVecAt(bufs [][]byte, off int64) (int, error) {
 	d.bytes += int64(n)
 	d.sizes = append(d.sizes, total)
 	d.mu.Unlock()
-	return n, nil
+	return n, err
 }
 
 func (d *alignedDisk) Close() error { return nil }

@@ -401,9 +401,9 @@ func (c *File) writeLoop() {
 	// due time found full blocks to write.
 	armed, due, wroteBlocks := false, false, false
 	for {
-		var started bool
-		pending, started = c.startBlockWrites(pending, due)
-		wroteBlocks = wroteBlocks || (due && started)
+		before := len(pending)
+		pending = c.startBlockWrites(pending, due)
+		wroteBlocks = wroteBlocks || (due && len(pending) > before)
 		if due && c.hooks.due != nil {
 			c.hooks.due()
 		}
@@ -474,12 +474,11 @@ func (c *File) hasUnwritten() bool {
 
 // startBlockWrites starts writing full blocks, oldest first, in runs of up
 // to maxRun, while fewer than maxInflight writes are under way: every full
-// block when all is true, else only whole runs of maxRun. It returns
-// pending with the writes it started added, and whether it started any.
-func (c *File) startBlockWrites(pending []*blockWrite, all bool) ([]*blockWrite, bool) {
+// block when all is true, else only whole runs of runAt. It returns
+// pending with the writes it started added.
+func (c *File) startBlockWrites(pending []*blockWrite, all bool) []*blockWrite {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	started := false
 	for len(pending) < maxInflight && len(c.full) > 0 && (all || len(c.full) >= c.runAt) {
 		n := min(len(c.full), maxRun)
 		blks := slices.Clone(c.full[:n])
@@ -495,9 +494,8 @@ func (c *File) startBlockWrites(pending []*blockWrite, all bool) ([]*blockWrite,
 			w.err = c.writeRange(data, off, from)
 		}()
 		pending = append(pending, w)
-		started = true
 	}
-	return pending, started
+	return pending
 }
 
 // commitOldest takes the result of the oldest block write, which has
@@ -654,7 +652,7 @@ func writeAt(h fileHandle, p []byte, off int64) error {
 // more. It returns the first error.
 func (c *File) drain(pending []*blockWrite) error {
 	for {
-		pending, _ = c.startBlockWrites(pending, true)
+		pending = c.startBlockWrites(pending, true)
 		if len(pending) > 0 {
 			<-pending[0].done
 			var err error
