@@ -7,7 +7,7 @@
 //
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
-//	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false]
+//	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
@@ -64,6 +64,7 @@ func run(args []string) error {
 		"take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements")
 	directIO := fs.Bool("capture-direct-io", envOr("LABTAP_CAPTURE_DIRECT_IO", "true") != "false",
 		"write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache")
+	qemuAccel := fs.String("qemu-accel", envOr("LABTAP_QEMU_ACCEL", "auto"), "accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
 		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
@@ -122,6 +123,7 @@ func run(args []string) error {
 			NoUDPGRO:         !*udpGRO,
 			BufferedCaptures: !*directIO,
 			TunnelBind:       *tunnelBind,
+			QemuAccel:        *qemuAccel,
 			Logger:           log,
 		},
 		Secret: secret,

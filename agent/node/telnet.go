@@ -15,6 +15,7 @@ import (
 type consoleServer struct {
 	ln   net.Listener
 	term io.ReadWriter // the pty master
+	opts consoleOptions
 
 	mu      sync.Mutex // guards clients, recent and closed
 	clients map[*consoleClient]struct{}
@@ -50,9 +51,27 @@ const (
 // echoes what it gets and edits its own line.
 var greeting = []byte{iac, will, echo, iac, will, sga, iac, do, sga}
 
+// consoleOptions tune a console server to its node.
+type consoleOptions struct {
+	// replay is how much recent output a new client gets first
+	// (recentBytes when 0).
+	replay int
+	// keepBang passes '!' through (VPCS's console drops it: see
+	// telnetFilter).
+	keepBang bool
+}
+
 // serveConsole starts serving term on ln. Close stops it.
 func serveConsole(ln net.Listener, term io.ReadWriter) *consoleServer {
-	s := &consoleServer{ln: ln, term: term, clients: make(map[*consoleClient]struct{})}
+	return serveConsoleWith(ln, term, consoleOptions{})
+}
+
+// serveConsoleWith starts serving term on ln with options.
+func serveConsoleWith(ln net.Listener, term io.ReadWriter, opts consoleOptions) *consoleServer {
+	if opts.replay <= 0 {
+		opts.replay = recentBytes
+	}
+	s := &consoleServer{ln: ln, term: term, opts: opts, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -100,7 +119,7 @@ func (s *consoleServer) readTerm() {
 			chunk := bytes.Clone(buf[:n])
 			s.mu.Lock()
 			s.recent = append(s.recent, chunk...)
-			if over := len(s.recent) - recentBytes; over > 0 {
+			if over := len(s.recent) - s.opts.replay; over > 0 {
 				s.recent = s.recent[over:]
 			}
 			for c := range s.clients {
@@ -147,7 +166,7 @@ func (s *consoleServer) read(c *consoleClient) {
 		s.dropLocked(c)
 		s.mu.Unlock()
 	}()
-	var f telnetFilter
+	f := telnetFilter{keepBang: s.opts.keepBang}
 	buf := make([]byte, 1024)
 	for {
 		n, err := c.conn.Read(buf)
@@ -161,6 +180,15 @@ func (s *consoleServer) read(c *consoleClient) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// dropClients disconnects every client; new ones are accepted.
+func (s *consoleServer) dropClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		s.dropLocked(c)
 	}
 }
 
@@ -184,8 +212,9 @@ func (s *consoleServer) Close() {
 // no other VPCS command needs the character. It keeps state across calls,
 // since a command may be split between reads.
 type telnetFilter struct {
-	state  int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
-	lastCR bool
+	keepBang bool
+	state    int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
+	lastCR   bool
 }
 
 func (f *telnetFilter) filter(in []byte) []byte {
@@ -202,7 +231,7 @@ func (f *telnetFilter) filter(in []byte) []byte {
 				continue
 			}
 			f.lastCR = b == '\r'
-			if b == '!' {
+			if b == '!' && !f.keepBang {
 				continue
 			}
 			out = append(out, b)
