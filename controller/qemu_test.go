@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -345,5 +347,76 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder uploads an image
+// through the controller (streamed to the local agent), finds it in the
+// list with the md5 of what was sent, and sees names that would leave the
+// images folder refused with nothing written outside.
+func TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the controller binary")
+	}
+	c := startController(t)
+	body := bytes.Repeat([]byte("labtap image "), 100000) // 1.3 MB
+	body = append(body, []byte(strconv.FormatInt(time.Now().UnixNano(), 10))...)
+	post := func(name string, data []byte) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", c.url+"/v2/computes/local/qemu/images/"+name, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, out := post("disk.qcow2", body); code != 200 || strings.TrimSpace(out) != "{}" {
+		t.Fatalf("upload: %d %s, want 200 {}", code, out)
+	}
+	var list []struct {
+		Filename string `json:"filename"`
+		Path     string `json:"path"`
+		MD5Sum   string `json:"md5sum"`
+		FileSize int64  `json:"filesize"`
+	}
+	c.call("GET", "/v2/computes/local/qemu/images", nil, 200, &list)
+	want := fmt.Sprintf("%x", md5.Sum(body))
+	if len(list) != 1 || list[0].Filename != "disk.qcow2" || list[0].Path != "disk.qcow2" || list[0].MD5Sum != want || list[0].FileSize != int64(len(body)) {
+		t.Fatalf("image list %+v, want disk.qcow2 with md5 %s and %d bytes", list, want, len(body))
+	}
+	if got := mustRead(t, filepath.Join(c.data, "images", "QEMU", "disk.qcow2")); !bytes.Equal(got, body) {
+		t.Fatal("the stored image differs from the upload")
+	}
+	// Names that leave the folder, encoded so that no client or server
+	// normalises them away first.
+	for _, name := range []string{"..%2Fescape.img", "..%2F..%2Fescape.img", ".hidden", "%2Fetc%2Fescape.img"} {
+		if code, out := post(name, []byte("escape attempt")); code != 403 && code != 404 {
+			t.Errorf("upload as %s: %d %s, want 403", name, code, out)
+		}
+	}
+	err := filepath.WalkDir(c.data, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), "escape") {
+			t.Errorf("an upload escaped to %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins []struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+	}
+	c.call("GET", "/v2/computes/local/qemu/binaries", nil, 200, &bins)
+	seen := map[string]bool{}
+	for _, b := range bins {
+		real, _ := filepath.EvalSymlinks(b.Path)
+		if seen[real] || b.Version == "" {
+			t.Errorf("qemu binaries %+v: duplicate or without version", bins)
+		}
+		seen[real] = true
 	}
 }
