@@ -29,6 +29,8 @@ type Project struct {
 	Filename string // "<name>.gns3", fixed at creation
 	Status   string // Opened or Closed
 	Settings Settings
+	// Extra is what the project file holds that labtap does not model.
+	Extra FileExtra
 }
 
 // Settings are a project's GNS3 display and behaviour settings.
@@ -83,6 +85,8 @@ type Node struct {
 	CustomAdapters           []json.RawMessage
 	// MACIndex is the last byte of the node's MAC, unique in the project.
 	MACIndex int
+	// Extra are the node's stored members labtap does not model.
+	Extra Extra
 }
 
 // Port is a network port of a node.
@@ -121,6 +125,8 @@ type Link struct {
 	// FilterSide is the endpoint whose relay applies a cross-compute
 	// link's filters (see filterSide).
 	FilterSide int
+	// Extra are the link's stored members labtap does not model.
+	Extra Extra
 }
 
 // TunnelPorts are the two ends of a link's UDP tunnel between computes:
@@ -136,6 +142,8 @@ type Endpoint struct {
 	Adapter int
 	Port    int
 	Label   Label
+	// Extra are the endpoint's stored members labtap does not model.
+	Extra Extra
 }
 
 // Capture is a link's packet capture state, as GNS3 reports it.
