@@ -3,6 +3,7 @@ module github.com/labtap/labtap
 go 1.26.8
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/creack/pty v1.1.24
 	github.com/digitalocean/go-qemu v0.0.0-20250212194115-ee9b0668d242
 	github.com/fasthttp/websocket v1.5.8

@@ -120,12 +120,13 @@ type CaptureResult struct {
 	FilePath string
 }
 
-// Snapshot is a project as stored: its settings, nodes and links, in
-// creation order.
+// Snapshot is a project as stored: its settings, nodes, links and
+// drawings, in creation order.
 type Snapshot struct {
-	Project Project
-	Nodes   []Node
-	Links   []Link
+	Project  Project
+	Nodes    []Node
+	Links    []Link
+	Drawings []Drawing
 }
 
 // Store keeps projects across restarts.

@@ -28,6 +28,8 @@ type Project struct {
 	Filename string // "<name>.gns3", fixed at creation
 	Status   string // Opened or Closed
 	Settings Settings
+	// Extra is what the project file holds that labtap does not model.
+	Extra FileExtra
 }
 
 // Settings are a project's GNS3 display and behaviour settings.
@@ -85,6 +87,8 @@ type Node struct {
 	// Adapters are the network adapters of a node type with adapters
 	// (docker, qemu), derived from its properties; nil for other types.
 	Adapters []Adapter
+	// Extra are the node's stored members labtap does not model.
+	Extra Extra
 }
 
 // Port is a network port of a node.
@@ -126,6 +130,8 @@ type Link struct {
 	// FilterSide is the endpoint whose relay applies a cross-compute
 	// link's filters (see filterSide).
 	FilterSide int
+	// Extra are the link's stored members labtap does not model.
+	Extra Extra
 }
 
 // TunnelPorts are the two ends of a link's UDP tunnel between computes:
@@ -141,6 +147,8 @@ type Endpoint struct {
 	Adapter int
 	Port    int
 	Label   Label
+	// Extra are the endpoint's stored members labtap does not model.
+	Extra Extra
 }
 
 // Capture is a link's packet capture state, as GNS3 reports it.
