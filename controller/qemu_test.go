@@ -162,6 +162,32 @@ func (g *guestConsole) run(t *testing.T, cmd string, within time.Duration) strin
 	return re.FindStringSubmatch(m)[1]
 }
 
+// followNotifications reads a notification stream into a buffer until
+// the test ends.
+func followNotifications(t *testing.T, url string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuffer{}
+	go func() {
+		defer resp.Body.Close()
+		b := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(b)
+			buf.WriteString(string(b[:n]))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return buf
+}
+
 // qemuPIDs returns the PIDs of the QEMU processes of a node (its -uuid).
 func qemuPID(nodeID string) int {
 	entries, _ := os.ReadDir("/proc")
@@ -212,6 +238,7 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 	}
 	c.call("POST", "/v2/projects", map[string]any{"name": "qemu-e2e"}, 201, &project)
 	base := "/v2/projects/" + project.ProjectID
+	events := followNotifications(t, c.url+base+"/notifications")
 	type port struct {
 		Name        string `json:"name"`
 		ShortName   string `json:"short_name"`
@@ -337,6 +364,24 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 		t.Fatalf("g1 pinging the VPCS: %s", out)
 	}
 
+	// A guest that powers off is a stopped node, announced; without KVM
+	// the project was told the guests run under TCG.
+	cons[1].send(t, "poweroff -f")
+	stopped := regexp.MustCompile(`"action": ?"node.updated".*"node_id": ?"` + vms[1].NodeID + `".*"status": ?"stopped"|"action": ?"node.updated".*"status": ?"stopped".*"node_id": ?"` + vms[1].NodeID + `"`)
+	deadline := time.Now().Add(time.Minute)
+	for !stopped.MatchString(events.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no node.updated with g2 stopped after it powered off; notifications:\n%s", events.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !processGone(pids[1]) {
+		t.Fatalf("g2 powered off but its QEMU (pid %d) runs", pids[1])
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil && !strings.Contains(events.String(), "runs without KVM (TCG)") {
+		t.Fatalf("no log.warning about TCG on a host without /dev/kvm; notifications:\n%s", events.String())
+	}
+
 	// Closing the project ends every QEMU process.
 	c.call("POST", base+"/close", nil, 204, nil)
 	for i, pid := range pids {
@@ -419,4 +464,59 @@ func TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder(t *testing.T) {
 		}
 		seen[real] = true
 	}
+}
+
+// TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked starts a VM
+// QEMU refuses (an unknown NIC model in options): the start is a 409
+// carrying QEMU's own message and the node stays stopped, with no process
+// left. Options that would open host files or sockets are refused when
+// the node is created or changed, and nothing changes.
+func TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs QEMU")
+	}
+	testenv.RequireTools(t, "qemu-system-x86_64")
+	c := startController(t)
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "qemu-fail"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	var bad nodeReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "bad", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"options": "-device labtap-no-such-nic", "ram": 64}}, 201, &bad)
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("POST", base+"/nodes/"+bad.NodeID+"/start", nil, 409, &e)
+	if !strings.Contains(e.Message, "labtap-no-such-nic") || !strings.Contains(e.Message, "not a valid device model name") {
+		t.Fatalf("start failure message %q, want QEMU's own words about the device model", e.Message)
+	}
+	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &bad)
+	if bad.Status != "stopped" {
+		t.Fatalf("a VM that failed to start is %q, want stopped", bad.Status)
+	}
+	if pid := qemuPID(bad.NodeID); pid != 0 {
+		t.Fatalf("a QEMU process (pid %d) is left of the failed start", pid)
+	}
+
+	for _, opt := range []string{"-chardev socket,id=x,path=/tmp/labtap-x", "-drive file=/etc/passwd", "-device e1000,netdev=x", "--monitor stdio"} {
+		c.call("POST", base+"/nodes", map[string]any{"name": "evil", "node_type": "qemu", "compute_id": "local",
+			"properties": map[string]any{"options": opt}}, 409, &e)
+		if !strings.Contains(e.Message, "Forbidden additional option") {
+			t.Errorf("options %q: %q, want Forbidden additional option", opt, e.Message)
+		}
+	}
+	var got struct {
+		Properties map[string]any `json:"properties"`
+	}
+	c.call("PUT", base+"/nodes/"+bad.NodeID, map[string]any{"properties": map[string]any{"options": "-kernel /etc/passwd"}}, 409, &e)
+	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &got)
+	if got.Properties["options"] != "-device labtap-no-such-nic" {
+		t.Fatalf("a refused PUT changed options to %v", got.Properties["options"])
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"ram": "lots"}}, 400, &e)
+	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"no_such_property": 1}}, 400, &e)
 }

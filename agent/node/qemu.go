@@ -147,6 +147,9 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 		return nil, err
 	}
 	q.binary = bin
+	if _, err := QemuOptions(cfg.Props.Options, nil); err != nil {
+		return nil, err
+	}
 	if err := q.pickConsole(); err != nil {
 		return nil, err
 	}
@@ -276,6 +279,9 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	q.mu.Unlock()
 	if running && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
+	}
+	if _, err := QemuOptions(next.Options, nil); err != nil {
+		return err
 	}
 	old := q.cfg
 	q.cfg.Props, q.cfg.Adapters = next, adapters
@@ -431,6 +437,11 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		close(p.exited)
 	}()
 	fail := func(err error) (*qemuProc, error) {
+		// QEMU that refuses its arguments exits by itself: let it say why.
+		select {
+		case <-p.exited:
+		case <-time.After(3 * time.Second):
+		}
 		q.end(p, 0)
 		if p.console != nil {
 			p.console.Close()

@@ -106,6 +106,7 @@ const maxPropString = 4096
 func qemuCheck(n *Node) error {
 	p := n.Properties
 	known := maps.Clone(qemuNodeDefaults())
+	known["mac_address"] = nil
 	for k := range p {
 		_, ok := known[k]
 		if !ok && !contains(qemuReadOnly, k) {
