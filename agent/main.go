@@ -34,7 +34,6 @@ import (
 	"syscall"
 
 	"github.com/labtap/labtap/agent/bridge"
-	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
 )
@@ -122,21 +121,18 @@ func run(args []string) error {
 		}()
 	}
 	return server.Run(ctx, server.Config{
-		Host: host.Config{
-			ComputeID:        o.ComputeID,
-			DataDir:          o.DataDir,
-			ConsoleHost:      consoleHost,
-			ConsoleBind:      bindHost,
-			VPCS:             o.VPCS,
-			SoftwareVersion:  version,
-			SocketBuffer:     o.SocketBuffer,
-			NoUDPGRO:         !o.UDPGRO,
-			BufferedCaptures: !o.CaptureDirectIO,
-			TunnelBind:       o.TunnelBind,
-			Logger:           log,
-		},
-		Secret: secret,
-		Logger: log,
+		ComputeID:        o.ComputeID,
+		DataDir:          o.DataDir,
+		ConsoleHost:      consoleHost,
+		ConsoleBind:      bindHost,
+		VPCS:             o.VPCS,
+		SoftwareVersion:  version,
+		SocketBuffer:     o.SocketBuffer,
+		NoUDPGRO:         !o.UDPGRO,
+		BufferedCaptures: !o.CaptureDirectIO,
+		TunnelBind:       o.TunnelBind,
+		Secret:           secret,
+		Logger:           log,
 	}, ln)
 }
 

@@ -29,7 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
@@ -156,17 +155,15 @@ func run(args []string) error {
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
-				Host: host.Config{
-					ComputeID:       project.LocalCompute,
-					DataDir:         o.DataDir,
-					ConsoleHost:     listenHost,
-					ConsoleBind:     listenHost,
-					VPCS:            o.VPCS,
-					SoftwareVersion: version,
-					TunnelBind:      tunnelBind,
-				},
-				Secret: secret,
-				Logger: log.With("component", "local_agent"),
+				ComputeID:       project.LocalCompute,
+				DataDir:         o.DataDir,
+				ConsoleHost:     listenHost,
+				ConsoleBind:     listenHost,
+				VPCS:            o.VPCS,
+				SoftwareVersion: version,
+				TunnelBind:      tunnelBind,
+				Secret:          secret,
+				Logger:          log.With("component", "local_agent"),
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
