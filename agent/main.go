@@ -36,6 +36,7 @@ import (
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
+	"golang.org/x/sync/errgroup"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -107,33 +108,39 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
 	if o.Controller != "" {
 		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
 		port, _ := strconv.Atoi(portStr)
-		go func() {
-			err := server.Register(ctx, server.Registration{
+		g.Go(func() error {
+			err := server.Register(gctx, server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Logger: log,
 			})
-			if err != nil && ctx.Err() == nil {
+			if err != nil && gctx.Err() == nil {
+				// The agent serves on: the controller can still add it.
 				log.Error("register with the controller", "err", err)
 			}
-		}()
+			return nil
+		})
 	}
-	return server.Run(ctx, server.Config{
-		ComputeID:        o.ComputeID,
-		DataDir:          o.DataDir,
-		ConsoleHost:      consoleHost,
-		ConsoleBind:      bindHost,
-		VPCS:             o.VPCS,
-		SoftwareVersion:  version,
-		SocketBuffer:     o.SocketBuffer,
-		NoUDPGRO:         !o.UDPGRO,
-		BufferedCaptures: !o.CaptureDirectIO,
-		TunnelBind:       o.TunnelBind,
-		Secret:           secret,
-		Logger:           log,
-	}, ln)
+	g.Go(func() error {
+		return server.Run(gctx, server.Config{
+			ComputeID:        o.ComputeID,
+			DataDir:          o.DataDir,
+			ConsoleHost:      consoleHost,
+			ConsoleBind:      bindHost,
+			VPCS:             o.VPCS,
+			SoftwareVersion:  version,
+			SocketBuffer:     o.SocketBuffer,
+			NoUDPGRO:         !o.UDPGRO,
+			BufferedCaptures: !o.CaptureDirectIO,
+			TunnelBind:       o.TunnelBind,
+			Secret:           secret,
+			Logger:           log,
+		}, ln)
+	})
+	return g.Wait()
 }
 
 func hostname() string {
