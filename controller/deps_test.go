@@ -59,6 +59,7 @@ var rules = []rule{
 	{pkg: "bench", imports: []string{"proto"}, banned: []string{mod + "agent/", mod + "controller/", mod + "captures"}, why: "the benchmark drives a real agent process over its API: it links none of it"},
 	{pkg: "internal/cli", banned: []string{mod}, why: "flag parsing serves both binaries and knows neither"},
 	{pkg: "internal/atomicfile", banned: []string{mod}, why: "durable file replacement, for anyone"},
+	{pkg: "internal/testprogress", banned: []string{mod}, why: "scripts/test's reader of go test -json"},
 	{pkg: "internal/testenv", banned: []string{mod}, why: "for tests only: no package's code imports it"},
 	{pkg: "docker", why: "tests only: the images and the compose file"},
 }
@@ -78,6 +79,7 @@ var testCrossings = []struct{ from, to, why string }{
 }
 
 type pkgInfo struct {
+	main                 bool // a command
 	imports, testImports []string
 }
 
@@ -86,7 +88,7 @@ type pkgInfo struct {
 func loadGraph(t *testing.T) map[string]pkgInfo {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-test=false", "-f",
-		`{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`, "github.com/labtap/labtap/...").Output()
+		`{{.ImportPath}}|{{.Name}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`, "github.com/labtap/labtap/...").Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
@@ -96,7 +98,7 @@ func loadGraph(t *testing.T) map[string]pkgInfo {
 	g := map[string]pkgInfo{}
 	for line := range strings.Lines(string(out)) {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		g[f[0]] = pkgInfo{imports: strings.Fields(f[1]), testImports: strings.Fields(f[2])}
+		g[f[0]] = pkgInfo{main: f[1] == "main", imports: strings.Fields(f[2]), testImports: strings.Fields(f[3])}
 	}
 	return g
 }
@@ -213,6 +215,7 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(readme)
+	g := loadGraph(t)
 	const header = "| package | owns | imports | must not import |\n|---|---|---|---|\n"
 	start := strings.Index(text, "## Package map\n")
 	if start < 0 {
@@ -240,7 +243,7 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 	b.WriteString(header)
 	for _, r := range rules {
 		name := "`" + r.pkg + "`"
-		if r.pkg == "controller" || r.pkg == "agent" || r.pkg == "bench" || r.pkg == "controller/symbols/internal/gen" {
+		if g[mod+r.pkg].main {
 			name += " (main)"
 		}
 		o := owns[r.pkg]

@@ -13,7 +13,6 @@ import (
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
-	"github.com/labtap/labtap/proto"
 )
 
 // An agent that never answers must not hold a request forever: the
@@ -21,7 +20,7 @@ import (
 func TestARequestEndsAtItsDeadlineWhenAnAgentNeverAnswers(t *testing.T) {
 	cancelled := make(chan struct{}, 16)
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == proto.InfoPath {
+		if r.Method == http.MethodGet { // the agent's info, asked when it is added
 			w.Write([]byte(`{"node_types":["vpcs"]}`))
 			return
 		}
