@@ -50,6 +50,15 @@ type Service struct {
 	bgCancel context.CancelFunc
 	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
 	bgClosed bool
+
+	hooks hooks // tests open race windows with them
+}
+
+// hooks are called at points where tests need to act; nil ones are not.
+type hooks struct {
+	// beforeOpsLock runs when a change has found its project and is about
+	// to wait for the project's ops lock.
+	beforeOpsLock func()
 }
 
 // state is one project and everything in it.
@@ -171,6 +180,9 @@ func (s *Service) lockProject(id string) (*state, error) {
 		st, err := s.lookup(id)
 		if err != nil {
 			return nil, err
+		}
+		if s.hooks.beforeOpsLock != nil {
+			s.hooks.beforeOpsLock()
 		}
 		st.ops.Lock()
 		now, err := s.lookup(id)
