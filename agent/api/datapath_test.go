@@ -492,6 +492,7 @@ func vpcsAgent(t *testing.T) *agent {
 }
 
 func TestThreeVPCSOnASwitchPingEachOtherAndVLANsIsolateThem(t *testing.T) {
+	testenv.Long(t, "a whole lab: three VPCS on a switch pinging each other")
 	a := vpcsAgent(t)
 	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "switched"}, nil, 204)
 	pcs := []string{
