@@ -103,7 +103,7 @@ func run(args []string) error {
 		go func() {
 			err := server.Register(ctx, server.Registration{
 				Controller: *controllerURL, ComputeID: *computeID, Name: *computeID,
-				Host: consoleHost, Port: port, Logger: log,
+				Host: consoleHost, Port: port, Secret: secret, Logger: log,
 			})
 			if err != nil && ctx.Err() == nil {
 				log.Error("register with the controller", "err", err)

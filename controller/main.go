@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,7 @@ type options struct {
 	listen, dataDir, gns3Version, vpcs string
 	advertise                          string
 	user, password                     string
+	trustedAgents                      []string
 	maxJSONBody                        int
 	autoCloseGrace                     time.Duration
 	localAgent                         bool
@@ -81,6 +83,8 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.localAgent, "local-agent", localAgent, "run an embedded agent as compute \"local\"")
 	fs.StringVar(&o.user, "user", envOr("LABTAP_USER", ""), "HTTP Basic user; with --password, turns authentication on")
 	fs.StringVar(&o.password, "password", envOr("LABTAP_PASSWORD", ""), "HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)")
+	trusted := fs.String("trusted-agents", envOr("LABTAP_TRUSTED_AGENTS", ""),
+		"comma-separated host patterns (globs such as *.lab.example, or CIDR prefixes) a compute added by POST /v2/computes may be given LABTAP_SECRET for, when its request asks (use_controller_secret); empty: never")
 	maxBody, err := strconv.Atoi(envOr("LABTAP_MAX_JSON_BODY", "1048576"))
 	if err != nil {
 		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
@@ -100,6 +104,11 @@ func parse(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for p := range strings.SplitSeq(*trusted, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			o.trustedAgents = append(o.trustedAgents, p)
+		}
 	}
 	return o, nil
 }
@@ -145,8 +154,9 @@ func run(args []string) error {
 	registry := compute.NewRegistry(compute.RegistryConfig{
 		Client:   compute.NewClient(compute.ClientConfig{Logger: log}),
 		Path:     filepath.Join(o.dataDir, "computes.json"),
-		Secret:   os.Getenv("LABTAP_SECRET"),
-		OnChange: events.ComputeChanged,
+		Secret:        os.Getenv("LABTAP_SECRET"),
+		TrustedAgents: o.trustedAgents,
+		OnChange:      events.ComputeChanged,
 		Logger:   log.With("component", "computes"),
 	})
 	if !o.localAgent {

@@ -27,7 +27,7 @@ import (
 type Computes interface {
 	List() []compute.Compute
 	Get(id string) (compute.Compute, bool)
-	Create(ctx context.Context, c compute.Compute) (compute.Compute, error)
+	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
 }

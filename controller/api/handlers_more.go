@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
 )
 
 // basicAuth checks HTTP Basic credentials as GNS3 does: a failure is 401
@@ -85,6 +86,13 @@ type computeRequest struct {
 	Port      *int    `json:"port"`
 	User      *string `json:"user"`
 	Password  *string `json:"password"`
+	// UseSecret asks for the controller-wide secret (labtap).
+	UseSecret bool `json:"use_controller_secret"`
+}
+
+// grantOf is what a compute request offers for the controller's secret.
+func grantOf(c *fiber.Ctx, req computeRequest) compute.Grant {
+	return compute.Grant{Presented: c.Get(proto.SecretHeader), Ask: req.UseSecret}
 }
 
 func (a *API) createCompute(c *fiber.Ctx) error {
@@ -103,7 +111,7 @@ func (a *API) createCompute(c *fiber.Ctx) error {
 	if cp.Name == "" {
 		cp.Name = defaultComputeName(cp)
 	}
-	got, err := a.computes.Create(c.UserContext(), cp)
+	got, err := a.computes.Create(c.UserContext(), cp, grantOf(c, req))
 	if err != nil {
 		return err
 	}
@@ -138,6 +146,7 @@ func (a *API) updateCompute(c *fiber.Ctx) error {
 	}
 	got, err := a.computes.Update(c.UserContext(), c.Params("compute_id"), compute.ComputeUpdate{
 		Name: req.Name, Protocol: req.Protocol, Host: req.Host, Port: req.Port, User: req.User, Password: req.Password,
+		Grant: grantOf(c, req),
 	})
 	if err != nil {
 		return err

@@ -91,7 +91,8 @@ const (
 			"host": {"type": "string", "minLength": 1},
 			"port": {"type": "integer", "minimum": 1, "maximum": 65535},
 			"user": {"type": ["string", "null"]},
-			"password": {"type": ["string", "null"]}
+			"password": {"type": ["string", "null"]},
+			"use_controller_secret": {"type": "boolean", "description": "labtap: give this compute the controller-wide agent secret; only for a host matching the controller's --trusted-agents (403 otherwise). An agent registering itself proves it knows the secret by sending it in X-Labtap-Secret instead."}
 		}`
 )
 
