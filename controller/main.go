@@ -152,12 +152,12 @@ func run(args []string) error {
 	defer hub.Close()
 	events := &api.Events{Hub: hub, Version: o.gns3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
-		Client:   compute.NewClient(compute.ClientConfig{Logger: log}),
-		Path:     filepath.Join(o.dataDir, "computes.json"),
+		Client:        compute.NewClient(compute.ClientConfig{Logger: log}),
+		Path:          filepath.Join(o.dataDir, "computes.json"),
 		Secret:        os.Getenv("LABTAP_SECRET"),
 		TrustedAgents: o.trustedAgents,
 		OnChange:      events.ComputeChanged,
-		Logger:   log.With("component", "computes"),
+		Logger:        log.With("component", "computes"),
 	})
 	if !o.localAgent {
 		close(agentDone)

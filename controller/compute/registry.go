@@ -53,7 +53,7 @@ type Compute struct {
 type Registry struct {
 	client   *Client
 	log      *slog.Logger
-	path     string // where the computes are saved; "" keeps them in memory
+	path     string   // where the computes are saved; "" keeps them in memory
 	secret   string   // the controller-wide secret, for computes that hold it
 	trusted  []string // host patterns the secret may be sent to on request
 	onChange func(action string, c Compute)
