@@ -37,6 +37,7 @@ import (
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
+	"github.com/labtap/labtap/internal/netguard"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -64,6 +65,10 @@ func run(args []string) error {
 		"take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements")
 	directIO := fs.Bool("capture-direct-io", envOr("LABTAP_CAPTURE_DIRECT_IO", "true") != "false",
 		"write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache")
+	maxConns := fs.Int("max-conns", envInt("LABTAP_MAX_CONNS", 0),
+		"most API connections open at once (default: the open-file limit - 256); more are refused with 503")
+	maxConnsPerIP := fs.Int("max-conns-per-ip", envInt("LABTAP_MAX_CONNS_PER_IP", 0),
+		"most API connections open at once from one client address (default: no cap; the controller is one client)")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
 		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
@@ -73,6 +78,11 @@ func run(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if limit, err := netguard.RaiseFileLimit(); err != nil {
+		log.Warn("raise the open-file limit", "limit", limit, "err", err)
+	} else {
+		log.Info("open-file limit", "limit", limit)
+	}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -124,8 +134,10 @@ func run(args []string) error {
 			TunnelBind:       *tunnelBind,
 			Logger:           log,
 		},
-		Secret: secret,
-		Logger: log,
+		Secret:        secret,
+		MaxConns:      *maxConns,
+		MaxConnsPerIP: *maxConnsPerIP,
+		Logger:        log,
 	}, ln)
 }
 

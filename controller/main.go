@@ -40,6 +40,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/internal/netguard"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -63,6 +64,7 @@ type options struct {
 	user, password                     string
 	trustedAgents                      []string
 	maxJSONBody                        int
+	maxConns, maxConnsPerIP            int
 	autoCloseGrace                     time.Duration
 	localAgent                         bool
 	level                              slog.Level
@@ -90,6 +92,14 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
 	}
 	fs.IntVar(&o.maxJSONBody, "max-json-body", maxBody, "largest JSON request body, in bytes")
+	if o.maxConns, err = strconv.Atoi(envOr("LABTAP_MAX_CONNS", "0")); err != nil {
+		return o, fmt.Errorf("LABTAP_MAX_CONNS: %w", err)
+	}
+	fs.IntVar(&o.maxConns, "max-conns", o.maxConns, "most API connections open at once (default: the open-file limit - 256); more are refused with 503")
+	if o.maxConnsPerIP, err = strconv.Atoi(envOr("LABTAP_MAX_CONNS_PER_IP", "512")); err != nil {
+		return o, fmt.Errorf("LABTAP_MAX_CONNS_PER_IP: %w", err)
+	}
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", o.maxConnsPerIP, "most API connections open at once from one client address (0: no cap)")
 	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
 	if err != nil {
 		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
@@ -122,10 +132,21 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ln, err := net.Listen("tcp", o.listen)
+	if limit, err := netguard.RaiseFileLimit(); err != nil {
+		log.Warn("raise the open-file limit", "limit", limit, "err", err)
+	} else {
+		log.Info("open-file limit", "limit", limit)
+	}
+	if o.maxConns <= 0 {
+		o.maxConns = netguard.DefaultMaxConns()
+	}
+	tcpLn, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
+	// Past the caps, or out of descriptors, the API refuses or waits;
+	// it never stops accepting.
+	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.maxConns, MaxPerIP: o.maxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
 	projectsDir := filepath.Join(o.dataDir, "projects")
 	if err := os.MkdirAll(projectsDir, 0o755); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/internal/netguard"
 )
 
 // Config configures an agent.
@@ -20,7 +21,10 @@ type Config struct {
 	Host host.Config
 	// Secret, when set, is required on every API call.
 	Secret string
-	Logger *slog.Logger
+	// MaxConns caps the API's open connections (0: netguard.DefaultMaxConns);
+	// MaxConnsPerIP caps them per client address (0: no cap).
+	MaxConns, MaxConnsPerIP int
+	Logger                  *slog.Logger
 }
 
 // Run serves the agent on ln until ctx is done, then stops its captures,
@@ -32,6 +36,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Host.Logger == nil {
 		cfg.Host.Logger = cfg.Logger
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = netguard.DefaultMaxConns()
+	}
+	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
 	h := host.New(cfg.Host)
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
