@@ -33,9 +33,11 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/netguard"
 )
@@ -65,6 +67,8 @@ func run(args []string) error {
 		"take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements")
 	directIO := fs.Bool("capture-direct-io", envOr("LABTAP_CAPTURE_DIRECT_IO", "true") != "false",
 		"write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache")
+	filterDeadline := fs.Duration("filter-deadline", envDuration("LABTAP_FILTER_DEADLINE", pcapfilter.DefaultDeadline),
+		"longest a link's bpf filter may take to compile; longer is refused as too complex")
 	maxConns := fs.Int("max-conns", envInt("LABTAP_MAX_CONNS", 0),
 		"most API connections open at once (default: the open-file limit - 256); more are refused with 503")
 	maxConnsPerIP := fs.Int("max-conns-per-ip", envInt("LABTAP_MAX_CONNS_PER_IP", 0),
@@ -132,6 +136,7 @@ func run(args []string) error {
 			NoUDPGRO:         !*udpGRO,
 			BufferedCaptures: !*directIO,
 			TunnelBind:       *tunnelBind,
+			FilterDeadline:   *filterDeadline,
 			Logger:           log,
 		},
 		Secret:        secret,
@@ -150,6 +155,13 @@ func envOr(key, def string) string {
 
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil && v > 0 {
 		return v
 	}
 	return def

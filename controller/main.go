@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
@@ -65,7 +66,7 @@ type options struct {
 	trustedAgents                      []string
 	maxJSONBody                        int
 	maxConns, maxConnsPerIP            int
-	autoCloseGrace                     time.Duration
+	autoCloseGrace, filterDeadline     time.Duration
 	localAgent                         bool
 	level                              slog.Level
 }
@@ -100,6 +101,10 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("LABTAP_MAX_CONNS_PER_IP: %w", err)
 	}
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", o.maxConnsPerIP, "most API connections open at once from one client address (0: no cap)")
+	if o.filterDeadline, err = time.ParseDuration(envOr("LABTAP_FILTER_DEADLINE", pcapfilter.DefaultDeadline.String())); err != nil {
+		return o, fmt.Errorf("LABTAP_FILTER_DEADLINE: %w", err)
+	}
+	fs.DurationVar(&o.filterDeadline, "filter-deadline", o.filterDeadline, "longest a link's bpf filter may take to compile on the local agent; longer is refused as too complex")
 	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
 	if err != nil {
 		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
@@ -214,6 +219,7 @@ func run(args []string) error {
 					VPCS:            o.vpcs,
 					SoftwareVersion: version,
 					TunnelBind:      tunnelBind,
+					FilterDeadline:  o.filterDeadline,
 				},
 				Secret: secret,
 				Logger: log.With("component", "local_agent"),

@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
@@ -74,7 +75,10 @@ type Config struct {
 	// BufferedCaptures writes captures through the page cache even where
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
-	Logger           *slog.Logger
+	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
+	// pcapfilter.DefaultDeadline.
+	FilterDeadline time.Duration
+	Logger         *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -92,6 +96,8 @@ type Host struct {
 	vpcsErr  error
 
 	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
+
+	bpf bpfCache // programs compiled lately
 
 	load loadSampler
 

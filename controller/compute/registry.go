@@ -278,6 +278,12 @@ func (r *Registry) PutLink(ctx context.Context, computeID, projectID string, w p
 	return r.do(ctx, computeID, "PUT", proto.LinkPath(projectID, w.LinkID), spec, nil)
 }
 
+// CheckFilters has a compute compile bpf filter expressions (within its
+// budget) without applying them.
+func (r *Registry) CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error {
+	return r.do(ctx, computeID, "PUT", proto.FilterCheckPath, proto.FilterCheck{DataLinkType: dataLinkType, BPF: bpf}, nil)
+}
+
 // DeleteLink removes a link's relay on a compute.
 func (r *Registry) DeleteLink(ctx context.Context, computeID, projectID, linkID string) error {
 	return r.do(ctx, computeID, "DELETE", proto.LinkPath(projectID, linkID), nil, nil)
