@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +40,8 @@ type compiledBPF struct {
 }
 
 type hostCapture struct {
-	spec proto.CaptureSpec
+	spec proto.CaptureSpec // as asked: a repeated request is recognised by it
+	name string            // the file's name: spec's, or name-N when spec's was taken
 	file *captures.File
 	root *os.Root // the captures folder holding the file and its .writing mark
 	done bool     // stopped (by request or by itself)
@@ -450,7 +453,13 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
-	f, err := captures.Create(root, spec.FileName, captures.Options{
+	// A file of an earlier capture is never overwritten: the new one
+	// takes the first free name-N.ext.
+	name, err := freeName(root, spec.FileName)
+	if err != nil {
+		return proto.CaptureState{}, err
+	}
+	f, err := captures.Create(root, name, captures.Options{
 		Format:     spec.Format,
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
@@ -459,13 +468,36 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
 	}
-	markWriting(root, spec.FileName)
-	c := &hostCapture{spec: spec, file: f, root: root}
+	markWriting(root, name)
+	c := &hostCapture{spec: spec, name: name, file: f, root: root}
 	l.capture = c
 	l.relay.SetTap(tap{f})
 	h.wg.Go(func() { h.watchCapture(projectID, l, c) })
 	h.log.Info("capture started", "project", projectID, "link", linkID, "file", f.Path(), "format", spec.Format)
 	return captureState(c), nil
+}
+
+// freeName is name if no file in root has it, else the first of
+// "stem-2.ext", "stem-3.ext", ... that is free. h.mu must be held (no other
+// capture starts meanwhile).
+func freeName(root *os.Root, name string) (string, error) {
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; i <= 10000; i++ {
+		candidate := name
+		if i > 1 {
+			suffix := fmt.Sprintf("-%d", i)
+			candidate = stem[:min(len(stem), 255-len(ext)-len(suffix))] + suffix + ext
+		}
+		_, err := root.Lstat(candidate)
+		if errors.Is(err, fs.ErrNotExist) {
+			return candidate, nil
+		}
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "capture file %s: %v", candidate, err)
+		}
+	}
+	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)
 }
 
 // endName names the sender of one direction in a pcapng capture.
@@ -500,14 +532,14 @@ func (h *Host) watchCapture(projectID string, l *hostLink, c *hostCapture) {
 	// too, Repair does it now that nothing writes.
 	// If the project closed meanwhile, the mark stays and the next open
 	// repairs the file.
-	switch cut, err := captures.Repair(c.root, c.spec.FileName); {
+	switch cut, err := captures.Repair(c.root, c.name); {
 	case err != nil:
-		h.log.Warn("repair a capture that ended by itself", "file", c.spec.FileName, "err", err)
+		h.log.Warn("repair a capture that ended by itself", "file", c.name, "err", err)
 	default:
 		if cut > 0 {
-			h.log.Warn("capture repaired after it ended", "file", c.spec.FileName, "bytes_cut", cut)
+			h.log.Warn("capture repaired after it ended", "file", c.name, "bytes_cut", cut)
 		}
-		unmarkWriting(c.root, c.spec.FileName)
+		unmarkWriting(c.root, c.name)
 	}
 	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
@@ -558,7 +590,7 @@ func (h *Host) stopCaptureLocked(l *hostLink) {
 	if err := c.file.Close(); err != nil {
 		h.log.Warn("capture ended badly", "link", l.spec.LinkID, "err", err)
 	}
-	unmarkWriting(c.root, c.spec.FileName)
+	unmarkWriting(c.root, c.name)
 	frames, _, dropped := c.file.Stats()
 	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
 }
@@ -596,7 +628,7 @@ func captureState(c *hostCapture) proto.CaptureState {
 	st := proto.CaptureState{
 		Active:   !c.done,
 		FilePath: c.file.Path(),
-		FileName: c.spec.FileName,
+		FileName: c.name,
 		Frames:   frames,
 		Bytes:    uint64(size),
 		Dropped:  dropped,

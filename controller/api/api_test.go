@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -524,5 +525,57 @@ func TestUnknownRoutesAndMethodsAnswerJSON(t *testing.T) {
 	r = s.do("DELETE", "/v2/version", nil)
 	if r.status != 405 || r.header.Get("Allow") != "GET,POST" || r.body["status"] != 405.0 {
 		t.Fatalf("wrong method: %d %q %s", r.status, r.header.Get("Allow"), r.raw)
+	}
+}
+
+func TestNoCaptureEverOverwritesAnother(t *testing.T) {
+	l := newLab(t, true)
+	// A second link, between two more started nodes.
+	var ids []string
+	for _, name := range []string{"PC3", "PC4"} {
+		n := l.must("POST", "/v2/projects/"+l.project+"/nodes", map[string]any{"name": name, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+		ids = append(ids, n.body["node_id"].(string))
+		l.must("POST", "/v2/projects/"+l.project+"/nodes/"+ids[len(ids)-1]+"/start", nil, 200, rNode+"/start")
+	}
+	other := l.must("POST", "/v2/projects/"+l.project+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": ids[0], "adapter_number": 0, "port_number": 0},
+		{"node_id": ids[1], "adapter_number": 0, "port_number": 0},
+	}}, 201, rLinks).body["link_id"].(string)
+	otherPath := "/v2/projects/" + l.project + "/links/" + other
+
+	// (a) A name another link's running capture writes is refused, naming it.
+	l.must("POST", l.linkPath("/start_capture"), map[string]any{"capture_file_name": "same"}, 201, rStart)
+	r := l.must("POST", otherPath+"/start_capture", map[string]any{"capture_file_name": "same"}, 409, rStart)
+	if msg, _ := r.body["message"].(string); !strings.Contains(msg, l.link) {
+		t.Fatalf("409 does not name the link that writes the file: %s", r.raw)
+	}
+	l.must("POST", l.linkPath("/stop_capture"), nil, 201, rStop)
+	dir := filepath.Join(l.data, "projects", l.project, "project-files", "captures")
+	before, err := os.ReadFile(filepath.Join(dir, "same.pcap"))
+	if err != nil || len(before) < 24 {
+		t.Fatalf("the first capture: %d bytes, %v", len(before), err)
+	}
+
+	// (b) The same name again, on either link: a new file, the old one kept.
+	for i, path := range []string{l.linkPath(""), otherPath} {
+		got := l.must("POST", path+"/start_capture", map[string]any{"capture_file_name": "same"}, 201, rStart)
+		want := fmt.Sprintf("same-%d.pcap", i+2)
+		if got.body["capture_file_name"] != want || !strings.HasSuffix(got.body["capture_file_path"].(string), "/"+want) {
+			t.Fatalf("restarted capture: name %v path %v, want %s", got.body["capture_file_name"], got.body["capture_file_path"], want)
+		}
+		if shown := l.must("GET", path, nil, 200, rLink); shown.body["capture_file_name"] != want {
+			t.Fatalf("the link says %v, want %s", shown.body["capture_file_name"], want)
+		}
+		l.must("POST", path+"/stop_capture", nil, 201, rStop)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "same.pcap")); !bytes.Equal(after, before) {
+		t.Fatalf("the first capture changed: %d bytes, was %d", len(after), len(before))
+	}
+	// The default name too.
+	first := l.must("POST", l.linkPath("/start_capture"), nil, 201, rStart).body["capture_file_name"].(string)
+	l.must("POST", l.linkPath("/stop_capture"), nil, 201, rStop)
+	second := l.must("POST", l.linkPath("/start_capture"), nil, 201, rStart).body["capture_file_name"].(string)
+	if second != strings.TrimSuffix(first, ".pcap")+"-2.pcap" {
+		t.Fatalf("default name again: %s after %s", second, first)
 	}
 }
