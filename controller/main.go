@@ -12,28 +12,24 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
+// LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
+// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/labtap/labtap/agent/host"
-	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
@@ -41,6 +37,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
 	"golang.org/x/sync/errgroup"
 )
@@ -52,80 +49,51 @@ var version = "dev"
 const defaultGNS3Version = "2.2.59"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "controller:", err)
-		os.Exit(1)
-	}
+	cli.Exit("controller", run(os.Args[1:]))
 }
 
-// options are the controller's settings, from flags and environment.
+// options are the controller's settings, from flags and environment; the
+// tags are the flags' names, variables, defaults and help.
 type options struct {
-	listen, dataDir, gns3Version, vpcs string
-	advertise                          string
-	user, password                     string
-	trustedAgents                      []string
-	maxJSONBody                        int
-	maxConns, maxConnsPerIP            int
-	autoCloseGrace, filterDeadline     time.Duration
-	localAgent                         bool
-	level                              slog.Level
+	Listen         string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
+	DataDir        string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
+	GNS3Version    string        `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
+	LocalAgent     bool          `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
+	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
+	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
+	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
+	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
+	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
+	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
+	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP  int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
+	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent; longer is refused as too complex."`
+}
+
+// Validate rejects values that parse but make no sense; kong calls it.
+func (o *options) Validate() error {
+	if o.MaxJSONBody <= 0 {
+		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
+	}
+	if o.FilterDeadline <= 0 {
+		return fmt.Errorf("--filter-deadline must be positive, not %s", o.FilterDeadline)
+	}
+	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
+		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
+	}
+	if o.AutoCloseGrace < 0 {
+		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
+	}
+	return nil
 }
 
 func parse(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	fs.StringVar(&o.listen, "listen", envOr("LABTAP_LISTEN", "127.0.0.1:3080"), "HTTP listen address of the /v2 API")
-	fs.StringVar(&o.dataDir, "data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for projects, captures and symbols")
-	fs.StringVar(&o.gns3Version, "gns3-version", envOr("LABTAP_GNS3_VERSION", defaultGNS3Version), "GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z")
-	fs.StringVar(&o.advertise, "advertise", envOr("LABTAP_ADVERTISE", ""), "address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)")
-	fs.StringVar(&o.vpcs, "vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable of the local agent")
-	localAgent, err := strconv.ParseBool(envOr("LABTAP_LOCAL_AGENT", "true"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_LOCAL_AGENT: %w", err)
-	}
-	fs.BoolVar(&o.localAgent, "local-agent", localAgent, "run an embedded agent as compute \"local\"")
-	fs.StringVar(&o.user, "user", envOr("LABTAP_USER", ""), "HTTP Basic user; with --password, turns authentication on")
-	fs.StringVar(&o.password, "password", envOr("LABTAP_PASSWORD", ""), "HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)")
-	trusted := fs.String("trusted-agents", envOr("LABTAP_TRUSTED_AGENTS", ""),
-		"comma-separated host patterns (globs such as *.lab.example, or CIDR prefixes) a compute added by POST /v2/computes may be given LABTAP_SECRET for, when its request asks (use_controller_secret); empty: never")
-	maxBody, err := strconv.Atoi(envOr("LABTAP_MAX_JSON_BODY", "1048576"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
-	}
-	fs.IntVar(&o.maxJSONBody, "max-json-body", maxBody, "largest JSON request body, in bytes")
-	if o.maxConns, err = strconv.Atoi(envOr("LABTAP_MAX_CONNS", "0")); err != nil {
-		return o, fmt.Errorf("LABTAP_MAX_CONNS: %w", err)
-	}
-	fs.IntVar(&o.maxConns, "max-conns", o.maxConns, "most API connections open at once (default: the open-file limit - 256); more are refused with 503")
-	if o.maxConnsPerIP, err = strconv.Atoi(envOr("LABTAP_MAX_CONNS_PER_IP", "512")); err != nil {
-		return o, fmt.Errorf("LABTAP_MAX_CONNS_PER_IP: %w", err)
-	}
-	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", o.maxConnsPerIP, "most API connections open at once from one client address (0: no cap)")
-	if o.filterDeadline, err = time.ParseDuration(envOr("LABTAP_FILTER_DEADLINE", pcapfilter.DefaultDeadline.String())); err != nil {
-		return o, fmt.Errorf("LABTAP_FILTER_DEADLINE: %w", err)
-	}
-	fs.DurationVar(&o.filterDeadline, "filter-deadline", o.filterDeadline, "longest a link's bpf filter may take to compile on the local agent; longer is refused as too complex")
-	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
-	}
-	fs.DurationVar(&o.autoCloseGrace, "auto-close-grace", grace, "how long a project with auto_close stays opened after its last notification listener leaves")
-	if err := o.level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
-		return o, fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
-	}
-	fs.TextVar(&o.level, "log-level", o.level, "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	for p := range strings.SplitSeq(*trusted, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			o.trustedAgents = append(o.trustedAgents, p)
-		}
-	}
-	return o, nil
+	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
+	return o, err
 }
 
 func run(args []string) error {
@@ -133,7 +101,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -142,23 +110,23 @@ func run(args []string) error {
 	} else {
 		log.Info("open-file limit", "limit", limit)
 	}
-	if o.maxConns <= 0 {
-		o.maxConns = netguard.DefaultMaxConns()
+	if o.MaxConns == 0 {
+		o.MaxConns = netguard.DefaultMaxConns()
 	}
-	tcpLn, err := net.Listen("tcp", o.listen)
+	tcpLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
 	// Past the caps, or out of descriptors, the API refuses or waits;
 	// it never stops accepting.
-	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.maxConns, MaxPerIP: o.maxConnsPerIP, Logger: log.With("component", "listener")})
+	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	projectsDir := filepath.Join(o.dataDir, "projects")
+	projectsDir := filepath.Join(o.DataDir, "projects")
 	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
 		return err
 	}
-	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.dataDir,
-		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "auth", o.user != "" && o.password != "",
+	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
+		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -172,20 +140,20 @@ func run(args []string) error {
 	// are closed if their auto_close says so.
 	var projects *project.Service
 	hub := notify.New(notify.Config{
-		IdleGrace: o.autoCloseGrace,
+		IdleGrace: o.AutoCloseGrace,
 		OnIdle:    func(id string) { projects.AutoCloseIdle(gctx, id) },
 	})
 	defer hub.Close()
-	events := &api.Events{Hub: hub, Version: o.gns3Version}
+	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
 		Client:        compute.NewClient(compute.ClientConfig{Logger: log}),
-		Path:          filepath.Join(o.dataDir, "computes.json"),
+		Path:          filepath.Join(o.DataDir, "computes.json"),
 		Secret:        os.Getenv("LABTAP_SECRET"),
-		TrustedAgents: o.trustedAgents,
+		TrustedAgents: o.TrustedAgents,
 		OnChange:      events.ComputeChanged,
 		Logger:        log.With("component", "computes"),
 	})
-	if !o.localAgent {
+	if !o.LocalAgent {
 		close(agentDone)
 	} else {
 		agentLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -202,10 +170,10 @@ func run(args []string) error {
 			advertised = "127.0.0.1"
 		}
 		tunnelBind := ""
-		if o.advertise != "" {
-			advertised = o.advertise
-			if net.ParseIP(o.advertise) != nil {
-				tunnelBind = o.advertise
+		if o.Advertise != "" {
+			advertised = o.Advertise
+			if net.ParseIP(o.Advertise) != nil {
+				tunnelBind = o.Advertise
 			}
 		}
 		g.Go(func() error {
@@ -213,13 +181,13 @@ func run(args []string) error {
 			return server.Run(gctx, server.Config{
 				Host: host.Config{
 					ComputeID:       project.LocalCompute,
-					DataDir:         o.dataDir,
+					DataDir:         o.DataDir,
 					ConsoleHost:     listenHost,
 					ConsoleBind:     listenHost,
-					VPCS:            o.vpcs,
+					VPCS:            o.VPCS,
 					SoftwareVersion: version,
 					TunnelBind:      tunnelBind,
-					FilterDeadline:  o.filterDeadline,
+					FilterDeadline:  o.FilterDeadline,
 				},
 				Secret: secret,
 				Logger: log.With("component", "local_agent"),
@@ -227,18 +195,18 @@ func run(args []string) error {
 		})
 		registry.Add(ctx, compute.Compute{
 			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
-			User: o.user, URL: "http://" + agentLn.Addr().String(), Secret: secret,
+			User: o.User, URL: "http://" + agentLn.Addr().String(), Secret: secret,
 		})
 	}
 	if err := registry.Load(ctx); err != nil {
 		log.Error("load computes", "err", err)
 	}
-	symbolLib := symbols.New(filepath.Join(o.dataDir, "symbols"), log.With("component", "symbols"))
+	symbolLib := symbols.New(filepath.Join(o.DataDir, "symbols"), log.With("component", "symbols"))
 	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
 		Computes:    registry,
 		Events:      events,
-		Store:       &topology.Store{Dir: projectsDir, Version: o.gns3Version},
+		Store:       &topology.Store{Dir: projectsDir, Version: o.GNS3Version},
 		Symbols:     symbolLib.Size,
 		Logger:      log.With("component", "projects"),
 	})
@@ -256,12 +224,12 @@ func run(args []string) error {
 		Projects:    projects,
 		Computes:    registry,
 		Symbols:     symbolLib,
-		User:        o.user,
-		Password:    o.password,
-		MaxJSONBody: o.maxJSONBody,
+		User:        o.User,
+		Password:    o.Password,
+		MaxJSONBody: o.MaxJSONBody,
 		Hub:         hub,
 		Load:        localLoad(registry),
-		Version:     o.gns3Version,
+		Version:     o.GNS3Version,
 		Context:     streamCtx,
 		Logger:      log.With("component", "api"),
 	})
@@ -311,13 +279,6 @@ func randomSecret() string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok && v != "" {
-		return v
-	}
-	return def
 }
 
 func hostname() string {
