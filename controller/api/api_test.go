@@ -579,3 +579,60 @@ func TestNoCaptureEverOverwritesAnother(t *testing.T) {
 		t.Fatalf("default name again: %s after %s", second, first)
 	}
 }
+
+func TestInputIsBoundedAndARefusedCreateLeavesNothing(t *testing.T) {
+	s := newServer(t)
+	projects := filepath.Join(s.data, "projects")
+	before, _ := os.ReadDir(projects)
+	for name, body := range map[string]map[string]any{
+		"300 characters":           {"name": strings.Repeat("p", 300)},
+		"256 bytes in 128 letters": {"name": strings.Repeat("é", 128)},
+		"a newline":                {"name": "two\nlines"},
+		"a NUL":                    {"name": "nul\x00"},
+		"a C1 control":             {"name": "c1\u0085"},
+		"negative grid":            {"name": "g", "grid_size": -1},
+		"negative drawing grid":    {"name": "g", "drawing_grid_size": -5},
+	} {
+		r := s.do("POST", "/v2/projects", body)
+		if r.status != 400 || r.body["status"] != 400.0 || r.body["message"] == "" {
+			t.Fatalf("project with %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	if after, _ := os.ReadDir(projects); len(after) != len(before) {
+		t.Fatalf("refused creates left %d entries in the projects directory, %d before", len(after), len(before))
+	}
+	// 255 bytes is a name, and its project file fits the file system.
+	long := strings.Repeat("é", 127) + "x"
+	p := s.must("POST", "/v2/projects", map[string]any{"name": long}, 201, rProjects)
+	if _, err := os.Stat(filepath.Join(p.body["path"].(string), p.body["filename"].(string))); err != nil {
+		t.Fatalf("the project file of a 255-byte name: %v", err)
+	}
+	id := p.body["project_id"].(string)
+	s.must("PUT", "/v2/projects/"+id, map[string]any{"name": "tab\there"}, 400, rProject)
+	for name, node := range map[string]string{"300 bytes": strings.Repeat("n", 300), "an escape": "PC\x1b[2J"} {
+		r := s.do("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": node, "node_type": "vpcs", "compute_id": "local"})
+		if r.status != 400 {
+			t.Fatalf("node with %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	// A 255-byte node name that numbering would make longer.
+	n255 := strings.Repeat("n", 254) + "1"
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": n255, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": n255, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes) // n...2
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": strings.Repeat("n", 255), "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+	if r := s.do("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": strings.Repeat("n", 255), "node_type": "vpcs", "compute_id": "local"}); r.status != 400 {
+		t.Fatalf("a taken 255-byte name numbered past 255 bytes: %d %s", r.status, r.raw)
+	}
+	for name, body := range map[string]map[string]any{
+		"a NUL host":          {"protocol": "http", "host": "\u0000", "port": 3081},
+		"a host with a space": {"protocol": "http", "host": "a b", "port": 3081},
+		"port 0":              {"protocol": "http", "host": "127.0.0.1", "port": 0},
+		"port 65536":          {"protocol": "http", "host": "127.0.0.1", "port": 65536},
+		"a long name":         {"protocol": "http", "host": "127.0.0.1", "port": 9, "name": strings.Repeat("c", 256)},
+		"a control name":      {"protocol": "http", "host": "127.0.0.1", "port": 9, "name": "c\x07"},
+	} {
+		if r := s.do("POST", "/v2/computes", body); r.status != 400 {
+			t.Fatalf("compute with %s: %d %s", name, r.status, r.raw)
+		}
+	}
+}

@@ -447,6 +447,9 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 	if c.ID == LocalID || c.ID == VMID || c.Name == "gns3vm" {
 		return Compute{}, &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q and name \"gns3vm\" are reserved", c.ID)}
 	}
+	if err := checkCompute(c); err != nil {
+		return Compute{}, err
+	}
 	if err := r.checkName(c.ID, c.Name); err != nil {
 		return Compute{}, err
 	}
@@ -466,6 +469,25 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 	}
 	r.onChange("compute.created", got)
 	return got, nil
+}
+
+// checkCompute refuses a compute whose id or name is not a name
+// (project.CheckName), whose host is neither an address nor a host name,
+// or whose port is out of range.
+func checkCompute(c Compute) error {
+	if err := project.CheckName("Compute id", c.ID); err != nil {
+		return err
+	}
+	if err := project.CheckName("Compute name", c.Name); err != nil {
+		return err
+	}
+	if err := project.CheckHost("Compute host", c.Host); err != nil {
+		return err
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		return &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute port %d is out of range 1 to 65535", c.Port)}
+	}
+	return nil
 }
 
 // checkName refuses a name another compute has.
@@ -517,6 +539,9 @@ func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Comp
 	}
 	if u.Password != nil {
 		next.Password = *u.Password
+	}
+	if err := checkCompute(next); err != nil {
+		return Compute{}, err
 	}
 	if err := r.checkName(id, next.Name); err != nil {
 		return Compute{}, err
