@@ -6,7 +6,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/valyala/fasthttp"
 )
 
 // Computes is what the API needs of the compute registry.
@@ -112,6 +115,21 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	a.register(app)
 	app.Use(a.unmatched)
+	// Fiber answers a method it does not know in plain text before any
+	// handler runs: answered here in JSON, as every other error.
+	srv := app.Server()
+	next := srv.Handler
+	srv.Handler = func(ctx *fasthttp.RequestCtx) {
+		if !slices.Contains(fiber.DefaultMethods, string(ctx.Method())) {
+			ctx.Response.Header.Set("Allow", strings.Join(fiber.DefaultMethods, ", "))
+			ctx.SetContentType(fiber.MIMEApplicationJSON)
+			ctx.SetStatusCode(fiber.StatusMethodNotAllowed)
+			msg, _ := json.Marshal(fmt.Sprintf("Method %.32q is not allowed", ctx.Method()))
+			fmt.Fprintf(ctx, `{"message":%s,"status":%d}`, msg, fiber.StatusMethodNotAllowed)
+			return
+		}
+		next(ctx)
+	}
 	return app, a, nil
 }
 
