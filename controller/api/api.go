@@ -64,6 +64,7 @@ type Config struct {
 type API struct {
 	cfg      Config
 	log      *slog.Logger
+	auth     *authLimiter // failed Basic authentications, by client address
 	projects *project.Service
 	computes Computes
 	hub      *notify.Hub
@@ -94,7 +95,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas}
+	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas}
 	app := fiber.New(fiber.Config{
 		AppName:               "labtap",
 		Immutable:             true, // handler strings outlive the request buffers

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,13 +25,22 @@ func (a *API) basicAuth(c *fiber.Ctx) error {
 	if strings.HasSuffix(c.Path(), "console/ws") {
 		return c.Next()
 	}
-	user, pass, ok := parseBasic(c.Get(fiber.HeaderAuthorization))
+	ip := c.Context().RemoteIP().String()
+	if wait := a.auth.blocked(ip); wait > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfter(wait)))
+		return fiber.NewError(fiber.StatusTooManyRequests, "Too many failed authentication attempts from "+ip+": try again later")
+	}
+	header := c.Get(fiber.HeaderAuthorization)
+	user, pass, ok := parseBasic(header)
 	// Compare both, always, in constant time: no early exit tells which
 	// one was wrong.
 	okUser := subtle.ConstantTimeCompare([]byte(user), []byte(a.cfg.User)) == 1
 	okPass := subtle.ConstantTimeCompare([]byte(pass), []byte(a.cfg.Password)) == 1
 	if ok && okUser && okPass {
 		return c.Next()
+	}
+	if header != "" {
+		a.auth.failed(ip, user)
 	}
 	c.Set(fiber.HeaderWWWAuthenticate, `Basic realm="GNS3 server"`)
 	c.Set(fiber.HeaderConnection, "close")

@@ -75,3 +75,50 @@ func TestEveryErrorIsJSONEvenFasthttpsOwn(t *testing.T) {
 		})
 	}
 }
+
+// clientFrom is an HTTP client whose connections leave from src.
+func clientFrom(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+func TestFailedAuthenticationIsThrottledPerClient(t *testing.T) {
+	app := authServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go app.Listener(ln)
+	t.Cleanup(func() { app.Shutdown() })
+	url := "http://" + ln.Addr().String() + "/v2/version"
+	get := func(c *http.Client, pw string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		req.SetBasicAuth("admin", pw)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	attacker, other := clientFrom("127.0.0.2"), clientFrom("127.0.0.1")
+	for i := range 10 {
+		if got := get(attacker, fmt.Sprintf("guess%d", i)).StatusCode; got != 401 {
+			t.Fatalf("guess %d: %d, want 401", i, got)
+		}
+	}
+	// The eleventh try, even with the right password, waits.
+	resp := get(attacker, "s3cret")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("after 10 failures: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Another address is not held back.
+	if got := get(other, "s3cret").StatusCode; got != 200 {
+		t.Fatalf("another client: %d, want 200", got)
+	}
+	if got := get(other, "wrong").StatusCode; got != 401 {
+		t.Fatalf("another client's one failure: %d, want 401", got)
+	}
+}
