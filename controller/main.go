@@ -188,6 +188,7 @@ func run(args []string) error {
 					SoftwareVersion: version,
 					TunnelBind:      tunnelBind,
 					FilterDeadline:  o.FilterDeadline,
+					ProtectedPorts:  []int{listenPort},
 				},
 				Secret: secret,
 				Logger: log.With("component", "local_agent"),

@@ -90,6 +90,10 @@ type Config struct {
 	ConsoleBind string
 	// VPCS is the vpcs executable, a name looked up in PATH or a path.
 	VPCS string
+	// ProtectedPorts are TCP ports node consoles may not rlogin to: the
+	// agent's API (server.Run adds it) and, for the local agent, the
+	// controller's.
+	ProtectedPorts []int
 	// Runners builds nodes by node type; nil means the real runners.
 	Runners map[string]RunnerFactory
 	// SoftwareVersion is reported in AgentInfo.
@@ -724,6 +728,7 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		MACIndex:    env.Spec.MACIndex,
 		Agent:       env.Agent,
 		ConsoleHost: h.cfg.ConsoleBind,
+		DeniedPorts: h.cfg.ProtectedPorts,
 		Logger:      env.Logger,
 		OnStop:      env.OnStop,
 	})

@@ -75,6 +75,9 @@ type VPCSConfig struct {
 	ConsoleHost string
 	// Console is the console's TCP port; 0 picks a free one.
 	Console int
+	// DeniedPorts are TCP ports the console's rlogin may not reach: the
+	// agent's and the controller's own.
+	DeniedPorts []int
 	Logger  *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
@@ -280,7 +283,7 @@ func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 	p := &vpcsProc{
 		cmd:     cmd,
 		tty:     tty,
-		console: serveConsole(ln, teeTerm{tty, logf}),
+		console: serveConsole(ln, teeTerm{tty, logf}, newLineGuard(v.cfg.Dir, v.cfg.DeniedPorts)),
 		nic:     netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(nicPort)),
 		cmdline: strings.Join(append([]string{v.cfg.Program.Path}, args...), " "),
 		exited:  make(chan struct{}),

@@ -39,6 +39,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = netguard.DefaultMaxConns()
 	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		cfg.Host.ProtectedPorts = append(cfg.Host.ProtectedPorts, a.Port)
+	}
 	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
 	h := host.New(cfg.Host)
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
