@@ -35,10 +35,10 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
-	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"golang.org/x/sync/errgroup"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -124,21 +124,24 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
 	if o.Controller != "" {
 		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
 		port, _ := strconv.Atoi(portStr)
-		go func() {
-			err := server.Register(ctx, server.Registration{
+		g.Go(func() error {
+			err := server.Register(gctx, server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Secret: secret, Logger: log,
 			})
-			if err != nil && ctx.Err() == nil {
+			if err != nil && gctx.Err() == nil {
+				// The agent serves on: the controller can still add it.
 				log.Error("register with the controller", "err", err)
 			}
-		}()
+			return nil
+		})
 	}
-	return server.Run(ctx, server.Config{
-		Host: host.Config{
+	g.Go(func() error {
+		return server.Run(gctx, server.Config{
 			ComputeID:        o.ComputeID,
 			DataDir:          o.DataDir,
 			ConsoleHost:      consoleHost,
@@ -150,13 +153,13 @@ func run(args []string) error {
 			BufferedCaptures: !o.CaptureDirectIO,
 			TunnelBind:       o.TunnelBind,
 			FilterDeadline:   o.FilterDeadline,
+			MaxConns:         o.MaxConns,
+			MaxConnsPerIP:    o.MaxConnsPerIP,
+			Secret:           secret,
 			Logger:           log,
-		},
-		Secret:        secret,
-		MaxConns:      o.MaxConns,
-		MaxConnsPerIP: o.MaxConnsPerIP,
-		Logger:        log,
-	}, ln)
+		}, ln)
+	})
+	return g.Wait()
 }
 
 func hostname() string {

@@ -78,7 +78,7 @@ type VPCSConfig struct {
 	// DeniedPorts are TCP ports the console's rlogin may not reach: the
 	// agent's and the controller's own.
 	DeniedPorts []int
-	Logger  *slog.Logger
+	Logger      *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
 	// wait for whoever called Stop.

@@ -10,17 +10,48 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/internal/netguard"
 )
 
-// Config configures an agent.
+// Config configures an agent. It is the agent's own, so that who runs one
+// (the agent command, the controller's local agent) needs nothing of the
+// agent's inner packages.
 type Config struct {
-	Host host.Config
+	// ComputeID is the name the controller knows this agent by.
+	ComputeID string
+	// DataDir holds projects/<project_id>/project-files/...
+	DataDir string
+	// ConsoleHost is the address reported for node consoles; ConsoleBind
+	// is where they listen (empty: 127.0.0.1).
+	ConsoleHost, ConsoleBind string
+	// VPCS is the vpcs executable, a name looked up in PATH or a path.
+	VPCS string
+	// SoftwareVersion is reported to the controller.
+	SoftwareVersion string
+	// TunnelBind is the address the agent's ends of tunnels to other agents
+	// bind to; empty means ConsoleBind, or 127.0.0.1 when that is a
+	// wildcard.
+	TunnelBind string
+	// SocketBuffer sizes each relay UDP socket's buffers; zero means the
+	// relay's default.
+	SocketBuffer int
+	// NoUDPGRO turns off receiving GSO runs in one piece (for
+	// measurements); BufferedCaptures writes captures through the page
+	// cache even where direct I/O is possible.
+	NoUDPGRO, BufferedCaptures bool
 	// Secret, when set, is required on every API call.
 	Secret string
+	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
+	FilterDeadline time.Duration
+	// ProtectedPorts are TCP ports node consoles may not rlogin to (the
+	// controller's, for the local agent); the agent's own API port is
+	// added.
+	ProtectedPorts []int
 	// MaxConns caps the API's open connections (0: netguard.DefaultMaxConns);
 	// MaxConnsPerIP caps them per client address (0: no cap).
 	MaxConns, MaxConnsPerIP int
@@ -33,17 +64,29 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Host.Logger == nil {
-		cfg.Host.Logger = cfg.Logger
-	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = netguard.DefaultMaxConns()
 	}
+	protected := slices.Clone(cfg.ProtectedPorts)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
-		cfg.Host.ProtectedPorts = append(cfg.Host.ProtectedPorts, a.Port)
+		protected = append(protected, a.Port)
 	}
 	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
-	h := host.New(cfg.Host)
+	h := host.New(host.Config{
+		ComputeID:        cfg.ComputeID,
+		DataDir:          cfg.DataDir,
+		ConsoleHost:      cfg.ConsoleHost,
+		ConsoleBind:      cfg.ConsoleBind,
+		VPCS:             cfg.VPCS,
+		SoftwareVersion:  cfg.SoftwareVersion,
+		TunnelBind:       cfg.TunnelBind,
+		SocketBuffer:     cfg.SocketBuffer,
+		NoUDPGRO:         cfg.NoUDPGRO,
+		BufferedCaptures: cfg.BufferedCaptures,
+		FilterDeadline:   cfg.FilterDeadline,
+		ProtectedPorts:   protected,
+		Logger:           cfg.Logger,
+	})
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()
