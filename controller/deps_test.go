@@ -57,6 +57,7 @@ var rules = []rule{
 	{pkg: "agent/node", banned: []string{"net/http", mod + "proto", mod + "agent/bridge"}, why: "node runners hand the bridge an address, not a type"},
 	{pkg: "agent/pcapfilter", banned: []string{mod}, why: "libpcap's BPF compiler (cgo), kept in one place"},
 	{pkg: "bench", imports: []string{"proto"}, banned: []string{mod + "agent/", mod + "controller/", mod + "captures"}, why: "the benchmark drives a real agent process over its API: it links none of it"},
+	{pkg: "soak", banned: []string{mod}, why: "the soak test drives real controller and agent processes over HTTP: it links none of them"},
 	{pkg: "internal/cli", banned: []string{mod}, why: "flag parsing serves both binaries and knows neither"},
 	{pkg: "internal/netguard", banned: []string{mod}, why: "listeners that outlive descriptor exhaustion, for both binaries"},
 	{pkg: "internal/atomicfile", banned: []string{mod}, why: "durable file replacement, for anyone"},
