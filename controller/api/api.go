@@ -206,6 +206,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handle(app, "GET", link+"/pcap", a.pcap)
 	a.registerSymbols(app)
+	a.registerGUI(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }
 

@@ -151,15 +151,18 @@ var placeholder = regexp.MustCompile(`\{([a-z_]+)(:[^}]*)?\}`)
 // OpenAPI builds the OpenAPI 3.1 document of the routes registered.
 func (a *API) OpenAPI() map[string]any {
 	schemas := map[string]any{}
-	for name, src := range schemaSources {
+	for name, src := range allSchemas() {
 		schemas[name] = openAPISchema(src)
 	}
-	for name, src := range responseSchemas {
+	for name, src := range allResponseSchemas() {
 		schemas[name] = openAPISchema(src)
 	}
 	paths := map[string]map[string]any{}
 	for _, r := range a.routes {
 		doc, ok := routeDocs[r.Method+" "+r.Template]
+		if !ok {
+			doc, ok = guiRouteDocs[r.Method+" "+r.Template]
+		}
 		if !ok {
 			doc = routeDoc{summary: "undocumented", status: 200}
 		}

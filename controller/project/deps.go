@@ -146,14 +146,19 @@ const (
 )
 
 // Event is something that happened to a project. Exactly one of Node,
-// Link, Project and Message is set: Message for the log.* actions.
+// Link, Project, Drawing and Message is set: Message for the log.* actions.
 type Event struct {
 	Action    string
 	ProjectID string
 	Node      *Node
 	Link      *Link
 	Project   *Project
-	Message   string
+	Drawing   *Drawing
+	Template  *Template
+	// OmitSVG leaves the drawing's SVG out of a drawing.updated that did
+	// not change it (GNS3).
+	OmitSVG bool
+	Message string
 }
 
 // Emitter receives events, in the order they happened within a project.
