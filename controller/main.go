@@ -202,9 +202,14 @@ func run(args []string) error {
 		Computes:    registry,
 		Events:      events,
 		Store:       &topology.Store{Dir: projectsDir, Version: o.gns3Version},
-		Symbols:     symbolLib.Size,
-		Logger:      log.With("component", "projects"),
+		// Beside the projects, as GNS3 keeps them in its controller file.
+		TemplatesFile: filepath.Join(o.dataDir, "templates.json"),
+		Symbols:       symbolLib.Size,
+		Logger:        log.With("component", "projects"),
 	})
+	if err := projects.LoadTemplates(); err != nil {
+		log.Error("load templates", "err", err)
+	}
 	// Agents that kept running while the controller was down still run
 	// their labs and captures: projects opened at load (auto_open) and the
 	// others they run are taken over as they are.

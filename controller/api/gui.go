@@ -22,10 +22,18 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "GET", drawing, a.getDrawing)
 	a.handle(app, "PUT", drawing, a.updateDrawing)
 	a.handle(app, "DELETE", drawing, a.deleteDrawing)
+	a.handle(app, "POST", "/v2/templates", a.createTemplate)
+	a.handle(app, "PUT", "/v2/templates/{template_id}", a.updateTemplate)
+	a.handle(app, "DELETE", "/v2/templates/{template_id}", a.deleteTemplate)
+	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", a.duplicateTemplate)
 }
 
 // guiRouteDocs documents the routes of registerGUI (see routeDocs).
 var guiRouteDocs = map[string]routeDoc{
+	"POST /v2/templates":                                     {"Create a template from the type's defaults and the members given; template.created on the controller stream", "template", 201, "template", []int{400, 409, 413}},
+	"PUT /v2/templates/{template_id}":                        {"Change a user template (merged, then checked whole); built-in templates are read-only", "template_update", 200, "template", []int{400, 404, 409, 413}},
+	"DELETE /v2/templates/{template_id}":                     {"Delete a user template", "", 204, "", []int{404, 409}},
+	"POST /v2/templates/{template_id}/duplicate":             {"Copy a user template under a new id", "", 201, "template", []int{400, 404, 409}},
 	"GET /v2/projects/{project_id}/drawings":                 {"List drawings (a closed project lists its file's entries)", "", 200, "drawings", []int{404}},
 	"POST /v2/projects/{project_id}/drawings":                {"Add a drawing (an existing drawing_id returns that drawing); the SVG is checked and cleaned", "drawing", 201, "drawing", bodyErrs},
 	"GET /v2/projects/{project_id}/drawings/{drawing_id}":    {"Get a drawing", "", 200, "drawing", projectErrs},
@@ -35,6 +43,11 @@ var guiRouteDocs = map[string]routeDoc{
 
 // guiSchemas are the request schemas of registerGUI's routes.
 var guiSchemas = map[string]string{
+	// A template's own members are checked against its type once merged
+	// with the type's defaults (package project).
+	"template": `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}},
+		"required": ["name", "template_type"]}`,
+	"template_update": `{"type": "object"}`,
 	"drawing": `{"type": "object",
 		"properties": {
 			"drawing_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
