@@ -58,6 +58,7 @@ func main() {
 // options are the controller's settings, from flags and environment.
 type options struct {
 	listen, dataDir, gns3Version, vpcs string
+	pinVersion                         bool
 	advertise                          string
 	user, password                     string
 	maxJSONBody                        int
@@ -101,6 +102,10 @@ func parse(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	// A version set by hand is what every client gets; otherwise a GNS3
+	// GUI of any 2.2 release gets its own.
+	_, o.pinVersion = os.LookupEnv("LABTAP_GNS3_VERSION")
+	fs.Visit(func(f *flag.Flag) { o.pinVersion = o.pinVersion || f.Name == "gns3-version" })
 	return o, nil
 }
 
@@ -221,22 +226,24 @@ func run(args []string) error {
 		log.Error("adopt running projects", "err", err)
 	}
 	app, _, err := api.New(api.Config{
-		Projects:    projects,
-		Computes:    registry,
-		Symbols:     symbolLib,
-		User:        o.user,
-		Password:    o.password,
-		MaxJSONBody: o.maxJSONBody,
-		Hub:         hub,
-		Load:        localLoad(registry),
-		Version:     o.gns3Version,
-		Context:     streamCtx,
-		Logger:      log.With("component", "api"),
+		Projects:     projects,
+		Computes:     registry,
+		Symbols:      symbolLib,
+		User:         o.user,
+		Password:     o.password,
+		MaxJSONBody:  o.maxJSONBody,
+		Hub:          hub,
+		Load:         localLoad(registry),
+		Version:      o.gns3Version,
+		PinVersion:   o.pinVersion,
+		SettingsFile: filepath.Join(o.dataDir, "settings.json"),
+		Context:      streamCtx,
+		Logger:       log.With("component", "api"),
 	})
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return app.Listener(ln) })
+	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
 	g.Go(func() error {
 		<-gctx.Done()
 		go func() {

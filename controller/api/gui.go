@@ -26,10 +26,46 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "PUT", "/v2/templates/{template_id}", a.updateTemplate)
 	a.handle(app, "DELETE", "/v2/templates/{template_id}", a.deleteTemplate)
 	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", a.duplicateTemplate)
+
+	a.handle(app, "GET", "/v2/appliances", emptyList)
+	a.handle(app, "GET", "/v2/gns3vm", a.getGNS3VM)
+	a.handle(app, "PUT", "/v2/gns3vm", a.putGNS3VM)
+	a.handle(app, "GET", "/v2/gns3vm/engines", emptyList)
+	a.handle(app, "GET", "/v2/gns3vm/engines/{engine}/vms", a.gns3VMEngineVMs)
+	a.handle(app, "GET", "/v2/iou_license", a.getIOULicense)
+	a.handle(app, "PUT", "/v2/iou_license", a.putIOULicense)
+	a.handle(app, "GET", "/v2/statistics", a.statistics)
+	a.handle(app, "POST", "/v2/projects/load", a.loadProject)
+	// Emulators labtap does not run: their dialogs' listings are empty.
+	// (Docker and QEMU have routes of their own.)
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms", "network/interfaces"} {
+		a.handle(app, "GET", "/v2/computes/{compute_id}/"+l, a.computeEmptyList)
+	}
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
+		a.handle(app, "GET", "/v2/compute/"+l, emptyList)
+	}
 }
 
 // guiRouteDocs documents the routes of registerGUI (see routeDocs).
 var guiRouteDocs = map[string]routeDoc{
+	"GET /v2/appliances":                                     {"The appliance catalogue: empty (labtap fetches nothing; its node types are built-in templates)", "", 200, "list", nil},
+	"GET /v2/gns3vm":                                         {"GNS3 VM settings, kept for clients (labtap runs no GNS3 VM)", "", 200, "settings", nil},
+	"PUT /v2/gns3vm":                                         {"Store GNS3 VM settings (merged); enable: true is 409", "gns3vm", 201, "settings", []int{400, 409, 413}},
+	"GET /v2/gns3vm/engines":                                 {"GNS3 VM engines: none", "", 200, "list", nil},
+	"GET /v2/gns3vm/engines/{engine}/vms":                    {"VMs of a GNS3 VM engine: none", "", 200, "list", []int{404}},
+	"GET /v2/iou_license":                                    {"IOU license settings, kept for clients", "", 200, "settings", nil},
+	"PUT /v2/iou_license":                                    {"Store IOU license settings (merged)", "iou_license", 201, "settings", []int{400, 409, 413}},
+	"GET /v2/statistics":                                     {"Load of each connected compute", "", 200, "list", nil},
+	"POST /v2/projects/load":                                 {"Open a .gns3 by path: only a GUI's own local server does (403)", "", 403, "", nil},
+	"GET /v2/computes/{compute_id}/iou/images":               {"IOU images of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/dynamips/images":          {"Dynamips images of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/virtualbox/vms":           {"VirtualBox VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/vmware/vms":               {"VMware VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/network/interfaces":       {"Host interfaces a cloud could use: none (clouds carry UDP ports)", "", 200, "list", []int{404}},
+	"GET /v2/compute/iou/images":                             {"The web UI's IOU image list: none", "", 200, "list", nil},
+	"GET /v2/compute/dynamips/images":                        {"The web UI's Dynamips image list: none", "", 200, "list", nil},
+	"GET /v2/compute/virtualbox/vms":                         {"The web UI's VirtualBox VM list: none", "", 200, "list", nil},
+	"GET /v2/compute/vmware/vms":                             {"The web UI's VMware VM list: none", "", 200, "list", nil},
 	"POST /v2/templates":                                     {"Create a template from the type's defaults and the members given; template.created on the controller stream", "template", 201, "template", []int{400, 409, 413}},
 	"PUT /v2/templates/{template_id}":                        {"Change a user template (merged, then checked whole); built-in templates are read-only", "template_update", 200, "template", []int{400, 404, 409, 413}},
 	"DELETE /v2/templates/{template_id}":                     {"Delete a user template", "", 204, "", []int{404, 409}},
@@ -48,6 +84,16 @@ var guiSchemas = map[string]string{
 	"template": `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}},
 		"required": ["name", "template_type"]}`,
 	"template_update": `{"type": "object"}`,
+	"gns3vm": `{"type": "object", "properties": {
+			"enable": {"type": "boolean"}, "vmname": {"type": ["string", "null"], "maxLength": 255},
+			"when_exit": {"enum": ["stop", "suspend", "keep"]}, "headless": {"type": "boolean"},
+			"engine": {"enum": ["vmware", "virtualbox", "hyper-v", "remote", null]},
+			"allocate_vcpus_ram": {"type": "boolean"}, "ram": {"type": "integer", "minimum": 0},
+			"vcpus": {"type": "integer", "minimum": 0}, "port": {"type": "integer", "minimum": 1, "maximum": 65535}},
+		"additionalProperties": false}`,
+	"iou_license": `{"type": "object", "properties": {
+			"iourc_content": {"type": "string", "maxLength": 65536}, "license_check": {"type": "boolean"}},
+		"additionalProperties": false}`,
 	"drawing": `{"type": "object",
 		"properties": {
 			"drawing_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
@@ -64,6 +110,8 @@ var guiSchemas = map[string]string{
 
 // guiResponseSchemas describe registerGUI's replies.
 var guiResponseSchemas = map[string]string{
+	"list":     `{"type": "array"}`,
+	"settings": `{"type": "object"}`,
 	"drawing": `{"type": "object", "properties": {
 		"drawing_id": {"type": "string", "format": "uuid"}, "project_id": {"type": "string", "format": "uuid"},
 		"svg": {"type": "string"}, "x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"},
