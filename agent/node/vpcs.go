@@ -67,6 +67,9 @@ type VPCSConfig struct {
 	Dir string
 	// MACIndex is the last byte of the node's MAC, 00:50:79:66:68:NN.
 	MACIndex int
+	// Name is the node's name, which VPCS takes as its own at start
+	// (otherwise every VPCS calls itself VPCS1).
+	Name string
 	// Agent is where VPCS sends its frames: the agent's socket for the
 	// node's Ethernet0. It must be an IPv4 address (VPCS takes no names).
 	Agent netip.AddrPort
@@ -164,6 +167,17 @@ func (v *VPCS) CommandLine() string {
 	return v.proc.cmdline
 }
 
+// ResetConsole disconnects every client of the node's console (GNS3's
+// "reset console": a stuck telnet session); new ones connect as before.
+func (v *VPCS) ResetConsole() {
+	v.mu.Lock()
+	p := v.proc
+	v.mu.Unlock()
+	if p != nil {
+		p.console.dropClients()
+	}
+}
+
 // NIC returns where VPCS receives the frames of Ethernet0 (adapter 0, port 0).
 func (v *VPCS) NIC(adapter, port int) (netip.AddrPort, bool) {
 	v.mu.Lock()
@@ -210,6 +224,9 @@ func (v *VPCS) Start(ctx context.Context) error {
 		}
 		why := v.waitReady(ctx, p)
 		if why == nil {
+			if name := pcName(v.cfg.Name, v.cfg.Program.Version); name != "" {
+				fmt.Fprintf(p.tty, "set pcname %s\r", name)
+			}
 			v.mu.Lock()
 			v.proc = p
 			v.mu.Unlock()
@@ -230,6 +247,26 @@ func (v *VPCS) Start(ctx context.Context) error {
 }
 
 var errNICTaken = errors.New("UDP port already in use")
+
+// pcName is the node name as VPCS can take it: one word of printable
+// ASCII, at most 6 characters for VPCS 0.5 (it refuses longer ones), 12
+// otherwise; "" when nothing of it fits.
+func pcName(name, version string) string {
+	word := strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, name)
+	limit := 12
+	if strings.HasPrefix(version, "0.5") {
+		limit = 6
+	}
+	if len(word) > limit {
+		word = word[:limit]
+	}
+	return word
+}
 
 // listenConsole binds the console port, or another one when someone took
 // it while the node was stopped (the node then reports the new port).

@@ -27,6 +27,14 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "DELETE", "/v2/templates/{template_id}", a.deleteTemplate)
 	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", a.duplicateTemplate)
 
+	a.handle(app, "GET", project+"/files/{path:.+}", a.getProjectFile)
+	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
+	a.handle(app, "POST", project+"/nodes/console/reset", a.resetConsoles)
+	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", a.resetConsole)
+	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", a.duplicateNode)
+	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
+	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)
+
 	a.handle(app, "GET", "/v2/appliances", emptyList)
 	a.handle(app, "GET", "/v2/gns3vm", a.getGNS3VM)
 	a.handle(app, "PUT", "/v2/gns3vm", a.putGNS3VM)
@@ -48,6 +56,13 @@ func (a *API) registerGUI(app *fiber.App) {
 
 // guiRouteDocs documents the routes of registerGUI (see routeDocs).
 var guiRouteDocs = map[string]routeDoc{
+	"GET /v2/projects/{project_id}/files/{path:.+}":                  {"Read a file of the project's directory (README.txt); paths stay inside it", "", 200, "file", []int{400, 403, 404, 413}},
+	"POST /v2/projects/{project_id}/files/{path:.+}":                 {"Write a file of the project's directory, atomically (raw body, 10 MiB at most; not the project file)", "raw", 201, "", []int{400, 403, 404, 413}},
+	"POST /v2/projects/{project_id}/nodes/console/reset":             {"Disconnect every client of every started node's console", "", 204, "", []int{403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/console/reset":   {"Disconnect every client of a node's console", "", 204, "", []int{403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/duplicate":       {"Copy a stopped node (VPCS: with its startup.vpc) at x, y, z; links are not copied", "node_duplicate", 201, "node", bodyErrs},
+	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
 	"GET /v2/appliances":                                     {"The appliance catalogue: empty (labtap fetches nothing; its node types are built-in templates)", "", 200, "list", nil},
 	"GET /v2/gns3vm":                                         {"GNS3 VM settings, kept for clients (labtap runs no GNS3 VM)", "", 200, "settings", nil},
 	"PUT /v2/gns3vm":                                         {"Store GNS3 VM settings (merged); enable: true is 409", "gns3vm", 201, "settings", []int{400, 409, 413}},
@@ -84,6 +99,8 @@ var guiSchemas = map[string]string{
 	"template": `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}},
 		"required": ["name", "template_type"]}`,
 	"template_update": `{"type": "object"}`,
+	"node_duplicate": `{"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
+		"required": ["x", "y"], "additionalProperties": false}`,
 	"gns3vm": `{"type": "object", "properties": {
 			"enable": {"type": "boolean"}, "vmname": {"type": ["string", "null"], "maxLength": 255},
 			"when_exit": {"enum": ["stop", "suspend", "keep"]}, "headless": {"type": "boolean"},

@@ -219,6 +219,8 @@ func responsesOf(doc routeDoc) map[string]any {
 			"type": "string", "description": "one JSON object {action, event} per line"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "file":
+		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "image":
 		ok["content"] = map[string]any{"image/svg+xml": map[string]any{}, "image/png": map[string]any{}, "image/jpeg": map[string]any{}, "image/gif": map[string]any{}}
 	default:

@@ -37,6 +37,12 @@ type Computes interface {
 	// TunnelHost is the address other computes send a compute's tunnel
 	// traffic to.
 	TunnelHost(computeID string) string
+	// NodeFile reads a file of a node's directory (name relative to it);
+	// WriteNodeFile replaces one. The compute keeps paths inside.
+	NodeFile(ctx context.Context, computeID, projectID, nodeID, name string) ([]byte, error)
+	WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error
+	// ResetConsole disconnects every client of a node's console.
+	ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error
 }
 
 // ProjectRef names a project to a compute.
