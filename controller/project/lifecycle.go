@@ -152,13 +152,11 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		if usesMAC(n.Type) {
 			n.MACIndex = st.freeMACLocked()
 		}
-		var ports []PortSpec
-		if hasPortsMapping(n.Type) {
-			if ports, err = parsePortsMapping(n.Type, n.Properties["ports_mapping"]); err != nil {
-				return err
-			}
+		spec, err := s.nodeSpec(&n)
+		if err != nil {
+			return err
 		}
-		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex, Ports: ports})
+		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, spec)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/labtap/labtap/internal/confined"
@@ -106,7 +105,7 @@ func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x
 	if err != nil {
 		return Node{}, err
 	}
-	if n.Status != Stopped && !slices.Contains(alwaysRunning, n.Type) {
+	if n.Status != Stopped && !isAlwaysRunning(n.Type) {
 		return Node{}, errorf(ErrConflict, "Cannot duplicate node data while the node is running")
 	}
 	nc := NewNodeCreate()

@@ -38,7 +38,10 @@ type templateKind struct {
 	schema   string // JSON Schema of the type's own members
 }
 
-// templateKinds are the template types of the node types labtap runs.
+// templateKinds are the template types of the node types labtap runs
+// that it checks member by member; the other types of the kinds table take
+// their defaults from it (TemplateDefaults) and have their properties
+// checked when a node is made.
 var templateKinds = map[string]templateKind{
 	"vpcs": {
 		defaults: func() map[string]any {
@@ -118,6 +121,17 @@ func templateSchema(typ string) (*jsonschema.Schema, error) {
 	templateSchemasOnce.Do(func() {
 		templateSchemas = map[string]*jsonschema.Schema{}
 		c := jsonschema.NewCompiler()
+		var base map[string]any
+		if templateSchemasErr = json.Unmarshal([]byte(templateBase), &base); templateSchemasErr != nil {
+			return
+		}
+		generic := map[string]any{"type": "object", "properties": base, "required": []any{"template_id", "template_type", "name"}}
+		if templateSchemasErr = c.AddResource("generic.json", generic); templateSchemasErr != nil {
+			return
+		}
+		if templateSchemas[""], templateSchemasErr = c.Compile("generic.json"); templateSchemasErr != nil {
+			return
+		}
 		for name, k := range templateKinds {
 			var base, own map[string]any
 			if err := json.Unmarshal([]byte(templateBase), &base); err != nil {
@@ -146,7 +160,10 @@ func templateSchema(typ string) (*jsonschema.Schema, error) {
 	if templateSchemasErr != nil {
 		return nil, templateSchemasErr
 	}
-	return templateSchemas[typ], nil
+	if s, ok := templateSchemas[typ]; ok {
+		return s, nil
+	}
+	return templateSchemas[""], nil
 }
 
 // checkTemplate validates a whole template against its type.
@@ -159,7 +176,7 @@ func checkTemplate(t map[string]any) error {
 	if err != nil {
 		return &Error{Kind: ErrInternal, Msg: err.Error(), Err: err}
 	}
-	if s == nil || !slices.Contains(supportedTypes, typ) {
+	if kindOf(typ) == nil {
 		return errorf(ErrConflict, "Template type %s is not supported by this server", typ)
 	}
 	// The schema library reads JSON values as it decodes them.
@@ -320,6 +337,8 @@ func (s *Service) CreateTemplate(req map[string]any) (Template, error) {
 	t := map[string]any{}
 	if k, ok := templateKinds[typ]; ok {
 		t = k.defaults()
+	} else if d, ok := TemplateDefaults(typ); ok {
+		t = d
 	}
 	maps.Copy(t, req)
 	if id, _ := t["template_id"].(string); id == "" {
