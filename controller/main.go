@@ -66,6 +66,8 @@ type options struct {
 	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
 	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
+	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	pinVersion     bool          // --gns3-version or its variable was given
 }
 
@@ -76,6 +78,9 @@ func (o *options) Validate() error {
 	}
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
+	}
+	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
+		return fmt.Errorf("--console-ports: %w", err)
 	}
 	return nil
 }
@@ -163,13 +168,19 @@ func run(args []string) error {
 				tunnelBind = o.Advertise
 			}
 		}
+		consoleHost := listenHost
+		if o.ConsoleHost != "" {
+			consoleHost = o.ConsoleHost
+		}
+		consolePorts, _ := cli.PortRange(o.ConsolePorts) // checked by Validate
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
 				Host: host.Config{
 					ComputeID:       project.LocalCompute,
 					DataDir:         o.DataDir,
-					ConsoleHost:     listenHost,
+					ConsoleHost:     consoleHost,
+					ConsolePorts:    consolePorts,
 					ConsoleBind:     listenHost,
 					VPCS:            o.VPCS,
 					SoftwareVersion: version,

@@ -84,6 +84,9 @@ type Config struct {
 	DataDir string
 	// ConsoleHost is the address reported for node consoles.
 	ConsoleHost string
+	// ConsolePorts, when set, is the range [lo, hi] node consoles take
+	// their ports from (a container publishes it to its host).
+	ConsolePorts [2]int
 	// ConsoleBind is the address node consoles listen on: where the agent's
 	// own API listens, so consoles are no more exposed than the API. Empty
 	// means 127.0.0.1.
@@ -781,8 +784,9 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		MACIndex:    env.Spec.MACIndex,
 		Name:        env.Spec.Name,
 		Agent:       env.Agent,
-		ConsoleHost: h.cfg.ConsoleBind,
-		Logger:      env.Logger,
+		ConsoleHost:  h.cfg.ConsoleBind,
+		ConsolePorts: h.cfg.ConsolePorts,
+		Logger:       env.Logger,
 		OnStop:      env.OnStop,
 	})
 }

@@ -77,6 +77,9 @@ type VPCSConfig struct {
 	// 127.0.0.1.
 	ConsoleHost string
 	// Console is the console's TCP port; 0 picks a free one.
+	// ConsolePorts, when set, is the range [lo, hi] a picked port comes
+	// from (so a container can publish it).
+	ConsolePorts [2]int
 	Console int
 	Logger  *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
@@ -130,7 +133,7 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 	}
 	v := &VPCS{cfg: cfg, log: cfg.Logger, console: cfg.Console}
 	if v.console == 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.ConsoleHost, "0"))
+		ln, err := v.listenFree()
 		if err != nil {
 			return nil, fmt.Errorf("vpcs: console: %w", err)
 		}
@@ -138,6 +141,21 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 		ln.Close()
 	}
 	return v, nil
+}
+
+// listenFree listens on a free console port: any, or the first free one of
+// ConsolePorts.
+func (v *VPCS) listenFree() (net.Listener, error) {
+	lo, hi := v.cfg.ConsolePorts[0], v.cfg.ConsolePorts[1]
+	if lo <= 0 {
+		return net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, "0"))
+	}
+	for p := lo; p <= hi; p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(p))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free console port in %d-%d", lo, hi)
 }
 
 // Status returns Started or Stopped.
@@ -276,7 +294,7 @@ func (v *VPCS) listenConsole() (net.Listener, error) {
 	v.mu.Unlock()
 	ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(port)))
 	if err != nil {
-		ln, err = net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, "0"))
+		ln, err = v.listenFree()
 		if err != nil {
 			return nil, fmt.Errorf("vpcs: console: %w", err)
 		}
