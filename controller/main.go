@@ -91,7 +91,7 @@ func parse(args []string) (options, error) {
 		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
 	// GUI of any 2.2 release gets its own.
-	_, o.pinVersion = os.LookupEnv("LABTAP_GNS3_VERSION")
+	o.pinVersion = os.Getenv("LABTAP_GNS3_VERSION") != "" // empty counts as unset, as for every variable
 	for _, a := range args {
 		if a == "--gns3-version" || strings.HasPrefix(a, "--gns3-version=") {
 			o.pinVersion = true
