@@ -779,15 +779,15 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		return nil, h.vpcsErr
 	}
 	return node.NewVPCS(node.VPCSConfig{
-		Program:     h.vpcs,
-		Dir:         env.Dir,
-		MACIndex:    env.Spec.MACIndex,
-		Name:        env.Spec.Name,
-		Agent:       env.Agent,
+		Program:      h.vpcs,
+		Dir:          env.Dir,
+		MACIndex:     env.Spec.MACIndex,
+		Name:         env.Spec.Name,
+		Agent:        env.Agent,
 		ConsoleHost:  h.cfg.ConsoleBind,
 		ConsolePorts: h.cfg.ConsolePorts,
 		Logger:       env.Logger,
-		OnStop:      env.OnStop,
+		OnStop:       env.OnStop,
 	})
 }
 

@@ -80,8 +80,8 @@ type VPCSConfig struct {
 	// ConsolePorts, when set, is the range [lo, hi] a picked port comes
 	// from (so a container can publish it).
 	ConsolePorts [2]int
-	Console int
-	Logger  *slog.Logger
+	Console      int
+	Logger       *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
 	// wait for whoever called Stop.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/project"
-	"github.com/labtap/labtap/proto"
 )
 
 // filePath is the greedy {path:.+} of a files route, unescaped.
@@ -79,7 +78,7 @@ func (a *API) getNodeFile(c *fiber.Ctx) error {
 }
 
 func (a *API) postNodeFile(c *fiber.Ctx) error {
-	body, err := rawBody(c, proto.MaxNodeFile)
+	body, err := rawBody(c, project.MaxNodeFile)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,10 @@ import (
 // the API (a README.txt, a supplier logo).
 const MaxProjectFile = 10 << 20
 
+// MaxNodeFile bounds a node file (a VPCS startup.vpc, a configuration):
+// what an agent takes (proto.MaxNodeFile).
+const MaxNodeFile = 512 << 10
+
 // nodeOf returns a copy of a node of an opened project.
 func (s *Service) nodeOf(projectID, nodeID string) (Node, error) {
 	st, err := s.opened(projectID)
