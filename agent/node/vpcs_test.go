@@ -383,12 +383,15 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
-	run := func(cmd string) string {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	runFor := func(d time.Duration, cmd string) string {
+		ctx, cancel := context.WithTimeout(t.Context(), d)
 		defer cancel()
 		out, _ := con.Run(ctx, cmd)
 		return out
 	}
+	run := func(cmd string) string { return runFor(3*time.Second, cmd) }
+	// A refused line never echoes as sent: its Run waits out its deadline.
+	refused := func(cmd string) { runFor(time.Second, cmd) }
 	// The attack: "?" puts VPCS's help, with its "! [command [args]]" line,
 	// into vpcs.log; "load vpcs.log" would run it. Any other file with a
 	// "!" line is as bad: here one names a marker to create.
@@ -402,11 +405,11 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "evil.vpc")
 	os.WriteFile(elsewhere, []byte(evil), 0o644)
 	for _, cmd := range []string{"load evil.vpc", "load evil", "lo evil.vpc", "LOAD evil.vpc", "load vpcs.log", "load " + elsewhere, "load ../" + filepath.Base(dir) + "/evil.vpc", "save vpcs.log", "save ../x"} {
-		run(cmd)
+		refused(cmd)
 	}
 	// Line editing cannot smuggle the name past the guard either.
-	run("load x\x7f\x7fevil.vpc")
-	run("load st\x1b[D\x1b[Devil.vpc")
+	refused("load x\x7f\x7fevil.vpc")
+	refused("load st\x1b[D\x1b[Devil.vpc")
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a file not saved from the console was loaded and its '!' line ran")
 	}
@@ -432,8 +435,8 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 			accepted <- struct{}{}
 		}
 	}()
-	run(fmt.Sprintf("rlogin 127.0.0.1 %d", protectedPort))
-	run(fmt.Sprintf("rl %d", protectedPort))
+	refused(fmt.Sprintf("rlogin 127.0.0.1 %d", protectedPort))
+	refused(fmt.Sprintf("rl %d", protectedPort))
 	select {
 	case <-accepted:
 		t.Fatal("rlogin reached a protected port")
