@@ -51,6 +51,3 @@ type QemuBinary struct {
 type QemuCapabilities struct {
 	KVM []string `json:"kvm"`
 }
-
-// ConsoleResetPath disconnects a node's console clients: POST, 204.
-func ConsoleResetPath(project, node string) string { return NodePath(project, node) + "/console/reset" }

@@ -38,11 +38,4 @@ func (h *handlers) registerImages(mux *http.ServeMux, is ImageService) {
 	mux.HandleFunc("GET "+proto.QemuCapabilitiesPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, is.QemuCapabilities())
 	})
-	mux.HandleFunc("POST /v1/projects/{project}/nodes/{node}/console/reset", func(w http.ResponseWriter, r *http.Request) {
-		if err := is.ResetConsole(r.PathValue("project"), r.PathValue("node")); err != nil {
-			h.reply(w, nil, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
 }

@@ -36,12 +36,6 @@ type PowerOffer interface {
 	PowerOff(ctx context.Context) error
 }
 
-// ConsoleResetter is a runner whose console can be reset (its clients
-// disconnected, the node untouched).
-type ConsoleResetter interface {
-	ResetConsole() error
-}
-
 // carrier applies a port's wanted carrier state through its runner, in
 // the background (QMP calls must not run under Host.mu), the last wish
 // winning.
@@ -214,18 +208,4 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		return nil, proto.Errorf(proto.CodeConflict, "%v", err)
 	}
 	return qemuRunner{q}, nil
-}
-
-// ResetConsole disconnects a node's console clients.
-func (h *Host) ResetConsole(projectID, nodeID string) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if r, ok := n.runner.(ConsoleResetter); ok {
-		if err := r.ResetConsole(); err != nil {
-			return asProtoError(err, proto.CodeConflict)
-		}
-	}
-	return nil
 }

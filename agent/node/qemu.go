@@ -502,7 +502,7 @@ func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string
 			c.Close()
 			return err
 		}
-		p.console = serveConsoleWith(ln, c, consoleOptions{replay: qemuReplayBytes, keepBang: true})
+		p.console = serveConsoleWith(ln, c, nil, consoleOptions{replay: qemuReplayBytes, keepBang: true})
 	}
 	mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
 	if err != nil {
@@ -538,19 +538,15 @@ func (q *Qemu) listenConsole() (net.Listener, error) {
 	return ln, nil
 }
 
-// ResetConsole restarts the telnet console: its clients are disconnected,
-// the VM keeps running and the replay buffer is kept.
-func (q *Qemu) ResetConsole() error {
-	q.ops.Lock()
-	defer q.ops.Unlock()
+// ResetConsole disconnects the telnet console's clients; the VM keeps
+// running and the replay buffer is kept.
+func (q *Qemu) ResetConsole() {
 	q.mu.Lock()
 	p := q.proc
 	q.mu.Unlock()
-	if p == nil || p.console == nil {
-		return nil
+	if p != nil && p.console != nil {
+		p.console.dropClients()
 	}
-	p.console.dropClients()
-	return nil
 }
 
 // accel picks the accelerator, and the warning to give when a VM runs

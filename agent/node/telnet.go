@@ -17,7 +17,8 @@ type consoleServer struct {
 	term io.ReadWriter // the pty master
 	opts consoleOptions
 
-	mu      sync.Mutex // guards clients, recent and closed
+	mu      sync.Mutex // guards clients, recent, closed and guard
+	guard   *lineGuard // checks command lines; nil passes everything
 	clients map[*consoleClient]struct{}
 	recent  []byte // the last output, replayed to each new client
 	closed  bool
@@ -61,17 +62,18 @@ type consoleOptions struct {
 	keepBang bool
 }
 
-// serveConsole starts serving term on ln. Close stops it.
-func serveConsole(ln net.Listener, term io.ReadWriter) *consoleServer {
-	return serveConsoleWith(ln, term, consoleOptions{})
+// serveConsole starts serving term on ln, checking command lines with
+// guard if not nil. Close stops it.
+func serveConsole(ln net.Listener, term io.ReadWriter, guard *lineGuard) *consoleServer {
+	return serveConsoleWith(ln, term, guard, consoleOptions{})
 }
 
 // serveConsoleWith starts serving term on ln with options.
-func serveConsoleWith(ln net.Listener, term io.ReadWriter, opts consoleOptions) *consoleServer {
+func serveConsoleWith(ln net.Listener, term io.ReadWriter, guard *lineGuard, opts consoleOptions) *consoleServer {
 	if opts.replay <= 0 {
 		opts.replay = recentBytes
 	}
-	s := &consoleServer{ln: ln, term: term, opts: opts, clients: make(map[*consoleClient]struct{})}
+	s := &consoleServer{ln: ln, term: term, guard: guard, opts: opts, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -171,7 +173,20 @@ func (s *consoleServer) read(c *consoleClient) {
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
-			if data := f.filter(buf[:n]); len(data) > 0 {
+			data := f.filter(buf[:n])
+			if s.guard != nil {
+				var notice string
+				s.mu.Lock()
+				data, notice = s.guard.feed(data)
+				if _, ok := s.clients[c]; ok && notice != "" {
+					select {
+					case c.out <- []byte(notice):
+					default:
+					}
+				}
+				s.mu.Unlock()
+			}
+			if len(data) > 0 {
 				if _, werr := s.term.Write(data); werr != nil {
 					return
 				}
@@ -180,15 +195,6 @@ func (s *consoleServer) read(c *consoleClient) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// dropClients disconnects every client; new ones are accepted.
-func (s *consoleServer) dropClients() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.clients {
-		s.dropLocked(c)
 	}
 }
 
@@ -261,4 +267,13 @@ func (f *telnetFilter) filter(in []byte) []byte {
 		}
 	}
 	return out
+}
+
+// dropClients disconnects every client; the console keeps listening.
+func (s *consoleServer) dropClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		s.dropLocked(c)
+	}
 }

@@ -22,7 +22,6 @@ type QemuComputes interface {
 	QemuBinaries(ctx context.Context, computeID string, archs []string) ([]compute.QemuBinary, error)
 	QemuImgBinaries(ctx context.Context, computeID string) ([]compute.QemuBinary, error)
 	QemuCapabilities(ctx context.Context, computeID string) (compute.QemuCapabilities, error)
-	ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error
 }
 
 // imageUploadPrefix starts the one route whose body is streamed (GNS3
@@ -71,16 +70,6 @@ func (a *API) registerQemu(app *fiber.App) {
 			return err
 		}
 		return ctx.JSON(caps)
-	}))
-	a.handle(app, "POST", "/v2/projects/{project_id}/nodes/{node_id}/console/reset", a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
-		n, err := a.projects.Node(ctx.Params("project_id"), ctx.Params("node_id"))
-		if err != nil {
-			return err
-		}
-		if err := q.ResetConsole(ctx.UserContext(), n.ComputeID, n.ProjectID, n.ID); err != nil {
-			return err
-		}
-		return noContent(ctx)
 	}))
 }
 

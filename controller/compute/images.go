@@ -80,8 +80,3 @@ func (r *Registry) QemuCapabilities(ctx context.Context, computeID string) (Qemu
 	err := r.do(ctx, computeID, "GET", proto.QemuCapabilitiesPath, nil, &out)
 	return out, err
 }
-
-// ResetConsole has a compute disconnect a node's console clients.
-func (r *Registry) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
-	return r.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)
-}
