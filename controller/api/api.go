@@ -126,9 +126,6 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          a.handleError,
 		BodyLimit:             10 << 20, // symbol uploads; JSON bodies are held to 1 MiB in decode
-		// Bodies over BodyLimit are streamed, and refused but on the image
-		// upload route (streamOnlyUploads).
-		StreamRequestBody: true,
 		// go-json writes the same bytes as encoding/json (a test holds it to
 		// that) 5x faster: encoding/json re-validates every raw member (labels,
 		// styles) and allocates per map; 1,000 links took 11 ms against 2.3.
@@ -138,7 +135,6 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
-	app.Use(a.streamOnlyUploads)
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
