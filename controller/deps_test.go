@@ -23,6 +23,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"controller/compute", []string{"github.com/gofiber/", mod + "controller/api", mod + "agent/"}, "the agent client speaks proto over HTTP, nothing more"},
 		{"controller/symbols", []string{"github.com/gofiber/", "github.com/valyala/", "net/http", mod + "controller/api", mod + "agent/"}, "the icon library is files and images, served by the API"},
 		{"controller/notify", []string{"github.com/gofiber/", "net/http", mod + "controller/", mod + "agent/"}, "the hub moves bytes between publishers and listeners, nothing more"},
+		{"controller/archive", []string{"github.com/gofiber/", "github.com/valyala/", "net/http", mod + "controller/", mod + "agent/", mod + "proto"}, "archives are zips, files and the project file's JSON; projects and HTTP live elsewhere"},
 		{"controller/topology", []string{"github.com/gofiber/", "net/http", mod + "proto", mod + "agent/"}, "project files are domain data on disk"},
 		{"agent/api", []string{"github.com/gofiber/", mod + "controller/", "github.com/hashicorp/go-retryablehttp"}, "the agent serves net/http and never calls the controller's code"},
 		{"agent/host", []string{"net/http", "github.com/gofiber/", mod + "controller/"}, "the agent's state is transport-free"},

@@ -61,6 +61,7 @@ type options struct {
 	advertise                          string
 	user, password                     string
 	maxJSONBody                        int
+	maxImportSize                      int64
 	autoCloseGrace                     time.Duration
 	localAgent                         bool
 	level                              slog.Level
@@ -86,6 +87,11 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
 	}
 	fs.IntVar(&o.maxJSONBody, "max-json-body", maxBody, "largest JSON request body, in bytes")
+	maxImport, err := strconv.ParseInt(envOr("LABTAP_MAX_IMPORT_SIZE", "10737418240"), 10, 64)
+	if err != nil {
+		return o, fmt.Errorf("LABTAP_MAX_IMPORT_SIZE: %w", err)
+	}
+	fs.Int64Var(&o.maxImportSize, "max-import-size", maxImport, "largest project archive an import takes, in bytes")
 	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
 	if err != nil {
 		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
@@ -222,11 +228,13 @@ func run(args []string) error {
 		User:        o.user,
 		Password:    o.password,
 		MaxJSONBody: o.maxJSONBody,
-		Hub:         hub,
-		Load:        localLoad(registry),
-		Version:     o.gns3Version,
-		Context:     streamCtx,
-		Logger:      log.With("component", "api"),
+		// The import streams to disk: its bound is a disk's, not memory's.
+		MaxImportSize: o.maxImportSize,
+		Hub:           hub,
+		Load:          localLoad(registry),
+		Version:       o.gns3Version,
+		Context:       streamCtx,
+		Logger:        log.With("component", "api"),
 	})
 	if err != nil {
 		return err

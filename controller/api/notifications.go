@@ -54,6 +54,8 @@ func (e *Events) Emit(ev project.Event) {
 		payload = linkFrom(*ev.Link)
 	case ev.Project != nil:
 		payload = projectFrom(*ev.Project)
+	case ev.Snapshot != nil:
+		payload = ev.Snapshot
 	default:
 		payload = map[string]string{"message": ev.Message}
 	}

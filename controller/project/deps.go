@@ -153,6 +153,8 @@ type Event struct {
 	Link      *Link
 	Project   *Project
 	Message   string
+	// Snapshot is snapshot.restored's.
+	Snapshot *SnapshotInfo
 }
 
 // Emitter receives events, in the order they happened within a project.

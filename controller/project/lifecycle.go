@@ -128,6 +128,9 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running []Running) (err error) {
 	for _, stored := range snap.Nodes {
 		n := stored
+		if s.keepInert(st, n) {
+			continue
+		}
 		if !s.cfg.Computes.Exists(n.ComputeID) {
 			return computeNotFound(n.ComputeID)
 		}
@@ -163,6 +166,9 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		st.nodeOrder = append(st.nodeOrder, n.ID)
 	}
 	for _, stored := range snap.Links {
+		if s.keepUnwired(st, stored) {
+			continue
+		}
 		filters, err := normalizeFilters(stored.Filters)
 		if err != nil {
 			s.log.Warn("link filters ignored", "link", stored.ID, "err", err)

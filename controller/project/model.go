@@ -83,6 +83,9 @@ type Node struct {
 	CustomAdapters           []json.RawMessage
 	// MACIndex is the last byte of the node's MAC, unique in the project.
 	MACIndex int
+	// Inert marks a node kept as its file has it, of a type labtap cannot
+	// run: it stays stopped, and starting it is refused (archive.go).
+	Inert bool
 }
 
 // Port is a network port of a node.

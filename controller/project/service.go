@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
+	"github.com/labtap/labtap/controller/archive"
 )
 
 // SymbolSizes tells a symbol's width and height in pixels.
@@ -28,7 +30,10 @@ type Config struct {
 	Events Emitter
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
 	Symbols SymbolSizes
-	Logger  *slog.Logger
+	// ArchiveLimits bound what an import or a snapshot restore unpacks;
+	// zero members are archive.DefaultLimits'.
+	ArchiveLimits archive.Limits
+	Logger        *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is
@@ -42,6 +47,8 @@ type Service struct {
 	mu       sync.RWMutex // guards projects and order
 	projects map[string]*state
 	order    []string // creation order of project ids
+
+	archiving sync.Map // project id → an archive operation runs (archive.go)
 }
 
 // state is one project and everything in it.
