@@ -135,7 +135,7 @@ func fixtureProjectFile() map[string]any {
 		return map[string]any{
 			"compute_id": "local", "console": 5000 + x, "console_auto_start": false, "console_type": "telnet",
 			"custom_adapters": []any{}, "first_port_name": nil, "height": 59,
-			"label": map[string]any{"rotation": 0, "style": "font-size: 10", "text": name, "x": 17, "y": -25},
+			"label":  map[string]any{"rotation": 0, "style": "font-size: 10", "text": name, "x": 17, "y": -25},
 			"locked": false, "name": name, "node_id": id, "node_type": "vpcs",
 			"port_name_format": "Ethernet{0}", "port_segment_size": 0, "properties": map[string]any{},
 			"symbol": ":/symbols/computer.svg", "template_id": "19021f99-e36f-394d-b4a1-8aaa902ab9cc",
@@ -145,11 +145,11 @@ func fixtureProjectFile() map[string]any {
 	r1 := map[string]any{
 		"compute_id": "local", "console": 5005, "console_auto_start": false, "console_type": "telnet",
 		"custom_adapters": []any{}, "first_port_name": nil, "height": 48,
-		"label": map[string]any{"rotation": 0, "style": "font-size: 10", "text": "R1", "x": 5, "y": -25},
+		"label":  map[string]any{"rotation": 0, "style": "font-size: 10", "text": "R1", "x": 5, "y": -25},
 		"locked": false, "name": "R1", "node_id": fixR1, "node_type": "qemu",
 		"port_name_format": "Gi0/{0}", "port_segment_size": 0,
 		"properties": map[string]any{"adapters": 4, "hda_disk_image": "vios.qcow2", "mac_address": "0c:33:33:33:00:00", "ram": 512},
-		"symbol": ":/symbols/router.svg", "template_id": nil, "width": 66, "x": 300, "y": 0, "z": 1,
+		"symbol":     ":/symbols/router.svg", "template_id": nil, "width": 66, "x": 300, "y": 0, "z": 1,
 	}
 	link := func(id, a string, aa int, b string, ba int) map[string]any {
 		end := func(n string, adapter int) map[string]any {

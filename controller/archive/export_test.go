@@ -61,15 +61,15 @@ func fixtureProject(t *testing.T) string {
 		"old-name.gns3":   "{}", // a second project file GNS3 leaves after a rename (bug 3.1.10)
 		"README.txt":      "read me",
 		"lab.gns3.12.tmp": "half-written",
-		"project-files/vpcs/bbbbbbbb-2222-4222-8222-222222222222/startup.vpc": "ip 10.0.0.1/24",
+		"project-files/vpcs/bbbbbbbb-2222-4222-8222-222222222222/startup.vpc":    "ip 10.0.0.1/24",
 		"project-files/qemu/aaaaaaaa-1111-4111-8111-111111111111/hda_disk.qcow2": "disk",
-		"project-files/images/5f3c.svg":      "<svg/>",
-		"project-files/captures/R1_PC1.pcap": "pcap",
-		"project-files/tmp/x":                "tmp",
-		"project-files/vpcs/vpcs.log":        "log",
-		"project-files/iou/1_log.txt":        "log",
-		".DS_Store":                          "mac",
-		"snapshots/snapshots.conf":           "[]",
+		"project-files/images/5f3c.svg":                                          "<svg/>",
+		"project-files/captures/R1_PC1.pcap":                                     "pcap",
+		"project-files/tmp/x":                                                    "tmp",
+		"project-files/vpcs/vpcs.log":                                            "log",
+		"project-files/iou/1_log.txt":                                            "log",
+		".DS_Store":                                                              "mac",
+		"snapshots/snapshots.conf":                                               "[]",
 	}
 	for name, data := range files {
 		p := filepath.Join(dir, name)

@@ -95,7 +95,7 @@ func pathless(err error) string {
 func (st *state) checkStoppedLocked(what string) error {
 	for _, id := range st.nodeOrder {
 		n := st.nodes[id]
-		if n.Status != Stopped && !slices.Contains(alwaysRunning, n.Type) {
+		if n.Status != Stopped && !isAlwaysRunning(n.Type) {
 			return errorf(ErrConflict, "Project must be stopped in order to %s it", what)
 		}
 	}
@@ -805,7 +805,7 @@ func (s *Service) emitLocked(st *state, ev Event) {
 }
 
 // runnable says whether labtap can run a node type at all.
-func runnable(nodeType string) bool { return slices.Contains(supportedTypes, nodeType) }
+func runnable(nodeType string) bool { return kindOf(nodeType) != nil }
 
 // inertRefusal refuses to start an inert node; stopping one does nothing.
 func inertRefusal(n *Node, status string) error {
@@ -828,11 +828,12 @@ func (s *Service) deleteFromCompute(ctx context.Context, n Node) error {
 }
 
 // keepInert keeps a stored node of a type labtap cannot run (a GNS3
-// project's qemu, iou, dynamips, ... node) as it is, stopped, on no
-// compute, so the project opens and its file keeps the node (spec 6.7).
-// It reports whether n was such a node. st is being built.
+// project's iou, dynamips, virtualbox, ... node, or one its compute says
+// it does not run) as it is, stopped, on no compute, so the project opens
+// and its file keeps the node (spec 6.7). It reports whether n was such a
+// node. st is being built.
 func (s *Service) keepInert(st *state, n Node) bool {
-	if runnable(n.Type) {
+	if runnable(n.Type) && (!s.cfg.Computes.Exists(n.ComputeID) || s.mayRun(n.ComputeID, n.Type)) {
 		return false
 	}
 	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
