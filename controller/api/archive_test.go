@@ -337,6 +337,15 @@ func TestImportAGNS3ExportThenExportItAgain(t *testing.T) {
 	l.call("POST", "/v2/projects/"+pid+"/nodes/stop", nil, 204)
 	l.call("POST", "/v2/projects/"+pid+"/close", nil, 204)
 	compare("after open, start, stop and close", true)
+
+	// A snapshot, a node deleted (with its link), a restore: the project
+	// is the fixture again, drawing, qemu node and unknown members included.
+	l.call("POST", "/v2/projects/"+pid+"/open", nil, 201)
+	snap := l.call("POST", "/v2/projects/"+pid+"/snapshots", map[string]any{"name": "as imported"}, 201)
+	l.call("DELETE", "/v2/projects/"+pid+"/nodes/"+ids["PC1"], nil, 204)
+	l.call("POST", "/v2/projects/"+pid+"/snapshots/"+snap["snapshot_id"].(string)+"/restore", nil, 201)
+	l.call("POST", "/v2/projects/"+pid+"/close", nil, 204)
+	compare("after a snapshot restore", true)
 }
 
 // sameIDs returns the fixture with its ids replaced by those of got

@@ -764,7 +764,11 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 	p := st.project()
 	opened := newState(p)
 	opened.p.Status = Opened
-	opened.p.Settings = snap.Project.Settings
+	opened.p.Settings, opened.p.Extra = snap.Project.Settings, snap.Project.Extra
+	for _, d := range snap.Drawings {
+		d.ProjectID = p.ID
+		opened.drawings = append(opened.drawings, d)
+	}
 	if err := s.build(ctx, opened, snap, nil); err != nil {
 		s.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
 		return err
@@ -781,6 +785,7 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 	st.p = opened.p
 	st.nodes, st.nodeOrder = opened.nodes, opened.nodeOrder
 	st.links, st.linkOrder = opened.links, opened.linkOrder
+	st.drawings = opened.drawings
 	st.onComputes = opened.onComputes
 	snapNow := st.snapshotLocked()
 	st.mu.Unlock()
