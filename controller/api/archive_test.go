@@ -784,6 +784,19 @@ func TestFailedRestoreLeavesTheProjectAsItWas(t *testing.T) {
 			zw.Close()
 			f.Close()
 		},
+		// Unpacked and checked fine; its node's compute is unknown, so the
+		// rebuild fails after the directories were swapped: swapped back.
+		"node on an unknown compute": func() {
+			f, _ := os.Create(file)
+			zw := zip.NewWriter(f)
+			w, _ := zw.Create("project.gns3")
+			w.Write([]byte(`{"name": "s", "project_id": "` + pid + `", "revision": 9, "type": "topology", "topology": {"nodes": [
+				{"compute_id": "gone", "name": "PC9", "node_id": "99999999-9999-4999-8999-999999999999", "node_type": "vpcs", "properties": {}}]}}`))
+			w, _ = zw.Create("README.txt")
+			w.Write([]byte("from the snapshot"))
+			zw.Close()
+			f.Close()
+		},
 		"bad topology": func() {
 			f, _ := os.Create(file)
 			zw := zip.NewWriter(f)
@@ -902,4 +915,42 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestAnExportCutShortReleasesTheProject drops an export's connection
+// after its first bytes: the project is not left held (a change goes
+// through, and the next export is not refused as busy).
+func TestAnExportCutShortReleasesTheProject(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	pid := l.call("POST", "/v2/projects", map[string]any{"name": "big"}, 201)["project_id"].(string)
+	big := filepath.Join(l.projects, pid, "project-files", "qemu", "n1", "hda_disk.qcow2")
+	os.MkdirAll(filepath.Dir(big), 0o755)
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(256 << 20) // sparse: far more than the socket buffers hold
+	f.Close()
+	resp, err := http.Get(l.url + "/v2/projects/" + pid + "/export?compression=none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // the client goes away mid-zip
+	client := &http.Client{Timeout: time.Minute}
+	req, _ := http.NewRequest("PUT", l.url+"/v2/projects/"+pid, strings.NewReader(`{"zoom": 50}`))
+	put, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("a change after the cut export: %v", err)
+	}
+	put.Body.Close()
+	if put.StatusCode != 200 {
+		t.Fatalf("PUT after the cut export: %d", put.StatusCode)
+	}
+	os.Remove(big)
+	if files, _ := l.exportOf(pid, ""); files["project.gns3"] == nil {
+		t.Fatalf("the next export has no project.gns3")
+	}
 }

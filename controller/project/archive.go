@@ -666,7 +666,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
 			s.log.Error("reopen the project as it was", "project", id, "err", rerr)
 		}
-		return Project{}, err
+		return Project{}, errorf(ErrConflict, "Cannot restore snapshot: %v", err) // 409 whatever the cause, as GNS3
 	}
 	out := st.project()
 	info := snapInfo
