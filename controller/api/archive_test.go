@@ -572,6 +572,7 @@ func TestDuplicateProject(t *testing.T) {
 	os.MkdirAll(filepath.Join(l.projects, pid, "project-files", "captures"), 0o755)
 	os.WriteFile(filepath.Join(l.projects, pid, "project-files", "captures", "x.pcap"), []byte("pcap"), 0o644)
 	ctl.expect(t, "project.created")
+	l.call("POST", "/v2/projects/"+pid+"/snapshots", map[string]any{"name": "kept"}, 201)
 
 	// The GUI's Save as: {"name", "path": null}.
 	dup := l.call("POST", "/v2/projects/"+pid+"/duplicate", map[string]any{"name": "specprobe-dup", "path": nil}, 201)
@@ -593,9 +594,17 @@ func TestDuplicateProject(t *testing.T) {
 	if len(nodes) != 2 || len(links) != 1 || nodes[0]["node_id"] == a["node_id"] {
 		t.Fatalf("copy: nodes %v links %v", nodes, links)
 	}
+	if snaps := l.list("/v2/projects/" + did + "/snapshots"); len(snaps) != 1 || snaps[0]["name"] != "kept" || snaps[0]["project_id"] != did {
+		t.Errorf("the copy's snapshots %v", snaps)
+	}
 	l.call("POST", "/v2/projects/"+did+"/open", nil, 201)
 	if src := l.call("GET", "/v2/projects/"+pid, nil, 200); src["status"] != "opened" {
 		t.Errorf("source %v", src["status"])
+	}
+
+	// "name": null takes a free name after the source's.
+	if dup2 := l.call("POST", "/v2/projects/"+pid+"/duplicate", map[string]any{"name": nil, "reset_mac_addresses": true}, 201); dup2["name"] != "specprobe-dup-2" {
+		t.Errorf("duplicate with a null name: %v", dup2["name"])
 	}
 
 	// Refusals.
@@ -716,7 +725,7 @@ func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
 	if got["project_id"] != pid || got["status"] != "opened" || got["name"] != "restore" {
 		t.Fatalf("restore reply %v", got)
 	}
-	events := ls.expect(t, "node.deleted", "node.deleted", "node.deleted", "node.created", "node.created", "link.created", "snapshot.restored")
+	events := ls.expect(t, "node.deleted", "node.deleted", "node.deleted", "node.created", "node.created", "link.created", "snapshot.restored", "log.info")
 	if events[6].Event["snapshot_id"] != snap["snapshot_id"] || events[6].Event["name"] != "two PCs" {
 		t.Errorf("snapshot.restored %v", events[6].Event)
 	}

@@ -47,6 +47,10 @@ type SnapshotInfo = archive.Snapshot
 // the GNS3 GUI reloads the project on it.
 const SnapshotRestored = "snapshot.restored"
 
+// LogInfo tells a project's listeners, in words, that a long operation
+// ended (the GNS3 GUI prints it in its console; spec 6.15).
+const LogInfo = "log.info"
+
 var errBusy = &Error{Kind: ErrConflict, Msg: "Another operation is running on this project"}
 
 // beginArchiveOp marks project id as running an archive operation; the
@@ -113,6 +117,8 @@ type Export struct {
 	dir  string
 	opts ExportOptions
 	file []byte
+	// announce sends log.info when done (not for a snapshot or a copy).
+	announce bool
 }
 
 // ExportProject checks that a project can be exported (every node stopped)
@@ -128,7 +134,11 @@ func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptio
 	if err != nil {
 		return nil, err
 	}
-	return s.export(id, opts, end)
+	exp, err := s.export(id, opts, end)
+	if exp != nil {
+		exp.announce = true
+	}
+	return exp, err
 }
 
 // export is ExportProject for a caller that marked the archive operation;
@@ -179,8 +189,11 @@ func (e *Export) WriteTo(w io.Writer) (int64, error) {
 	defer e.st.ops.Unlock()
 	cw := &countWriter{w: w}
 	err := archive.Export(cw, e.dir, e.file, e.opts)
+	id := e.st.project().ID
 	if err != nil {
-		e.s.log.Warn("export ended early", "project", e.st.project().ID, "err", err)
+		e.s.log.Warn("export ended early", "project", id, "err", err)
+	} else if e.announce {
+		e.s.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
 	}
 	return cw.n, err
 }
@@ -426,7 +439,7 @@ func (s *Service) freeProjectName(name string) string {
 
 // DuplicateRequest is a request to duplicate a project.
 type DuplicateRequest struct {
-	Name      string
+	Name      string // "" is the source's name
 	ResetMACs bool
 }
 
@@ -437,17 +450,24 @@ type DuplicateRequest struct {
 // stopped (GNS3 copies running files as they are); the source is left as
 // it is, opened or closed, and a failure leaves nothing behind.
 func (s *Service) DuplicateProject(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
-	if err := checkProjectName(req.Name); err != nil {
-		return Project{}, err
-	}
 	src, err := s.Project(id)
 	if err != nil {
 		return Project{}, err
 	}
-	exp, err := s.ExportProject(ctx, id, ExportOptions{
+	if req.Name == "" {
+		req.Name = src.Name // "name": null (GNS3 then takes a free name after the source's)
+	}
+	if err := checkProjectName(req.Name); err != nil {
+		return Project{}, err
+	}
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return Project{}, err
+	}
+	exp, err := s.export(id, ExportOptions{
 		IncludeSnapshots: true, KeepComputeIDs: true, ResetMACs: req.ResetMACs, Compression: archive.Store,
 		Warn: func(msg string) { s.log.Warn("duplicate", "project", id, "msg", msg) },
-	})
+	}, end)
 	if err != nil {
 		if pe, ok := errors.AsType[*Error](err); ok && strings.HasPrefix(pe.Msg, "Project must be stopped") {
 			return Project{}, errorf(ErrConflict, "Project must be stopped in order to duplicate it")
@@ -671,6 +691,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	out := st.project()
 	info := snapInfo
 	s.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
+	s.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
 	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
 	s.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
 	return out, nil
