@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -961,5 +962,51 @@ func TestAnExportCutShortReleasesTheProject(t *testing.T) {
 	os.Remove(big)
 	if files, _ := l.exportOf(pid, ""); files["project.gns3"] == nil {
 		t.Fatalf("the next export has no project.gns3")
+	}
+}
+
+// TestImportIsNotHeldToTheBodyLimit imports an archive larger than every
+// other route's 10 MiB body limit, raw and as multipart, and finds its
+// large file whole in the project.
+func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	disk := make([]byte, 24<<20)
+	rand.NewChaCha8([32]byte{1}).Read(disk) // incompressible: the archive is as large
+	doc := fixtureProjectFile()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, _ := zw.Create("project.gns3")
+	json.NewEncoder(w).Encode(doc)
+	w, _ = zw.Create("project-files/qemu/" + fixR1 + "/hda_disk.qcow2")
+	w.Write(disk)
+	zw.Close()
+	archiveBytes := b.Bytes()
+	for i, kind := range []string{"raw", "multipart"} {
+		t.Run(kind, func(t *testing.T) {
+			pid := fmt.Sprintf("5a5a5a5a-0000-4000-8000-00000000000%d", i)
+			body, ctype := io.Reader(bytes.NewReader(archiveBytes)), "application/octet-stream"
+			if kind == "multipart" {
+				var mb bytes.Buffer
+				mw := multipart.NewWriter(&mb)
+				fw, _ := mw.CreateFormFile("file", "big.gns3project")
+				fw.Write(archiveBytes)
+				mw.Close()
+				body, ctype = &mb, mw.FormDataContentType()
+			}
+			resp, data := l.send("POST", "/v2/projects/"+pid+"/import", ctype, body)
+			if resp.StatusCode != 201 {
+				t.Fatalf("import of %d bytes: %d %s", len(archiveBytes), resp.StatusCode, data)
+			}
+			var r1 string
+			for _, n := range l.list("/v2/projects/" + pid + "/nodes") {
+				if n["name"] == "R1" {
+					r1 = n["node_id"].(string)
+				}
+			}
+			got, err := os.ReadFile(filepath.Join(l.projects, pid, "project-files", "qemu", r1, "hda_disk.qcow2"))
+			if err != nil || !bytes.Equal(got, disk) {
+				t.Fatalf("the disk image arrived with %d bytes (%v), want %d", len(got), err, len(disk))
+			}
+		})
 	}
 }
