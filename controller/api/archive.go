@@ -87,6 +87,7 @@ func (a *API) exportProject(c *fiber.Ctx) error {
 		return fiber.NewError(fiber.StatusBadRequest, err.Error())
 	}
 	opts := project.ExportOptions{
+		IncludeImages:    yes(c, "include_images"),
 		IncludeSnapshots: yes(c, "include_snapshots"),
 		ResetMACs:        yes(c, "reset_mac_addresses"),
 		// GNS3 reads keep_compute_ids; the spelling without "s" is taken too.

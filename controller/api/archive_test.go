@@ -404,6 +404,7 @@ func TestExportReplyIsGNS3s(t *testing.T) {
 	p := l.call("POST", "/v2/projects", map[string]any{"name": `lab "ü"`}, 201)
 	pid := p["project_id"].(string)
 	l.call("POST", "/v2/projects/"+pid+"/nodes", map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201)
+	ls := l.listenHTTP("/v2/projects/" + pid + "/notifications")
 	resp, data := l.send("GET", "/v2/projects/"+pid+"/export?include_images=no&include_snapshots=no&reset_mac_addresses=no&keep_compute_ids=no&compression=zip", "", nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/gns3project" || resp.Header.Get("X-Route") != rExport {
 		t.Fatalf("export: %d %v", resp.StatusCode, resp.Header)
@@ -416,6 +417,14 @@ func TestExportReplyIsGNS3s(t *testing.T) {
 	}
 	if _, err := zip.NewReader(bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatalf("not a zip: %v", err)
+	}
+	if e := ls.expect(t, "log.info")[0]; e.Event["message"] != fmt.Sprintf("Project %s exported (%d bytes)", `lab "ü"`, len(data)) {
+		t.Errorf("log.info %v", e.Event)
+	}
+	// include_images: none are kept here, and the listeners are told.
+	l.exportOf(pid, "?include_images=yes")
+	if e := ls.expect(t, "log.warning", "log.info")[0]; !strings.Contains(fmt.Sprint(e.Event["message"]), "no images") {
+		t.Errorf("log.warning %v", e.Event)
 	}
 	resp, body := l.send("GET", "/v2/projects/"+pid+"/export?compression=gzip", "", nil)
 	expectError(t, resp, body, 400, "unknown compression", rExport)

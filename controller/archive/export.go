@@ -18,6 +18,7 @@ import (
 // ExportOptions are GNS3's export query parameters, and what the caller
 // resolved for them.
 type ExportOptions struct {
+	IncludeImages    bool // the client asked for images/ (see Images)
 	IncludeSnapshots bool // add snapshots/
 	ResetMACs        bool // null every node's mac_addr / mac_address
 	KeepComputeIDs   bool // keep compute ids, topology.computes and image paths

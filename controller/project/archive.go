@@ -169,8 +169,12 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 		}
 	}
 	// Images come only from image directories; labtap has none yet, so
-	// include_images adds nothing (and never reads a path a node names).
+	// include_images adds nothing (and never reads a path a node names),
+	// and says so.
 	opts.Images = nil
+	if opts.IncludeImages {
+		opts.Warn("include_images: this server keeps no image directories; the export holds no images")
+	}
 	if p.Filename == "" {
 		return fail(errorf(ErrConflict, "Cannot export project: it has no project file"))
 	}
