@@ -1019,3 +1019,45 @@ func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadFinishesWhatACrashCutShort starts the controller on a projects
+// directory as a crash leaves it in the middle of archive operations: an
+// unpacked import (holding a project file with a live project's id), an
+// upload, and a restore cut between its two renames. The live project
+// loads with its old files and its snapshots, and nothing else is left.
+func TestLoadFinishesWhatACrashCutShort(t *testing.T) {
+	const id = "5d8c6f2e-3b7a-4c1d-9e0f-1a2b3c4d5e6f"
+	s := newServerWith(t, func(data string) {
+		projects := filepath.Join(data, "projects")
+		write := func(rel, content string) {
+			p := filepath.Join(projects, rel)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, []byte(content), 0o644)
+		}
+		// The restore renamed the project away, not the snapshot in yet;
+		// the snapshots had moved to the new files already.
+		write("."+id+".restore-old/from-gns3.gns3", gns3File)
+		write("."+id+".restore-old/README.txt", "old")
+		write("."+id+".restore-new/from-gns3.gns3", strings.Replace(gns3File, `"zoom": 100`, `"zoom": 50`, 1))
+		write("."+id+".restore-new/snapshots/snapshots.conf", "[]")
+		write("."+id+".restore-new/project-files/captures/a.pcap", "pcap")
+		write(".import-123/other.gns3", gns3File)
+		write(".upload-456.gns3project", "PK")
+	})
+	p := s.must("GET", "/v2/projects/"+id, nil, 200, rProject)
+	if p.body["zoom"] != 100.0 || p.body["name"] != "from-gns3" {
+		t.Fatalf("the project after the crash: %s", p.raw)
+	}
+	var names []string
+	filepath.WalkDir(filepath.Join(s.data, "projects"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(filepath.Join(s.data, "projects"), p)
+			names = append(names, rel)
+		}
+		return nil
+	})
+	want := []string{id + "/README.txt", id + "/from-gns3.gns3", id + "/project-files/captures/a.pcap", id + "/snapshots/snapshots.conf"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("files after the crash: %q\nwant %q", names, want)
+	}
+}

@@ -669,7 +669,9 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	if err != nil {
 		return Project{}, err
 	}
-	defer os.RemoveAll(tmp) // after a success, the old directory
+	aside := restoreOld(p.Path)
+	defer os.RemoveAll(tmp)   // after a failure, the snapshot's files
+	defer os.RemoveAll(aside) // after a success, the project's old files
 
 	// From here the project changes: stop it, swap, build.
 	st.mu.RLock()
@@ -677,14 +679,14 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	computes := st.openComputesLocked()
 	st.mu.RUnlock()
 	s.closeOn(ctx, id, computes, "close project for a snapshot restore")
-	if err := swapDirs(p.Path, tmp); err != nil {
+	if err := exchange(p.Path, tmp, aside); err != nil {
 		s.reopen(ctx, st, old, nil)
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
 	}
 	snap.Project.Path = p.Path
 	if err := s.reopen(ctx, st, snap, old); err != nil {
 		s.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
-		if serr := swapDirs(p.Path, tmp); serr != nil {
+		if serr := exchange(p.Path, aside, tmp); serr != nil {
 			s.log.Error("put back the project directory", "project", id, "err", serr)
 		}
 		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
@@ -729,8 +731,9 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 	if err != nil {
 		return "", nil, refusal(err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(p.Path), ".restore-*")
-	if err != nil {
+	tmp := restoreNew(p.Path)
+	os.RemoveAll(tmp) // left by a crash (Load sweeps them too)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return "", nil, refusal(err)
 	}
 	keep := func(entry string) bool {
@@ -753,33 +756,113 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 	return tmp, snap, nil
 }
 
-// swapDirs exchanges the contents of the project directory dir with
-// those of other (beside it), moving snapshots/ and the captures back
-// into dir: dir keeps its path, other ends with what dir had.
-func swapDirs(dir, other string) error {
-	aside := other + ".swap"
-	if err := os.Rename(dir, aside); err != nil {
-		return err
+// A restore unpacks the snapshot into .<dir>.restore-new beside the
+// project directory <dir>, then exchanges them; the project's old files
+// wait in .<dir>.restore-old until the new ones are in use. Names derived
+// from the project's directory let Load finish or undo a restore a crash
+// cut short (sweepArchiveLeftovers).
+
+func restoreNew(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".restore-new")
+}
+
+func restoreOld(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".restore-old")
+}
+
+// kept are what a restore carries from the project's old files to its new
+// ones: the snapshots, and the captures (never in a snapshot).
+var kept = []string{archive.SnapshotsDir, filepath.Join("project-files", "captures")}
+
+// exchange puts incoming's files in place of dir's, which go to outgoing,
+// carrying over the kept entries: first the kept entries move into
+// incoming, then dir becomes outgoing and incoming becomes dir. At every
+// step a crash leaves each file in dir, incoming or outgoing, which
+// recoverRestore puts back together.
+func exchange(dir, incoming, outgoing string) error {
+	var moved []string
+	undo := func() {
+		for _, k := range moved {
+			os.Rename(filepath.Join(incoming, k), filepath.Join(dir, k))
+		}
 	}
-	if err := os.Rename(other, dir); err != nil {
-		os.Rename(aside, dir)
-		return err
-	}
-	if err := os.Rename(aside, other); err != nil {
-		return err
-	}
-	for _, keep := range []string{archive.SnapshotsDir, filepath.Join("project-files", "captures")} {
-		from, to := filepath.Join(other, keep), filepath.Join(dir, keep)
+	for _, k := range kept {
+		from, to := filepath.Join(dir, k), filepath.Join(incoming, k)
 		if _, err := os.Lstat(from); err != nil {
 			continue
 		}
 		os.RemoveAll(to)
 		os.MkdirAll(filepath.Dir(to), 0o755)
 		if err := os.Rename(from, to); err != nil {
+			undo()
 			return err
 		}
+		moved = append(moved, k)
+	}
+	os.RemoveAll(outgoing)
+	if err := os.Rename(dir, outgoing); err != nil {
+		undo()
+		return err
+	}
+	if err := os.Rename(incoming, dir); err != nil {
+		os.Rename(outgoing, dir)
+		undo()
+		return err
 	}
 	return nil
+}
+
+// sweepArchiveLeftovers removes what archive operations a crash cut short
+// left in the projects directory, before projects load: uploads and
+// unpacked imports (never registered), and restores, each finished as far
+// as it got: the project directory is whichever of its old and new files
+// were in place, with its kept entries wherever they were.
+func (s *Service) sweepArchiveLeftovers() {
+	entries, err := os.ReadDir(s.cfg.ProjectsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := filepath.Join(s.cfg.ProjectsDir, name)
+		switch {
+		case strings.HasPrefix(name, ".upload-"), strings.HasPrefix(name, ".duplicate-"), strings.HasPrefix(name, ".import-"):
+			s.log.Warn("removing what an interrupted import left", "path", p)
+			os.RemoveAll(p)
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-old"):
+			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
+			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-new"):
+			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
+			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+		}
+	}
+}
+
+// recoverRestore puts project directory dir back together after a crash
+// during a restore (see exchange).
+func recoverRestore(dir string) {
+	newDir, oldDir := restoreNew(dir), restoreOld(dir)
+	if _, err := os.Lstat(dir); err != nil {
+		// Between exchange's two renames: the old files are whole.
+		if os.Rename(oldDir, dir) != nil {
+			return // nothing to put back: leave everything for a person
+		}
+	}
+	for _, from := range []string{newDir, oldDir} {
+		for _, k := range kept {
+			src, dst := filepath.Join(from, k), filepath.Join(dir, k)
+			if _, err := os.Lstat(src); err != nil {
+				continue
+			}
+			if _, err := os.Lstat(dst); err == nil {
+				continue
+			}
+			os.MkdirAll(filepath.Dir(dst), 0o755)
+			os.Rename(src, dst)
+		}
+		os.RemoveAll(from)
+	}
 }
 
 // reopen replaces an opened project's nodes and links with snap's, built

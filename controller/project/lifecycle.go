@@ -14,6 +14,7 @@ import (
 // it met: projects that could not be read are skipped, projects that could
 // not be opened stay closed.
 func (s *Service) Load(ctx context.Context, running []Running) []error {
+	s.sweepArchiveLeftovers()
 	snaps, errs := s.cfg.Store.LoadAll()
 	var autoOpen []string
 	s.mu.Lock()
