@@ -38,6 +38,7 @@ const (
 	EventPing         = "ping"          // every PingInterval, with the agent's info: silence means trouble
 	EventNodeStatus   = "node.status"   // a node's status changed by itself
 	EventCaptureEnded = "capture.ended" // a capture ended without a stop request
+	EventNodeWarning  = "node.warning"  // something users of a node should read (Message)
 )
 
 // Event is one line of the events stream.
@@ -49,6 +50,8 @@ type Event struct {
 	Node      *NodeState    `json:"node,omitempty"`
 	Capture   *CaptureState `json:"capture,omitempty"`
 	Info      *AgentInfo    `json:"info,omitempty"`
+	// Message is the words of an EventNodeWarning.
+	Message string `json:"message,omitempty"`
 }
 
 // StatePath is GET /v1/state: everything the agent runs, for a controller

@@ -89,6 +89,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		}
 		l.spec, l.bpf = spec, progs
 		l.relay.SetFilters(filters)
+		for _, np := range l.ends {
+			if np != nil {
+				np.carrier.request(!spec.Suspend)
+			}
+		}
 		return nil
 	}
 	l := &hostLink{spec: spec, bpf: progs}
@@ -102,6 +107,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	for _, np := range l.ends {
 		if np != nil {
 			np.link = spec.LinkID
+			np.carrier.request(!spec.Suspend)
 		}
 	}
 	for _, t := range l.tunnels {
@@ -394,6 +400,7 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) {
 	for _, np := range l.ends {
 		if np != nil && np.link == l.spec.LinkID {
 			np.link = ""
+			np.carrier.request(false)
 		}
 	}
 	delete(p.links, l.spec.LinkID)

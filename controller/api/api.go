@@ -104,12 +104,13 @@ const requestKey = "labtap.request"
 const maxBody = 10 << 20
 
 // boundBody reads a request's body into memory, at most maxBody bytes
-// (413 beyond), for every route but the import, which streams it. The
+// (413 beyond), for every route but the two that stream theirs to disk: a
+// project import and a QEMU image upload. The
 // server streams every body (Config.StreamRequestBody), so this is where
 // the bound of other routes holds.
 func (a *API) boundBody(c *fiber.Ctx) error {
 	req := c.Request()
-	if !req.IsBodyStream() || c.Method() == fiber.MethodPost && matchTemplate(rImport, c.Path()) {
+	if !req.IsBodyStream() || c.Method() == fiber.MethodPost && (matchTemplate(rImport, c.Path()) || isImageUpload(c.Path())) {
 		return c.Next()
 	}
 	if req.Header.ContentLength() > maxBody {
@@ -294,6 +295,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", node+"/suspend", a.nodeStatus(a.projects.SuspendNode))
 	a.handle(app, "POST", node+"/reload", a.nodeStatus(a.projects.ReloadNode))
 	a.handle(app, "GET", node+"/links", a.nodeLinks)
+	a.registerQemu(app)
 	a.handle(app, "GET", templates, a.listTemplates)
 	a.handle(app, "GET", templates+"/{template_id}", a.getTemplate)
 	a.handle(app, "POST", project+"/templates/{template_id}", a.createFromTemplate)

@@ -53,10 +53,10 @@ var archiveRouteDocs = map[string]routeDoc{
 }
 
 var archiveSchemas = map[string]string{
-	"project_duplicate": `{"type": "object", "properties": ` + strings.NewReplacer(
-		`"name": {"type": "string", "minLength": 1},`,
-		`"name": {"type": ["string", "null"], "minLength": 1, "maxLength": 255}, "reset_mac_addresses": {"type": "boolean"},`,
-		`"path": {"type": "string", "minLength": 1},`, `"path": {"type": ["string", "null"]},`).Replace(projectProperties) + `,
+	"project_duplicate": `{"type": "object", "properties": ` + strings.Replace(strings.Replace(projectProperties,
+		`"name": {"type": "string", "minLength": 1, "maxLength": 255,`,
+		`"reset_mac_addresses": {"type": "boolean"}, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 255,`, 1),
+		`"path": {"type": "string", "minLength": 1, "maxLength": 4096},`, `"path": {"type": ["string", "null"], "maxLength": 4096},`, 1) + `,
 		"required": ["name"], "additionalProperties": false}`,
 	"snapshot_create": `{"type": "object",
 		"properties": {

@@ -443,7 +443,7 @@ func TestImportTakesTheWebUIsMultipartBody(t *testing.T) {
 	fw.Write(gns3Archive(t, fixtureProjectFile()))
 	mw.Close()
 	pid := "9a0b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2e"
-	resp, body := l.send("POST", "/v2/projects/"+pid+"/import?name=web ui", mw.FormDataContentType(), &b)
+	resp, body := l.send("POST", "/v2/projects/"+pid+"/import?name=web%20ui", mw.FormDataContentType(), &b)
 	if resp.StatusCode != 201 {
 		t.Fatalf("multipart import: %d %s", resp.StatusCode, body)
 	}
