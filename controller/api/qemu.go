@@ -114,3 +114,9 @@ func (a *API) uploadImage(q QemuComputes, c *fiber.Ctx) error {
 	}
 	return c.JSON(fiber.Map{})
 }
+
+// isImageUpload reports a QEMU image upload's path, whose body is streamed
+// to disk under its own cap (boundBody lets it through).
+func isImageUpload(path string) bool {
+	return strings.HasPrefix(path, imageUploadPrefix) && strings.Contains(path, "/qemu/images/")
+}

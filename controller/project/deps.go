@@ -187,6 +187,8 @@ type Event struct {
 	// not change it (GNS3).
 	OmitSVG bool
 	Message string
+	// Snapshot is snapshot.restored's.
+	Snapshot *SnapshotInfo
 }
 
 // Emitter receives events, in the order they happened within a project.
