@@ -14,9 +14,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/metrics"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -49,16 +51,21 @@ type Service interface {
 type Config struct {
 	// Secret, when set, must be sent in proto.SecretHeader on every call.
 	Secret string
-	Logger *slog.Logger
+	// Metrics, when set, answers GET /metrics (behind the secret too).
+	Metrics http.Handler
+	// Requests counts the requests answered; nil counts nothing.
+	Requests *metrics.HTTP
+	Logger   *slog.Logger
 }
 
 // maxBody bounds request bodies; every agent request is small JSON.
 const maxBody = 1 << 20
 
 type handlers struct {
-	svc    Service
-	secret []byte
-	log    *slog.Logger
+	svc      Service
+	secret   []byte
+	requests *metrics.HTTP
+	log      *slog.Logger
 }
 
 // NewHandler returns the agent's HTTP handler.
@@ -66,7 +73,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handlers{svc: svc, secret: []byte(cfg.Secret), log: cfg.Logger}
+	h := &handlers{svc: svc, secret: []byte(cfg.Secret), requests: cfg.Requests, log: cfg.Logger}
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
@@ -87,25 +94,72 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
 	mux.HandleFunc("GET "+proto.EventsPath, h.events)
+	if cfg.Metrics != nil {
+		mux.Handle("GET "+proto.MetricsPath, cfg.Metrics)
+	}
 	return h.guard(mux)
 }
 
 // guard checks the shared secret and answers unknown routes with a proto
-// error instead of the mux's plain text.
+// error instead of the mux's plain text. It counts every request by its
+// route pattern and logs it once answered (the access log).
 func (h *handlers) guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, pattern := mux.Handler(r)
+		route := "unmatched"
+		if _, path, ok := strings.Cut(pattern, " "); ok {
+			route = path
+		}
+		rw := &recorder{ResponseWriter: w}
+		defer func() {
+			if rw.status == 0 {
+				rw.status = http.StatusOK
+			}
+			d := time.Since(start)
+			h.requests.Observe(r.Method, route, rw.status, d)
+			h.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+				slog.String("route", route), slog.Int("status", rw.status),
+				slog.Duration("duration", d), slog.Int64("bytes", rw.bytes))
+		}()
 		if len(h.secret) > 0 && subtle.ConstantTimeCompare([]byte(r.Header.Get(proto.SecretHeader)), h.secret) != 1 {
-			writeError(w, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
+			writeError(rw, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
 			return
 		}
-		if _, pattern := mux.Handler(r); pattern == "" {
-			writeError(w, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		if pattern == "" {
+			writeError(rw, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		mux.ServeHTTP(w, r)
+		r.Body = http.MaxBytesReader(rw, r.Body, maxBody)
+		mux.ServeHTTP(rw, r)
 	})
 }
+
+// recorder notes the status and the body size of a reply. Unwrap gives
+// http.ResponseController the writer underneath (flushes, deadlines).
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *handlers) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.svc.Info())

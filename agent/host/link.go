@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/pcapfilter"
@@ -38,6 +39,9 @@ type hostCapture struct {
 	file *captures.File
 	root *os.Root // the captures folder holding the file and its .writing mark
 	done bool     // stopped (by request or by itself)
+	// rotations counts the files started after the first; see
+	// Host.captureRotated.
+	rotations atomic.Uint64
 }
 
 // PutLink creates a link's relay, or updates the filters and suspend state

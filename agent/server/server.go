@@ -13,6 +13,8 @@ import (
 
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/metrics"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Config configures an agent.
@@ -33,7 +35,14 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		cfg.Host.Logger = cfg.Logger
 	}
 	h := host.New(cfg.Host)
-	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
+	reg := metrics.NewRegistry()
+	reg.MustRegister(newLinkCollector(h))
+	handler := api.NewHandler(h, api.Config{
+		Secret:   cfg.Secret,
+		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Requests: metrics.NewHTTP(reg),
+		Logger:   cfg.Logger,
+	})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()
 	return err
