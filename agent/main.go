@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
 // LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO,
-// LABTAP_LOG_LEVEL); a flag wins over its
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its
 // variable. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
@@ -69,10 +69,18 @@ func run(args []string) error {
 		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
 	}
 	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
+	logFormat := fs.String("log-format", envOr("LABTAP_LOG_FORMAT", "text"), "log lines as text (key=value) or json (one object per line)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *logFormat != "text" && *logFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", *logFormat)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	log := slog.New(slog.NewTextHandler(os.Stderr, opts))
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

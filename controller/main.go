@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
 import (
@@ -39,6 +39,10 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/controller/web"
+	"github.com/labtap/labtap/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -64,6 +68,7 @@ type options struct {
 	autoCloseGrace                     time.Duration
 	localAgent                         bool
 	level                              slog.Level
+	logFormat                          string
 }
 
 func parse(args []string) (options, error) {
@@ -95,8 +100,12 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
 	}
 	fs.TextVar(&o.level, "log-level", o.level, "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", envOr("LABTAP_LOG_FORMAT", "text"), "log lines as text (key=value) or json (one object per line)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return o, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -109,7 +118,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
+	log := newLogger(o.logFormat, o.level)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -215,6 +224,30 @@ func run(args []string) error {
 	for _, err := range projects.Adopt(ctx, running) {
 		log.Error("adopt running projects", "err", err)
 	}
+	reg := metrics.NewRegistry()
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "labtap_notification_listeners",
+			Help: "Listeners of the notification streams now (HTTP and WebSocket, every stream).",
+		}, func() float64 { n, _ := hub.Stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "labtap_notification_listeners_dropped_total",
+			Help: "Notification listeners dropped for falling behind.",
+		}, func() float64 { _, d := hub.Stats(); return float64(d) }),
+	)
+	agents := &metrics.Agents{
+		Computes: func() []string {
+			var ids []string
+			for _, c := range registry.List() {
+				if c.Connected {
+					ids = append(ids, c.ID)
+				}
+			}
+			return ids
+		},
+		Fetch:  registry.Metrics,
+		Logger: log.With("component", "metrics"),
+	}
 	app, _, err := api.New(api.Config{
 		Projects:    projects,
 		Computes:    registry,
@@ -226,6 +259,9 @@ func run(args []string) error {
 		Load:        localLoad(registry),
 		Version:     o.gns3Version,
 		Context:     streamCtx,
+		View:        web.New(log.With("component", "web")),
+		Metrics:     promhttp.HandlerFor(prometheus.Gatherers{reg, agents}, promhttp.HandlerOpts{}),
+		Requests:    metrics.NewHTTP(reg),
 		Logger:      log.With("component", "api"),
 	})
 	if err != nil {
@@ -263,6 +299,15 @@ func localLoad(r *compute.Registry) func() (float64, float64) {
 		}
 		return *c.CPUPercent, *c.MemoryPercent
 	}
+}
+
+// newLogger logs to stderr as text or JSON lines.
+func newLogger(format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 func splitHostPort(addr net.Addr) (string, int) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
+	"github.com/labtap/labtap/metrics"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -54,7 +56,14 @@ type Config struct {
 	// Context lives as long as the server: long requests (capture
 	// streams) end when it does.
 	Context context.Context
-	Logger  *slog.Logger
+	// View, when set, serves the capture view in a browser: the page at /
+	// and at a link's /view, and the decoded packets of its capture.
+	View View
+	// Metrics, when set, answers GET /metrics.
+	Metrics http.Handler
+	// Requests counts the requests answered; nil counts nothing.
+	Requests *metrics.HTTP
+	Logger   *slog.Logger
 }
 
 // API holds the handlers' dependencies.
@@ -107,6 +116,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
+	app.Use(a.observe)
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
@@ -207,6 +217,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", link+"/pcap", a.pcap)
 	a.registerSymbols(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
+	a.registerObserve(app)
 }
 
 // unmatched answers a request no route took: 405 with Allow when the path
