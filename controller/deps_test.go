@@ -30,6 +30,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"captures", []string{"github.com/google/gopacket/pcap"}, "writing captures needs no libpcap"},
 		{"controller/web", []string{"github.com/gofiber/", "net/http", mod + "controller/", mod + "agent/host", mod + "agent/bridge"}, "the capture view is a page and a decoder; routes and projects are the API's"},
 		{"metrics", []string{"github.com/gofiber/", mod + "controller/", mod + "agent/"}, "shared metric plumbing knows neither binary"},
+		{"internal/cli", []string{mod}, "flag parsing serves both binaries and knows neither"},
 		{"agent/node", []string{"net/http", mod + "proto", mod + "agent/bridge"}, "node runners hand the bridge an address, not a type"},
 	}
 	for _, r := range rules {
