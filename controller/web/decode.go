@@ -133,8 +133,8 @@ func describe(l gopacket.Layer) (string, string) {
 		return "User Datagram Protocol", fmt.Sprintf("Src Port: %d, Dst Port: %d, Length: %d", l.SrcPort, l.DstPort, l.Length)
 	case *layers.DNS:
 		return "Domain Name System", dnsInfo(l)
-	case gopacket.Payload:
-		return "Data", fmt.Sprintf("%d bytes", len(l))
+	case *gopacket.Payload:
+		return "Data", fmt.Sprintf("%d bytes", len(*l))
 	}
 	return l.LayerType().String(), ""
 }
