@@ -54,7 +54,7 @@ func NewHTTP(reg prometheus.Registerer) *HTTP {
 		}, labels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "labtap_http_request_duration_seconds",
-			Help: "Time to answer an API request (for a stream: until it ended), by method, route template and status.",
+			Help: "Time to answer an API request, by method, route template and status (a stream on the controller: until it began; on an agent: until it ended).",
 			// 0.5 ms to 40 s: API calls take milliseconds, node starts seconds.
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 13),
 		}, labels),
