@@ -90,9 +90,17 @@ func TestTheBrowserViewShowsAPingLiveDecodedFilteredAndPaused(t *testing.T) {
 		_, err := lab.pcs[0].try(t.Context(), "ping 10.0.0.2 -c 12")
 		pinged <- err
 	}()
+	// From the front page: the project, its link, a click.
 	ctx := browser(t)
-	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+linkPath+"/view")); err != nil {
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+"/")); err != nil {
 		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector("#tree a.link.capturing") !== null`)
+	if err := chromedp.Run(ctx, chromedp.Click("#tree a.link", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := evalJS[string](t, ctx, `location.pathname`); got != linkPath+"/view" {
+		t.Fatalf("the page went to %s", got)
 	}
 	// Rows arrive as the ping goes on: requests and replies, decoded.
 	waitJS(t, ctx, `[...document.querySelectorAll("#rows tr.p-icmp td.info")].filter(td => td.textContent.startsWith("Echo (ping) reply")).length >= 3`)
@@ -169,4 +177,9 @@ func TestTheBrowserViewShowsAPingLiveDecodedFilteredAndPaused(t *testing.T) {
 	if l.Capturing {
 		t.Fatal("the link still captures after Stop capture in the page")
 	}
+	// A link's own address opens the page on it.
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+linkPath+"/view")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector("#message").textContent.includes("not capturing") && document.querySelector("#crumbs").textContent === "browser › PC1 e0 ↔ PC2 e0"`)
 }
