@@ -66,7 +66,7 @@ func (a *API) registerObserve(app *fiber.App) {
 	a.handle(app, "GET", "/", a.page)
 	a.handle(app, "GET", "/ui/{asset}", a.asset)
 	a.handle(app, "GET", link+"/view", a.linkView)
-	a.handle(app, "GET", link+"/packets", a.packets)
+	a.handleStream(app, "GET", link+"/packets", a.packets)
 }
 
 // page serves the capture view.

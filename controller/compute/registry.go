@@ -54,6 +54,8 @@ type Registry struct {
 	mu       sync.RWMutex // guards computes and order
 	computes map[string]*Compute
 	order    []string
+
+	streams openStreams // capture streams open, per compute
 }
 
 // RegistryConfig configures a Registry.
@@ -78,7 +80,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Client == nil {
-		cfg.Client = NewClient(ClientConfig{Logger: cfg.Logger})
+		cfg.Client = NewClient(ClientConfig{Retries: DefaultRetries, Logger: cfg.Logger})
 	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(string, Compute) {}
@@ -304,7 +306,11 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 	if err != nil {
 		return nil, err
 	}
-	return r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
+	body, err := r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
+	if err != nil {
+		return nil, err
+	}
+	return r.streams.track(computeID, body), nil
 }
 
 // Metrics returns a compute's metrics, Prometheus's text format as the
