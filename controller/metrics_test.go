@@ -215,7 +215,10 @@ func TestAnAgentServesItsMetricsBehindItsSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an agent")
 	}
-	a := startAgent(t, "metrics-agent", "127.0.0.1", "s3cret-metrics", "")
+	const secret = "s3cret-metrics"
+	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret}, "--local-agent=false")
+	a := startAgent(t, "metrics-agent", "127.0.0.1", secret, c.url)
+	c.waitCompute("metrics-agent", true, 20*time.Second)
 	url := "http://" + a.addr
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
@@ -231,6 +234,10 @@ func TestAnAgentServesItsMetricsBehindItsSecret(t *testing.T) {
 	}
 	if got[series("labtap_http_requests_total", "method=GET", "route=/metrics", "status=401")] != 1 {
 		t.Errorf("the refused scrape is not counted: %v", got)
+	}
+	// The controller scrapes it with the secret.
+	if up := scrape(t, c.url+"/metrics", nil)[series("labtap_agent_up", "compute_id=metrics-agent")]; up != 1 {
+		t.Errorf("labtap_agent_up{compute_id=metrics-agent} = %v on the controller", up)
 	}
 }
 
