@@ -182,4 +182,10 @@ func TestTheBrowserViewShowsAPingLiveDecodedFilteredAndPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `document.querySelector("#message").textContent.includes("not capturing") && document.querySelector("#crumbs").textContent === "browser › PC1 e0 ↔ PC2 e0"`)
+	// A capture started elsewhere (here, the API) shows at once: the page
+	// follows the project's notifications.
+	c.call("POST", linkPath+"/start_capture", map[string]any{"capture_file_name": "again"}, 201, nil)
+	waitJS(t, ctx, `document.querySelector("#status").textContent === "live"`)
+	lab.pcs[0].run(t, "ping 10.0.0.2 -c 1")
+	waitJS(t, ctx, `[...document.querySelectorAll("#rows td.info")].some(td => td.textContent.startsWith("Echo (ping) reply"))`)
 }

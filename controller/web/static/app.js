@@ -138,10 +138,44 @@ function clearRows() {
   counts();
 }
 
+// follow listens to a project's notifications while one of its links is
+// shown: the list follows captures started or stopped elsewhere (the GNS3
+// GUI, a script), and the project counts this page as a client, so
+// auto_close leaves it open.
+let ws = null, wsProject = null;
+function follow(projectId) {
+  if (wsProject === projectId) return;
+  if (ws) ws.close();
+  wsProject = projectId;
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const sock = new WebSocket(`${scheme}//${location.host}/v2/projects/${projectId}/notifications/ws`);
+  ws = sock;
+  sock.onmessage = (ev) => {
+    let m;
+    try { m = JSON.parse(ev.data); } catch (e) { return; }
+    if (!m.action || !m.action.startsWith("link.")) return;
+    loadTree().catch(() => {});
+    const c = state.current;
+    if (m.action === "link.updated" && c && m.event && m.event.link_id === c.linkId) {
+      const was = state.link && state.link.capturing;
+      state.link = m.event;
+      updateLinkControls();
+      if (m.event.capturing && !was && !state.feed) { clearRows(); startFeed(); }
+    }
+  };
+  sock.onclose = () => {
+    if (ws !== sock) return;
+    ws = null;
+    wsProject = null;
+    setTimeout(() => { if (state.current && state.current.projectId === projectId) follow(projectId); }, 2000);
+  };
+}
+
 async function select(projectId, linkId) {
   stopFeed();
   clearRows();
   state.current = { projectId, linkId };
+  follow(projectId);
   renderTree();
   let l = findLink(projectId, linkId);
   try {
