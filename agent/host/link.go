@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -45,6 +46,9 @@ type hostCapture struct {
 	file *captures.File
 	root *os.Root // the captures folder holding the file and its .writing mark
 	done bool     // stopped (by request or by itself)
+	// rotations counts the files started after the first; see
+	// Host.captureRotated.
+	rotations atomic.Uint64
 }
 
 // PutLink creates a link's relay, or updates the filters and suspend state
