@@ -15,6 +15,7 @@ import (
 type consoleServer struct {
 	ln   net.Listener
 	term io.ReadWriter // the pty master
+	opts ConsoleOptions
 
 	mu      sync.Mutex // guards clients, recent and closed
 	clients map[*consoleClient]struct{}
@@ -35,24 +36,63 @@ const (
 
 // Telnet bytes (RFC 854, 857, 858).
 const (
-	iac  = 255
-	will = 251
-	wont = 252
-	do   = 253
-	dont = 254
-	sb   = 250
-	se   = 240
-	echo = 1
-	sga  = 3
+	iac    = 255
+	will   = 251
+	wont   = 252
+	do     = 253
+	dont   = 254
+	sb     = 250
+	se     = 240
+	echo   = 1
+	sga    = 3
+	binary = 0
+	naws   = 31
 )
 
 // greeting asks clients for character mode with remote echo: the node
 // echoes what it gets and edits its own line.
 var greeting = []byte{iac, will, echo, iac, will, sga, iac, do, sga}
 
-// serveConsole starts serving term on ln. Close stops it.
+// ttyGreeting is a container terminal's: character mode, remote echo,
+// 8-bit data both ways, and the client's window size (NAWS).
+var ttyGreeting = []byte{iac, will, echo, iac, will, sga, iac, will, binary, iac, do, binary, iac, do, naws}
+
+// ConsoleOptions shape a console that is not VPCS's.
+type ConsoleOptions struct {
+	// Banner is sent to each client after the telnet options, before the
+	// replay of recent output.
+	Banner string
+	// OnResize is called with each window size a client reports (telnet
+	// NAWS); when set, clients are asked for it.
+	OnResize func(cols, rows int)
+	// KeepBang passes '!' through (only VPCS runs host commands after it).
+	KeepBang bool
+}
+
+// serveConsole starts serving VPCS's terminal on ln. Close stops it.
 func serveConsole(ln net.Listener, term io.ReadWriter) *consoleServer {
-	s := &consoleServer{ln: ln, term: term, clients: make(map[*consoleClient]struct{})}
+	return newConsole(ln, term, ConsoleOptions{})
+}
+
+// A ConsoleServer shares a terminal (a container's TTY, an exec session)
+// with telnet clients, as a node's console.
+type ConsoleServer struct{ s *consoleServer }
+
+// ServeConsole starts serving term on ln: what term prints goes to every
+// client, with the last 4 KiB replayed to each new one, and what clients
+// type goes to term. It returns at once; Close stops it. The caller closes
+// term, which ends the server's reader.
+func ServeConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions) *ConsoleServer {
+	opts.KeepBang = true
+	return &ConsoleServer{newConsole(ln, term, opts)}
+}
+
+// Close stops accepting, disconnects every client, and waits for the
+// server's goroutines, including its reader of term.
+func (c *ConsoleServer) Close() { c.s.Close() }
+
+func newConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions) *consoleServer {
+	s := &consoleServer{ln: ln, term: term, opts: opts, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -81,7 +121,12 @@ func (s *consoleServer) accept() {
 			return
 		}
 		s.clients[c] = struct{}{}
-		c.out <- append(bytes.Clone(greeting), s.recent...)
+		hello := greeting
+		if s.opts.OnResize != nil {
+			hello = ttyGreeting
+		}
+		hello = append(bytes.Clone(hello), s.opts.Banner...)
+		c.out <- append(hello, s.recent...)
 		s.mu.Unlock()
 		s.wg.Add(2)
 		go s.write(c)
@@ -147,7 +192,7 @@ func (s *consoleServer) read(c *consoleClient) {
 		s.dropLocked(c)
 		s.mu.Unlock()
 	}()
-	var f telnetFilter
+	f := telnetFilter{keepBang: s.opts.KeepBang, onResize: s.opts.OnResize}
 	buf := make([]byte, 1024)
 	for {
 		n, err := c.conn.Read(buf)
@@ -186,6 +231,10 @@ func (s *consoleServer) Close() {
 type telnetFilter struct {
 	state  int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
 	lastCR bool
+
+	keepBang bool                 // pass '!' (not VPCS)
+	onResize func(cols, rows int) // told each NAWS window size
+	sub      []byte               // the current subnegotiation's bytes
 }
 
 func (f *telnetFilter) filter(in []byte) []byte {
@@ -202,7 +251,7 @@ func (f *telnetFilter) filter(in []byte) []byte {
 				continue
 			}
 			f.lastCR = b == '\r'
-			if b == '!' {
+			if b == '!' && !f.keepBang {
 				continue
 			}
 			out = append(out, b)
@@ -214,6 +263,7 @@ func (f *telnetFilter) filter(in []byte) []byte {
 				f.state = 2
 			case sb:
 				f.state = 3
+				f.sub = f.sub[:0]
 			default:
 				f.state = 0
 			}
@@ -222,14 +272,36 @@ func (f *telnetFilter) filter(in []byte) []byte {
 		case 3:
 			if b == iac {
 				f.state = 4
+			} else if len(f.sub) < 16 {
+				f.sub = append(f.sub, b)
 			}
 		case 4:
-			if b == se {
+			switch b {
+			case se:
 				f.state = 0
-			} else {
+				f.subDone()
+			case iac: // an escaped 255 inside the subnegotiation
+				f.state = 3
+				if len(f.sub) < 16 {
+					f.sub = append(f.sub, b)
+				}
+			default:
 				f.state = 3
 			}
 		}
 	}
 	return out
+}
+
+// subDone acts on a finished subnegotiation: NAWS (RFC 1073) carries the
+// client's window width and height, 16 bits each.
+func (f *telnetFilter) subDone() {
+	if f.onResize == nil || len(f.sub) != 5 || f.sub[0] != naws {
+		return
+	}
+	cols := int(f.sub[1])<<8 | int(f.sub[2])
+	rows := int(f.sub[3])<<8 | int(f.sub[4])
+	if cols > 0 && rows > 0 {
+		f.onResize(cols, rows)
+	}
 }
