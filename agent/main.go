@@ -8,10 +8,12 @@
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false]
+//	      [--docker=false] [--docker-init PATH]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
 // LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO,
+// LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT,
 // LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
@@ -56,6 +58,8 @@ type options struct {
 	DataDir         string     `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
 	ComputeID       string     `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
 	VPCS            string     `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
+	Docker          bool       `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Run docker nodes where a Docker Engine answers and the agent has the privileges."`
+	DockerInit      string     `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
 	UDPGRO          bool       `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
 	CaptureDirectIO bool       `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
 	SocketBuffer    int        `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
@@ -128,6 +132,8 @@ func run(args []string) error {
 			ConsoleHost:      consoleHost,
 			ConsoleBind:      bindHost,
 			VPCS:             o.VPCS,
+			NoDocker:         !o.Docker,
+			DockerInit:       o.DockerInit,
 			SoftwareVersion:  version,
 			SocketBuffer:     o.SocketBuffer,
 			NoUDPGRO:         !o.UDPGRO,

@@ -28,7 +28,9 @@ import (
 
 // RunnerEnv is what a RunnerFactory gets to build a node.
 type RunnerEnv struct {
-	Spec proto.NodeSpec
+	// ProjectID is the node's project.
+	ProjectID string
+	Spec      proto.NodeSpec
 	// Dir is the node's working directory (created by the runner as needed).
 	Dir string
 	// Ports are where the node must send the frames of each adapter: the
@@ -109,7 +111,12 @@ type Config struct {
 	// BufferedCaptures writes captures through the page cache even where
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
-	Logger           *slog.Logger
+	// NoDocker turns docker nodes off even where a Docker Engine answers.
+	NoDocker bool
+	// DockerInit is the static init given to containers (bin/labtap-init);
+	// empty looks for labtap-init next to the executable.
+	DockerInit string
+	Logger     *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -129,6 +136,8 @@ type Host struct {
 	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
 
 	load loadSampler
+
+	docker dockerState // the Docker Engine, connected on first use
 
 	ev         events     // what the controller follows; see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
@@ -236,7 +245,7 @@ func New(cfg Config) *Host {
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
-		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS}
+		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, "docker": h.newDocker}
 	}
 	return h
 }
@@ -259,6 +268,9 @@ func (h *Host) Info() proto.AgentInfo {
 		if _, ok := h.runners[t]; ok || builtin(t) {
 			types = append(types, t)
 		}
+	}
+	if _, ok := h.runners["docker"]; ok && h.DockerUnavailable() == "" {
+		types = append(types, "docker") // last, as in GNS3's list
 	}
 	cpu, mem := h.load.sample()
 	return proto.AgentInfo{
@@ -298,6 +310,10 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 	h.projects[spec.ProjectID] = p
 	h.repairCapturesLocked(p)
 	h.log.Info("project opened", "project", spec.ProjectID)
+	h.mu.Unlock()
+	// Before any node of the project is created again.
+	h.cleanDocker(spec.ProjectID)
+	h.mu.Lock()
 	return nil
 }
 
@@ -319,6 +335,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 		return nil
 	}
 	h.stopNodes(ctx, p)
+	h.removeContainers(projectID)
 	if p.captures != nil {
 		p.captures.Close()
 	}
@@ -334,6 +351,7 @@ func (h *Host) stopNodes(ctx context.Context, p *project) {
 		wg.Go(func() {
 			h.stopNode(ctx, n)
 			n.close()
+			h.removeNode(ctx, n)
 		})
 	}
 	wg.Wait()
@@ -495,9 +513,10 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		addrs[i] = port.LocalAddr()
 	}
 	env := RunnerEnv{
-		Spec:  n.spec,
-		Dir:   n.dir,
-		Ports: addrs,
+		ProjectID: n.projectID,
+		Spec:      n.spec,
+		Dir:       n.dir,
+		Ports:     addrs,
 		OnStop: func() {
 			syncPeer(n)
 			h.nodeStopped(n)
@@ -674,6 +693,17 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 	case proto.StatusStopped:
 		h.stopNode(ctx, n)
 		syncPeer(n)
+	case proto.StatusSuspended:
+		sr, ok := n.runner.(Suspender)
+		if !ok {
+			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspend is not supported by %s nodes", n.spec.NodeType)
+		}
+		n.ops.Lock()
+		err := sr.Suspend(ctx)
+		n.ops.Unlock()
+		if err != nil {
+			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
+		}
 	default:
 		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "status %q: want %q or %q", status, proto.StatusStarted, proto.StatusStopped)
 	}
@@ -704,7 +734,17 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 	}
 	h.stopNode(ctx, n)
 	n.close()
+	h.removeNode(ctx, n)
 	return nil
+}
+
+// removeNode removes what a forgotten node's runner made outside the agent.
+func (h *Host) removeNode(ctx context.Context, n *hostNode) {
+	if r, ok := n.runner.(Remover); ok {
+		if err := r.Remove(ctx); err != nil {
+			h.log.Warn("remove node", "node", n.spec.NodeID, "err", err)
+		}
+	}
 }
 
 func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) {

@@ -33,6 +33,15 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		cfg.Host.Logger = cfg.Logger
 	}
 	h := host.New(cfg.Host)
+	// Say at start what this agent cannot run, and why (no Engine, no
+	// privileges): docker is then left out of its node types.
+	go func() {
+		if why := h.DockerUnavailable(); why != "" {
+			cfg.Logger.Warn("docker nodes unavailable", "why", why)
+		} else {
+			cfg.Logger.Info("docker nodes available")
+		}
+	}()
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()

@@ -19,6 +19,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 // Labels every container of labtap's carries.
@@ -118,4 +119,30 @@ func engineError(err error) error {
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.TrimPrefix(msg, "Error response from daemon: ")
 	return fmt.Errorf("Docker has returned an error: %s", msg)
+}
+
+// CheckPrivileges tells whether this process can plumb containers: open
+// their network namespaces (CAP_SYS_PTRACE or root's ownership), enter them
+// (CAP_SYS_ADMIN), make and configure veths (CAP_NET_ADMIN) and read them
+// with AF_PACKET (CAP_NET_RAW) (spec 3.7.3). nil when it can.
+func CheckPrivileges() error {
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("docker nodes need root: cannot read this process's capabilities: %w", err)
+	}
+	var missing []string
+	for _, c := range []struct {
+		bit  uint
+		name string
+	}{{unix.CAP_NET_ADMIN, "CAP_NET_ADMIN"}, {unix.CAP_NET_RAW, "CAP_NET_RAW"}, {unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, {unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE"}} {
+		if data[c.bit/32].Effective&(1<<(c.bit%32)) == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("docker nodes need root or the capabilities %s (missing: %s): they are not offered by this agent",
+			"CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN, CAP_SYS_PTRACE", strings.Join(missing, ", "))
+	}
+	return nil
 }
