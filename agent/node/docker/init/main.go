@@ -150,6 +150,11 @@ func run(argv []string) int {
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
 			_ = syscall.Kill(child, sig.(syscall.Signal))
+			if sig == syscall.SIGTERM {
+				// An interactive shell (the console of many images) ignores
+				// SIGTERM but ends on a hang-up, as when its terminal goes.
+				_ = syscall.Kill(child, syscall.SIGHUP)
+			}
 			continue
 		}
 		// Reap every child that ended: the command, and orphans handed to PID 1.
