@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -297,5 +298,92 @@ func TestContainersOnTwoAgentsPingAcrossTheirLink(t *testing.T) {
 		}
 	}
 	waitIn(t, h1, 20*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.9.2")
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestDockerImagesAreListedAndAMissingImageIsAClear409(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	var images []struct {
+		Image string `json:"image"`
+	}
+	c.call("GET", "/v2/computes/local/docker/images", nil, 200, &images)
+	found := false
+	for i, im := range images {
+		found = found || im.Image == hostImage
+		if i > 0 && images[i-1].Image > im.Image {
+			t.Fatalf("images not sorted: %v", images)
+		}
+	}
+	if !found {
+		t.Fatalf("%s not listed: %v", hostImage, images)
+	}
+	c.call("GET", "/v2/computes/nosuch/docker/images", nil, 404, nil)
+	base := newProject(c, "missing")
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "docker", "compute_id": "local",
+		"properties": map[string]any{"image": "labtap/no-such-image:1"}}, 409, &e)
+	if !strings.Contains(e.Message, "The image labtap/no-such-image:1 is missing") || !strings.Contains(e.Message, "scripts/node-images") {
+		t.Fatalf("message %q", e.Message)
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "y", "node_type": "docker", "compute_id": "local",
+		"properties": map[string]any{"adapters": 1}}, 400, nil)
+	var nodes []json.RawMessage
+	c.call("GET", base+"/nodes", nil, 200, &nodes)
+	if len(nodes) != 0 {
+		t.Fatalf("a refused node was kept: %s", nodes)
+	}
+}
+
+func TestAnAgentRestartKeepsTheContainersAndTheirLink(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	secret := "s3cret-restart"
+	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret})
+	a := &agentProc{t: t, id: "dockr", listen: "127.0.0.2:0", data: t.TempDir(), env: append(dockerInit(t), "LABTAP_SECRET="+secret), ctl: c.url}
+	a.start()
+	t.Cleanup(func() { a.kill(15) })
+	c.waitCompute(a.id, true, 30*time.Second)
+	base := newProject(c, "restart")
+	h1 := c.dockerNode(base, "h1", hostImage, a.id, 1)
+	h2 := c.dockerNode(base, "h2", hostImage, a.id, 1)
+	c.link(base, h1, 0, h2, 0, 0)
+	for _, n := range []*nodeReply{&h1, &h2} {
+		c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, n)
+	}
+	for i, n := range []nodeReply{h1, h2} {
+		if out, err := inNode(t, n, "ip", "addr", "add", fmt.Sprintf("10.0.8.%d/24", i+1), "dev", "eth0"); err != nil {
+			t.Fatalf("address: %v %s", err, out)
+		}
+	}
+	waitIn(t, h1, 20*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.8.2")
+	id := func(n nodeReply) string {
+		out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", container(n)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	before := id(h1)
+
+	a.kill(9) // no chance to clean anything up
+	c.waitCompute(a.id, false, 30*time.Second)
+	if out, _ := inNode(t, h1, "ping", "-c", "1", "-W", "1", "10.0.8.2"); strings.Contains(out, " 0% packet loss") {
+		t.Fatal("ping passed with no agent relaying the link")
+	}
+	a.start()
+	c.waitCompute(a.id, true, 30*time.Second)
+	// The containers kept their addresses (nothing was re-made), and the
+	// link works again.
+	waitIn(t, h1, 60*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.8.2")
+	if after := id(h1); after != before {
+		t.Fatalf("the container was replaced: %s → %s", before, after)
+	}
+	var n nodeReply
+	c.call("GET", base+"/nodes/"+h1.NodeID, nil, 200, &n)
+	if n.Status != "started" {
+		t.Fatalf("node after the agent restart: %+v", n)
+	}
 	c.call("DELETE", base, nil, 204, nil)
 }

@@ -324,6 +324,15 @@ type CaptureState struct {
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 
+// DockerImagesPath lists the image tags of the agent's Docker Engine: a
+// JSON array of [DockerImage].
+const DockerImagesPath = "/v1/docker/images"
+
+// DockerImage is one image tag of an agent's Docker Engine (GNS3's shape).
+type DockerImage struct {
+	Image string `json:"image"`
+}
+
 // ProjectPath is the route of a project on an agent.
 func ProjectPath(project string) string {
 	return "/v1/projects/" + url.PathEscape(project)

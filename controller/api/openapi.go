@@ -32,6 +32,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /v2/computes/{compute_id}":                                   {"Get a compute", "", 200, "compute", []int{404}},
 	"PUT /v2/computes/{compute_id}":                                   {"Change a compute", "compute_update", 200, "compute", []int{400, 404, 409, 413}},
 	"DELETE /v2/computes/{compute_id}":                                {"Forget a compute, closing its projects (204 even if unknown)", "", 204, "", []int{409}},
+	"GET /v2/computes/{compute_id}/docker/images":                     {"List the image tags of a compute's Docker Engine, sorted (the docker template wizard)", "", 200, "docker_images", []int{404, 409}},
 	"GET /v2/notifications":                                           {"Controller events as JSON lines: a ping first, then each event; a ping after 5 s of silence", "", 200, "stream", nil},
 	"GET /v2/notifications/ws":                                        {"Controller events over WebSocket, one text frame each", "", 101, "", []int{426}},
 	"GET /v2/projects/{project_id}/notifications":                     {"A project's node and link events as JSON lines (the project need not be opened)", "", 200, "stream", []int{404}},
@@ -93,7 +94,8 @@ var responseSchemas = map[string]string{
 		"memory_usage_percent": {"type": ["number", "null"]}, "last_error": {"type": ["string", "null"]},
 		"capabilities": {"type": "object", "properties": {"node_types": {"type": "array", "items": {"type": "string"}},
 			"platform": {"type": "string"}, "version": {"type": ["string", "null"]}}}}}`,
-	"computes": `{"type": "array", "items": {"$ref": "#/components/schemas/compute"}}`,
+	"computes":      `{"type": "array", "items": {"$ref": "#/components/schemas/compute"}}`,
+	"docker_images": `{"type": "array", "items": {"type": "object", "properties": {"image": {"type": "string"}}}}`,
 	"project": `{"type": "object", "properties": {
 		"project_id": {"type": "string", "format": "uuid"}, "name": {"type": "string"}, "path": {"type": "string"},
 		"filename": {"type": "string"}, "status": {"enum": ["opened", "closed"]},

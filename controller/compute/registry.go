@@ -200,6 +200,19 @@ func (r *Registry) OpenProject(ctx context.Context, computeID string, p project.
 	return r.do(ctx, computeID, "PUT", proto.ProjectPath(p.ID), proto.ProjectSpec{ProjectID: p.ID, Name: p.Name}, nil)
 }
 
+// DockerImages lists the image tags of a compute's Docker Engine.
+func (r *Registry) DockerImages(ctx context.Context, computeID string) ([]string, error) {
+	var images []proto.DockerImage
+	if err := r.do(ctx, computeID, "GET", proto.DockerImagesPath, nil, &images); err != nil {
+		return nil, err
+	}
+	tags := make([]string, 0, len(images))
+	for _, im := range images {
+		tags = append(tags, im.Image)
+	}
+	return tags, nil
+}
+
 // CloseProject closes a project on a compute.
 func (r *Registry) CloseProject(ctx context.Context, computeID, projectID string) error {
 	return r.do(ctx, computeID, "DELETE", proto.ProjectPath(projectID), nil, nil)
