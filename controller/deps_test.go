@@ -30,6 +30,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"captures", []string{"github.com/google/gopacket/pcap"}, "writing captures needs no libpcap"},
 		{"internal/cli", []string{mod}, "flag parsing serves both binaries and knows neither"},
 		{"agent/node", []string{"net/http", mod + "proto", mod + "agent/bridge"}, "node runners hand the bridge an address, not a type"},
+		{"agent/node/docker", []string{"net/http", mod + "proto", mod + "agent/bridge"}, "the docker runner hands the host an interface index, not a port"},
 	}
 	for _, r := range rules {
 		t.Run(r.pkg, func(t *testing.T) {

@@ -76,6 +76,9 @@ type AgentInfo struct {
 	SoftwareVersion string   `json:"software_version"`
 	Platform        string   `json:"platform"`
 	NodeTypes       []string `json:"node_types"`
+	// Unavailable names node types labtap has that this agent cannot run,
+	// and why (e.g. docker without an Engine or without root).
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// CPUPercent and MemoryPercent are the host's load, 0-100.
 	CPUPercent    float64 `json:"cpu_usage_percent"`
 	MemoryPercent float64 `json:"memory_usage_percent"`

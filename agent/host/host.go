@@ -269,8 +269,13 @@ func (h *Host) Info() proto.AgentInfo {
 			types = append(types, t)
 		}
 	}
-	if _, ok := h.runners["docker"]; ok && h.DockerUnavailable() == "" {
-		types = append(types, "docker") // last, as in GNS3's list
+	var unavailable map[string]string
+	if _, ok := h.runners["docker"]; ok {
+		if why := h.DockerUnavailable(); why == "" {
+			types = append(types, "docker") // last, as in GNS3's list
+		} else {
+			unavailable = map[string]string{"docker": why}
+		}
 	}
 	cpu, mem := h.load.sample()
 	return proto.AgentInfo{
@@ -279,6 +284,7 @@ func (h *Host) Info() proto.AgentInfo {
 		SoftwareVersion: h.cfg.SoftwareVersion,
 		Platform:        runtime.GOOS,
 		NodeTypes:       types,
+		Unavailable:     unavailable,
 		CPUPercent:      cpu,
 		MemoryPercent:   mem,
 	}

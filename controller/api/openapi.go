@@ -93,7 +93,8 @@ var responseSchemas = map[string]string{
 		"connected": {"type": "boolean"}, "cpu_usage_percent": {"type": ["number", "null"]},
 		"memory_usage_percent": {"type": ["number", "null"]}, "last_error": {"type": ["string", "null"]},
 		"capabilities": {"type": "object", "properties": {"node_types": {"type": "array", "items": {"type": "string"}},
-			"platform": {"type": "string"}, "version": {"type": ["string", "null"]}}}}}`,
+			"platform": {"type": "string"}, "version": {"type": ["string", "null"]},
+			"unavailable": {"type": "object", "description": "labtap: node types this compute cannot run, and why", "additionalProperties": {"type": "string"}}}}}}`,
 	"computes":      `{"type": "array", "items": {"$ref": "#/components/schemas/compute"}}`,
 	"docker_images": `{"type": "array", "items": {"type": "object", "properties": {"image": {"type": "string"}}}}`,
 	"project": `{"type": "object", "properties": {

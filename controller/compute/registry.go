@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -37,7 +38,9 @@ type Compute struct {
 	MemoryPercent *float64
 	Platform      string
 	NodeTypes     []string
-	LastError     string // "" is null
+	// Unavailable names the node types the agent cannot run, and why.
+	Unavailable map[string]string
+	LastError   string // "" is null
 }
 
 // Registry holds the computes and carries out project.Computes on them.
@@ -175,7 +178,7 @@ func (r *Registry) check(ctx context.Context, id string) {
 	}
 	cpu, mem := info.CPUPercent, info.MemoryPercent
 	c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = true, &cpu, &mem, ""
-	c.Platform, c.NodeTypes = info.Platform, slices.Clone(info.NodeTypes)
+	c.Platform, c.NodeTypes, c.Unavailable = info.Platform, slices.Clone(info.NodeTypes), maps.Clone(info.Unavailable)
 }
 
 func (r *Registry) target(id string) (target, error) {
