@@ -387,3 +387,46 @@ func TestAnAgentRestartKeepsTheContainersAndTheirLink(t *testing.T) {
 	}
 	c.call("DELETE", base, nil, 204, nil)
 }
+
+func TestADockerNodeUpdateRemakesItsContainerOnlyWhileStopped(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "update")
+	h := c.dockerNode(base, "h", hostImage, "local", 2)
+	var n struct {
+		Properties map[string]any `json:"properties"`
+		Ports      []struct {
+			Name       string `json:"name"`
+			MACAddress string `json:"mac_address"`
+		} `json:"ports"`
+	}
+	c.call("GET", base+"/nodes/"+h.NodeID, nil, 200, &n)
+	before, _ := n.Properties["container_id"].(string)
+	if before == "" || len(n.Ports) != 2 || n.Ports[1].Name != "eth1" || n.Properties["mac_address"] != n.Ports[0].MACAddress {
+		t.Fatalf("node %+v", n)
+	}
+	c.call("PUT", base+"/nodes/"+h.NodeID, map[string]any{"properties": map[string]any{"environment": "FOO=bar"}}, 200, &n)
+	after, _ := n.Properties["container_id"].(string)
+	if after == before || n.Properties["environment"] != "FOO=bar" {
+		t.Fatalf("after the update: container %s (was %s), properties %v", after, before, n.Properties)
+	}
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	if out, _ := inNode(t, h, "sh", "-c", "echo $FOO"); strings.TrimSpace(out) != "bar" {
+		t.Fatalf("FOO in the container: %q", out)
+	}
+	// The two adapters are there with the ports' MACs.
+	out, _ := inNode(t, h, "ip", "-o", "link")
+	for _, p := range n.Ports {
+		if !strings.Contains(out, p.Name+"@") || !strings.Contains(out, p.MACAddress) {
+			t.Fatalf("%s %s not in the container:\n%s", p.Name, p.MACAddress, out)
+		}
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("PUT", base+"/nodes/"+h.NodeID, map[string]any{"properties": map[string]any{"environment": "FOO=baz"}}, 409, &e)
+	if !strings.Contains(e.Message, "must be stopped") {
+		t.Fatalf("message %q", e.Message)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+}
