@@ -290,10 +290,17 @@ func (d *dockerRunner) NIC(adapter, port int) (netip.AddrPort, bool) {
 }
 func (d *dockerRunner) Properties() map[string]any { return d.container().Properties() }
 
-// ResetConsole attaches the console to the container's TTY again.
-func (d *dockerRunner) ResetConsole(ctx context.Context) error {
-	return d.container().ResetConsole(ctx)
+// ResetConsole (console/reset) drops the console's clients and attaches to
+// the container's TTY again.
+func (d *dockerRunner) ResetConsole() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.container().ResetConsole(ctx); err != nil {
+		d.env.Logger.Warn("console reset", "err", err)
+	}
 }
+
+var _ consoleResetter = (*dockerRunner)(nil)
 
 // Update takes a node PUT: the changed properties are merged into the
 // node's, and the container is made again with them (GNS3 does the same),

@@ -305,3 +305,12 @@ func (f *telnetFilter) subDone() {
 		f.onResize(cols, rows)
 	}
 }
+
+// dropClients disconnects every client; the console keeps listening.
+func (s *consoleServer) dropClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		s.dropLocked(c)
+	}
+}
