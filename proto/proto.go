@@ -325,6 +325,18 @@ type CaptureState struct {
 	Err string `json:"error,omitempty"`
 }
 
+// FilterCheck asks an agent to compile bpf filter expressions for a data
+// link type, within its budget, without applying them (PUT FilterCheckPath).
+// The agent keeps the programs, so a PutLink with them that follows does
+// not compile again. A bad or too complex filter is CodeInvalid.
+type FilterCheck struct {
+	DataLinkType string   `json:"data_link_type"`
+	BPF          []string `json:"bpf"`
+}
+
+// FilterCheckPath is the route of [FilterCheck].
+const FilterCheckPath = "/v1/filter-check"
+
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 

@@ -17,7 +17,8 @@ type consoleServer struct {
 	term io.ReadWriter // the pty master
 	opts ConsoleOptions
 
-	mu      sync.Mutex // guards clients, recent and closed
+	mu      sync.Mutex // guards clients, recent, closed and guard
+	guard   *lineGuard // checks command lines; nil passes everything
 	clients map[*consoleClient]struct{}
 	recent  []byte // the last output, replayed to each new client
 	closed  bool
@@ -69,9 +70,10 @@ type ConsoleOptions struct {
 	KeepBang bool
 }
 
-// serveConsole starts serving VPCS's terminal on ln. Close stops it.
-func serveConsole(ln net.Listener, term io.ReadWriter) *consoleServer {
-	return newConsole(ln, term, ConsoleOptions{})
+// serveConsole starts serving VPCS's terminal on ln, checking command
+// lines with guard if not nil. Close stops it.
+func serveConsole(ln net.Listener, term io.ReadWriter, guard *lineGuard) *consoleServer {
+	return newConsole(ln, term, ConsoleOptions{}, guard)
 }
 
 // A ConsoleServer shares a terminal (a container's TTY, an exec session)
@@ -84,15 +86,15 @@ type ConsoleServer struct{ s *consoleServer }
 // term, which ends the server's reader.
 func ServeConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions) *ConsoleServer {
 	opts.KeepBang = true
-	return &ConsoleServer{newConsole(ln, term, opts)}
+	return &ConsoleServer{newConsole(ln, term, opts, nil)}
 }
 
 // Close stops accepting, disconnects every client, and waits for the
 // server's goroutines, including its reader of term.
 func (c *ConsoleServer) Close() { c.s.Close() }
 
-func newConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions) *consoleServer {
-	s := &consoleServer{ln: ln, term: term, opts: opts, clients: make(map[*consoleClient]struct{})}
+func newConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions, guard *lineGuard) *consoleServer {
+	s := &consoleServer{ln: ln, term: term, opts: opts, guard: guard, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -197,7 +199,20 @@ func (s *consoleServer) read(c *consoleClient) {
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
-			if data := f.filter(buf[:n]); len(data) > 0 {
+			data := f.filter(buf[:n])
+			if s.guard != nil {
+				var notice string
+				s.mu.Lock()
+				data, notice = s.guard.feed(data)
+				if _, ok := s.clients[c]; ok && notice != "" {
+					select {
+					case c.out <- []byte(notice):
+					default:
+					}
+				}
+				s.mu.Unlock()
+			}
+			if len(data) > 0 {
 				if _, werr := s.term.Write(data); werr != nil {
 					return
 				}
