@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 )
 
 // Version is the controller⇄agent protocol version. It only ever goes up, and
@@ -321,6 +322,18 @@ type CaptureState struct {
 	Err string `json:"error,omitempty"`
 }
 
+// FilterCheck asks an agent to compile bpf filter expressions for a data
+// link type, within its budget, without applying them (PUT FilterCheckPath).
+// The agent keeps the programs, so a PutLink with them that follows does
+// not compile again. A bad or too complex filter is CodeInvalid.
+type FilterCheck struct {
+	DataLinkType string   `json:"data_link_type"`
+	BPF          []string `json:"bpf"`
+}
+
+// FilterCheckPath is the route of [FilterCheck].
+const FilterCheckPath = "/v1/filter-check"
+
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 
@@ -359,4 +372,29 @@ func CaptureStreamPath(project, link string) string {
 // Errorf builds an Error of the given code.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// MaxNodeFile bounds a file of a node's directory read or written through
+// the agent (a VPCS startup.vpc, a configuration).
+const MaxNodeFile = 512 << 10
+
+// NodeFile is the content of a file of a node's directory.
+type NodeFile struct {
+	Content []byte `json:"content"`
+}
+
+// NodeFilePath is the route of a file of a node's directory; name is
+// relative to it ("startup.vpc").
+func NodeFilePath(project, node, name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
+}
+
+// ConsoleResetPath is the route that disconnects every client of a node's
+// console (a stuck session); the console keeps listening.
+func ConsoleResetPath(project, node string) string {
+	return NodePath(project, node) + "/console/reset"
 }

@@ -31,6 +31,7 @@ type Service interface {
 	SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error)
 	DeleteNode(ctx context.Context, projectID, nodeID string) error
 	PutLink(projectID string, spec proto.LinkSpec) error
+	CheckFilters(dataLinkType string, bpf []string) error
 	Link(projectID, linkID string) (proto.LinkState, error)
 	DeleteLink(projectID, linkID string) error
 	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
@@ -39,6 +40,12 @@ type Service interface {
 	CaptureFile(projectID, linkID string) (*captures.File, error)
 	ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	ReleaseTunnelPort(projectID, id string) error
+	// NodeFile reads a file of a node's directory; WriteNodeFile replaces
+	// one. Paths stay inside the directory.
+	NodeFile(projectID, nodeID, name string) ([]byte, error)
+	WriteNodeFile(projectID, nodeID, name string, data []byte) error
+	// ResetConsole disconnects every client of a node's console.
+	ResetConsole(projectID, nodeID string) error
 	State() proto.AgentState
 	// Subscribe follows the agent's events until cancel is called; the
 	// channel is closed when the agent drops the follower or ends.
@@ -70,12 +77,16 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
+	mux.HandleFunc("PUT "+proto.FilterCheckPath, h.checkFilters)
 	mux.HandleFunc("PUT "+p, h.openProject)
 	mux.HandleFunc("DELETE "+p, h.closeProject)
 	mux.HandleFunc("PUT "+n, h.createNode)
 	mux.HandleFunc("GET "+n, h.node)
 	mux.HandleFunc("DELETE "+n, h.deleteNode)
 	mux.HandleFunc("PUT "+n+"/status", h.setNodeStatus)
+	mux.HandleFunc("GET "+n+"/files/{path...}", h.nodeFile)
+	mux.HandleFunc("PUT "+n+"/files/{path...}", h.writeNodeFile)
+	mux.HandleFunc("POST "+n+"/console/reset", h.resetConsole)
 	mux.HandleFunc("PUT "+l, h.putLink)
 	mux.HandleFunc("GET "+l, h.link)
 	mux.HandleFunc("DELETE "+l, h.deleteLink)
@@ -134,6 +145,27 @@ func (h *handlers) createNode(w http.ResponseWriter, r *http.Request) {
 	h.reply(w, st, err)
 }
 
+func (h *handlers) nodeFile(w http.ResponseWriter, r *http.Request) {
+	data, err := h.svc.NodeFile(r.PathValue("project"), r.PathValue("node"), r.PathValue("path"))
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	h.reply(w, proto.NodeFile{Content: data}, nil)
+}
+
+func (h *handlers) writeNodeFile(w http.ResponseWriter, r *http.Request) {
+	var f proto.NodeFile
+	if !decode(w, r, &f) {
+		return
+	}
+	h.reply(w, nil, h.svc.WriteNodeFile(r.PathValue("project"), r.PathValue("node"), r.PathValue("path"), f.Content))
+}
+
+func (h *handlers) resetConsole(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.ResetConsole(r.PathValue("project"), r.PathValue("node")))
+}
+
 func (h *handlers) node(w http.ResponseWriter, r *http.Request) {
 	st, err := h.svc.Node(r.PathValue("project"), r.PathValue("node"))
 	h.reply(w, st, err)
@@ -159,6 +191,14 @@ func (h *handlers) putLink(w http.ResponseWriter, r *http.Request) {
 	}
 	spec.LinkID = r.PathValue("link")
 	h.reply(w, nil, h.svc.PutLink(r.PathValue("project"), spec))
+}
+
+func (h *handlers) checkFilters(w http.ResponseWriter, r *http.Request) {
+	var fc proto.FilterCheck
+	if !decode(w, r, &fc) {
+		return
+	}
+	h.reply(w, nil, h.svc.CheckFilters(fc.DataLinkType, fc.BPF))
 }
 
 func (h *handlers) link(w http.ResponseWriter, r *http.Request) {

@@ -2,13 +2,19 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/captures"
@@ -34,7 +40,8 @@ type compiledBPF struct {
 }
 
 type hostCapture struct {
-	spec proto.CaptureSpec
+	spec proto.CaptureSpec // as asked: a repeated request is recognised by it
+	name string            // the file's name: spec's, or name-N when spec's was taken
 	file *captures.File
 	root *os.Root // the captures folder holding the file and its .writing mark
 	done bool     // stopped (by request or by itself)
@@ -61,7 +68,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	}
 	h.mu.Unlock()
 	// Compiling may take a while: not under the lock.
-	progs, err := compileBPF(spec, cached)
+	progs, err := h.compileBPF(spec, cached)
 	if err != nil {
 		return err
 	}
@@ -107,9 +114,12 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 }
 
 // compileBPF compiles the link's bpf filter expressions for its data link
-// type, reusing the previous programs when neither changed. An expression
-// libpcap refuses is an invalid request, with libpcap's message.
-func compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+// type, reusing the previous programs when neither changed and programs
+// compiled before (a CheckFilters, another link). An expression libpcap
+// refuses is an invalid request, with libpcap's message; one over the
+// budget (Config.FilterDeadline, pcapfilter.MaxInstructions) is "Filter
+// bpf: too complex".
+func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
 	if len(out.exprs) == 0 {
 		return out, nil
@@ -122,12 +132,70 @@ func compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	if err != nil {
 		return out, proto.Errorf(proto.CodeInvalid, "link %s: %v", spec.LinkID, err)
 	}
-	for _, expr := range out.exprs {
-		prog, err := pcapfilter.Compile(lt, expr)
-		if err != nil {
-			return out, proto.Errorf(proto.CodeInvalid, "bpf filter: %v", err)
+	out.progs, err = h.bpf.compile(h.ctx, lt, spec.DataLinkType, out.exprs, h.cfg.FilterDeadline)
+	if errors.Is(err, pcapfilter.ErrTooComplex) {
+		h.log.Warn("bpf filter over budget", "link", spec.LinkID, "err", err)
+		return out, proto.Errorf(proto.CodeInvalid, "Filter bpf: too complex")
+	}
+	if err != nil {
+		return out, proto.Errorf(proto.CodeInvalid, "bpf filter: %v", err)
+	}
+	return out, nil
+}
+
+// CheckFilters compiles bpf filter expressions for a data link type, as
+// PutLink would, and keeps the programs for it: the controller checks a
+// filter this way before it takes its project's lock, so the PutLink that
+// follows does not compile.
+func (h *Host) CheckFilters(dataLinkType string, bpfs []string) error {
+	if dataLinkType == "" {
+		dataLinkType = captures.DefaultDataLinkType
+	}
+	_, err := h.compileBPF(proto.LinkSpec{LinkID: "check", DataLinkType: dataLinkType, Filters: proto.Filters{BPF: bpfs}}, compiledBPF{})
+	return err
+}
+
+// bpfCache keeps programs compiled lately, by data link type and
+// expression. It is safe for concurrent use.
+type bpfCache struct {
+	mu    sync.Mutex
+	progs map[string][]bpf.RawInstruction
+}
+
+// bpfCacheSize bounds the cache; past it, it starts again empty.
+const bpfCacheSize = 256
+
+func (c *bpfCache) compile(ctx context.Context, lt layers.LinkType, dlt string, exprs []string, deadline time.Duration) ([][]bpf.RawInstruction, error) {
+	out := make([][]bpf.RawInstruction, len(exprs))
+	var missing []string
+	c.mu.Lock()
+	for i, e := range exprs {
+		if p, ok := c.progs[dlt+"\x00"+e]; ok {
+			out[i] = p
+		} else {
+			missing = append(missing, e)
 		}
-		out.progs = append(out.progs, prog)
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	progs, err := pcapfilter.CompileAll(ctx, lt, missing, deadline)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progs == nil || len(c.progs)+len(missing) > bpfCacheSize {
+		c.progs = make(map[string][]bpf.RawInstruction)
+	}
+	j := 0
+	for i, e := range exprs {
+		if out[i] == nil {
+			out[i] = progs[j]
+			c.progs[dlt+"\x00"+e] = progs[j]
+			j++
+		}
 	}
 	return out, nil
 }
@@ -386,7 +454,13 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
-	f, err := captures.Create(root, spec.FileName, captures.Options{
+	// A file of an earlier capture is never overwritten: the new one
+	// takes the first free name-N.ext.
+	name, err := freeName(root, spec.FileName)
+	if err != nil {
+		return proto.CaptureState{}, err
+	}
+	f, err := captures.Create(root, name, captures.Options{
 		Format:     spec.Format,
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
@@ -395,13 +469,36 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
 	}
-	markWriting(root, spec.FileName)
-	c := &hostCapture{spec: spec, file: f, root: root}
+	markWriting(root, name)
+	c := &hostCapture{spec: spec, name: name, file: f, root: root}
 	l.capture = c
 	l.relay.SetTap(tap{f})
 	h.wg.Go(func() { h.watchCapture(projectID, l, c) })
 	h.log.Info("capture started", "project", projectID, "link", linkID, "file", f.Path(), "format", spec.Format)
 	return captureState(c), nil
+}
+
+// freeName is name if no file in root has it, else the first of
+// "stem-2.ext", "stem-3.ext", ... that is free. h.mu must be held (no other
+// capture starts meanwhile).
+func freeName(root *os.Root, name string) (string, error) {
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; i <= 10000; i++ {
+		candidate := name
+		if i > 1 {
+			suffix := fmt.Sprintf("-%d", i)
+			candidate = stem[:min(len(stem), 255-len(ext)-len(suffix))] + suffix + ext
+		}
+		_, err := root.Lstat(candidate)
+		if errors.Is(err, fs.ErrNotExist) {
+			return candidate, nil
+		}
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "capture file %s: %v", candidate, err)
+		}
+	}
+	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)
 }
 
 // endName names the sender of one direction in a pcapng capture.
@@ -436,14 +533,14 @@ func (h *Host) watchCapture(projectID string, l *hostLink, c *hostCapture) {
 	// too, Repair does it now that nothing writes.
 	// If the project closed meanwhile, the mark stays and the next open
 	// repairs the file.
-	switch cut, err := captures.Repair(c.root, c.spec.FileName); {
+	switch cut, err := captures.Repair(c.root, c.name); {
 	case err != nil:
-		h.log.Warn("repair a capture that ended by itself", "file", c.spec.FileName, "err", err)
+		h.log.Warn("repair a capture that ended by itself", "file", c.name, "err", err)
 	default:
 		if cut > 0 {
-			h.log.Warn("capture repaired after it ended", "file", c.spec.FileName, "bytes_cut", cut)
+			h.log.Warn("capture repaired after it ended", "file", c.name, "bytes_cut", cut)
 		}
-		unmarkWriting(c.root, c.spec.FileName)
+		unmarkWriting(c.root, c.name)
 	}
 	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
@@ -494,7 +591,7 @@ func (h *Host) stopCaptureLocked(l *hostLink) {
 	if err := c.file.Close(); err != nil {
 		h.log.Warn("capture ended badly", "link", l.spec.LinkID, "err", err)
 	}
-	unmarkWriting(c.root, c.spec.FileName)
+	unmarkWriting(c.root, c.name)
 	frames, _, dropped := c.file.Stats()
 	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
 }
@@ -532,7 +629,7 @@ func captureState(c *hostCapture) proto.CaptureState {
 	st := proto.CaptureState{
 		Active:   !c.done,
 		FilePath: c.file.Path(),
-		FileName: c.spec.FileName,
+		FileName: c.name,
 		Frames:   frames,
 		Bytes:    uint64(size),
 		Dropped:  dropped,

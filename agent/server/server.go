@@ -10,9 +10,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/internal/netguard"
 )
 
 // Config configures an agent. It is the agent's own, so that who runs one
@@ -26,6 +29,9 @@ type Config struct {
 	// ConsoleHost is the address reported for node consoles; ConsoleBind
 	// is where they listen (empty: 127.0.0.1).
 	ConsoleHost, ConsoleBind string
+	// ConsolePorts, when set, is the range [lo, hi] node consoles take
+	// their ports from.
+	ConsolePorts [2]int
 	// VPCS is the vpcs executable, a name looked up in PATH or a path.
 	VPCS string
 	// SoftwareVersion is reported to the controller.
@@ -43,7 +49,16 @@ type Config struct {
 	NoUDPGRO, BufferedCaptures bool
 	// Secret, when set, is required on every API call.
 	Secret string
-	Logger *slog.Logger
+	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
+	FilterDeadline time.Duration
+	// ProtectedPorts are TCP ports node consoles may not rlogin to (the
+	// controller's, for the local agent); the agent's own API port is
+	// added.
+	ProtectedPorts []int
+	// MaxConns caps the API's open connections (0: netguard.DefaultMaxConns);
+	// MaxConnsPerIP caps them per client address (0: no cap).
+	MaxConns, MaxConnsPerIP int
+	Logger                  *slog.Logger
 }
 
 // Run serves the agent on ln until ctx is done, then stops its captures,
@@ -52,17 +67,28 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = netguard.DefaultMaxConns()
+	}
+	protected := slices.Clone(cfg.ProtectedPorts)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		protected = append(protected, a.Port)
+	}
+	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
 	h := host.New(host.Config{
 		ComputeID:        cfg.ComputeID,
 		DataDir:          cfg.DataDir,
 		ConsoleHost:      cfg.ConsoleHost,
 		ConsoleBind:      cfg.ConsoleBind,
+		ConsolePorts:     cfg.ConsolePorts,
 		VPCS:             cfg.VPCS,
 		SoftwareVersion:  cfg.SoftwareVersion,
 		TunnelBind:       cfg.TunnelBind,
 		SocketBuffer:     cfg.SocketBuffer,
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
+		FilterDeadline:   cfg.FilterDeadline,
+		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,
 	})
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})

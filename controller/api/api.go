@@ -6,7 +6,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/valyala/fasthttp"
 )
 
 // Computes is what the API needs of the compute registry.
@@ -27,7 +30,7 @@ import (
 type Computes interface {
 	List() []compute.Compute
 	Get(id string) (compute.Compute, bool)
-	Create(ctx context.Context, c compute.Compute) (compute.Compute, error)
+	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
 }
@@ -44,6 +47,9 @@ type Config struct {
 	User, Password string
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
+	// SettingsFile keeps the GNS3 VM and IOU license settings clients
+	// edit; "" keeps them in memory.
+	SettingsFile string
 	// Hub carries the notification streams; nil turns them off.
 	Hub *notify.Hub
 	// Load reports the host's CPU and memory use (0-100) for stream pings.
@@ -51,6 +57,11 @@ type Config struct {
 	// Version is the GNS3 version reported by GET /v2/version, e.g.
 	// "2.2.59". The GNS3 GUI connects only when its own x.y.z matches.
 	Version string
+	// PinVersion makes GET /v2/version answer Version to every client.
+	// Otherwise a GNS3 GUI of a 2.2 release, which connects only to a
+	// server of its own x.y.z, is answered its own version (it names it in
+	// its User-Agent; every 2.2 speaks the same API).
+	PinVersion bool
 	// Context lives as long as the server: long requests (capture
 	// streams) end when it does.
 	Context context.Context
@@ -69,11 +80,13 @@ const DefaultRequestTimeout = 5 * time.Minute
 type API struct {
 	cfg      Config
 	log      *slog.Logger
+	auth     *authLimiter // failed Basic authentications, by client address
 	projects *project.Service
 	computes Computes
 	hub      *notify.Hub
 	schemas  map[string]*jsonschema.Schema
 	routes   []Route
+	settings *settingsStore
 }
 
 // Route is one registered route: its method and GNS3 template.
@@ -102,7 +115,11 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas}
+	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas,
+		settings: newSettingsStore(cfg.SettingsFile)}
+	if a.settings.broken != nil {
+		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "labtap",
 		Immutable:             true, // handler strings outlive the request buffers
@@ -123,6 +140,21 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	a.register(app)
 	app.Use(a.unmatched)
+	// Fiber answers a method it does not know in plain text before any
+	// handler runs: answered here in JSON, as every other error.
+	srv := app.Server()
+	next := srv.Handler
+	srv.Handler = func(ctx *fasthttp.RequestCtx) {
+		if !slices.Contains(fiber.DefaultMethods, string(ctx.Method())) {
+			ctx.Response.Header.Set("Allow", strings.Join(fiber.DefaultMethods, ", "))
+			ctx.SetContentType(fiber.MIMEApplicationJSON)
+			ctx.SetStatusCode(fiber.StatusMethodNotAllowed)
+			msg, _ := json.Marshal(fmt.Sprintf("Method %.32q is not allowed", ctx.Method()))
+			fmt.Fprintf(ctx, `{"message":%s,"status":%d}`, msg, fiber.StatusMethodNotAllowed)
+			return
+		}
+		next(ctx)
+	}
 	return app, a, nil
 }
 
@@ -233,6 +265,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", a.pcap)
 	a.registerSymbols(app)
+	a.registerGUI(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 )
 
 // DefaultDataLinkType is the data link type of a capture that names none.
@@ -59,6 +60,19 @@ func captureSide(nodes []*Node) int {
 	return -1
 }
 
+// captureUsing is the id of a link other than except whose running capture
+// writes a file named name, or "".
+func (st *state) captureUsing(name, except string) string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	for id, l := range st.links {
+		if id != except && l.Capture.Active && l.Capture.FileName == name {
+			return id
+		}
+	}
+	return ""
+}
+
 // StartCapture starts capturing a link's frames into a pcap file on the
 // compute of the chosen side and returns the link, now capturing.
 func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req CaptureStart) (Link, error) {
@@ -107,6 +121,9 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 			return Link{}, errorf(ErrInvalid, "capture_file_name %q: %v", req.FileName, err)
 		}
 	}
+	if other := st.captureUsing(name, linkID); other != "" {
+		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
+	}
 	if l.Tunnel != nil && l.FilterSide != side {
 		// Across computes the filters move to the capture side first, so the
 		// file shows every frame after them, both ways (placement.go).
@@ -123,6 +140,9 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, CaptureRequest{FileName: name, DataLinkType: req.DataLinkType, Format: req.Format})
 	if err != nil {
 		return Link{}, err
+	}
+	if i := strings.LastIndexByte(res.FilePath, '/'); i >= 0 && i+1 < len(res.FilePath) {
+		name = res.FilePath[i+1:] // the agent never overwrites a file: it may have taken name-N
 	}
 	st.mu.Lock()
 	l.Capture = Capture{Active: true, FileName: name, FilePath: res.FilePath, ComputeID: computeID, Side: side}

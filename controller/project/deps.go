@@ -23,6 +23,10 @@ type Computes interface {
 	Node(ctx context.Context, computeID, projectID, nodeID string) (NodeRuntime, error)
 	DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error
 	PutLink(ctx context.Context, computeID, projectID string, w Wiring) error
+	// CheckFilters has a compute compile bpf filter expressions for a data
+	// link type, as PutLink would, without applying them; the compute
+	// keeps the programs for the PutLink that follows.
+	CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error
 	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
 	StartCapture(ctx context.Context, computeID, projectID, linkID string, c CaptureRequest) (CaptureResult, error)
 	StopCapture(ctx context.Context, computeID, projectID, linkID string) error
@@ -37,6 +41,12 @@ type Computes interface {
 	// TunnelHost is the address other computes send a compute's tunnel
 	// traffic to.
 	TunnelHost(computeID string) string
+	// NodeFile reads a file of a node's directory (name relative to it);
+	// WriteNodeFile replaces one. The compute keeps paths inside.
+	NodeFile(ctx context.Context, computeID, projectID, nodeID, name string) ([]byte, error)
+	WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error
+	// ResetConsole disconnects every client of a node's console.
+	ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error
 }
 
 // ProjectRef names a project to a compute.
@@ -164,14 +174,19 @@ const (
 )
 
 // Event is something that happened to a project. Exactly one of Node,
-// Link, Project and Message is set: Message for the log.* actions.
+// Link, Project, Drawing and Message is set: Message for the log.* actions.
 type Event struct {
 	Action    string
 	ProjectID string
 	Node      *Node
 	Link      *Link
 	Project   *Project
-	Message   string
+	Drawing   *Drawing
+	Template  *Template
+	// OmitSVG leaves the drawing's SVG out of a drawing.updated that did
+	// not change it (GNS3).
+	OmitSVG bool
+	Message string
 }
 
 // Emitter receives events, in the order they happened within a project.

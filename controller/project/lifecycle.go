@@ -307,6 +307,9 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 		if *u.Name == "" {
 			return Project{}, errorf(ErrInvalid, "Project name cannot be empty")
 		}
+		if err := CheckName("Project name", *u.Name); err != nil {
+			return Project{}, err
+		}
 		next.Name = *u.Name
 	}
 	if u.Path != nil && *u.Path != p.Path {
@@ -359,7 +362,7 @@ func (s *Service) ProjectStats(id string) (Stats, error) {
 	if st.p.Status != Opened {
 		return Stats{}, nil
 	}
-	return Stats{Nodes: len(st.nodes), Links: len(st.links)}, nil
+	return Stats{Nodes: len(st.nodes), Links: len(st.links), Drawings: len(st.drawings)}, nil
 }
 
 // AutoCloseIdle closes a project whose notification listeners have all

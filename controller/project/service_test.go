@@ -112,7 +112,21 @@ func (f *fakeComputes) PutLink(_ context.Context, c, p string, w Wiring) error {
 		f.relays = map[string]Wiring{}
 	}
 	f.relays[c+"/"+w.LinkID] = w
+	// A call that timed out after the compute applied it.
+	if err := f.failOn["put_link_applied@"+c]; err != nil {
+		delete(f.failOn, "put_link_applied@"+c)
+		return err
+	}
 	return nil
+}
+
+func (f *fakeComputes) CheckFilters(_ context.Context, c, dlt string, bpf []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("check_filters"); err != nil {
+		return err
+	}
+	return f.failOn["check_filters@"+c]
 }
 
 func (f *fakeComputes) DeleteLink(_ context.Context, c, p, id string) error {
@@ -167,6 +181,16 @@ func (f *fakeComputes) ReleaseTunnelPort(_ context.Context, c, p, id string) err
 func (f *fakeComputes) TunnelHost(c string) string {
 	return map[string]string{"local": "192.0.2.1", "remote": "192.0.2.2"}[c]
 }
+
+func (f *fakeComputes) NodeFile(context.Context, string, string, string, string) ([]byte, error) {
+	return nil, errorf(ErrNotFound, "no files here")
+}
+
+func (f *fakeComputes) WriteNodeFile(context.Context, string, string, string, string, []byte) error {
+	return nil
+}
+
+func (f *fakeComputes) ResetConsole(context.Context, string, string, string) error { return nil }
 
 func (f *fakeComputes) CaptureStream(context.Context, string, string, string) (io.ReadCloser, error) {
 	return io.NopCloser(strings.NewReader("pcap")), nil
