@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -29,6 +30,13 @@ var ErrTooComplex = errors.New("too complex")
 // executable, which compiles what it reads on stdin and exits (see init).
 const childEnv = "LABTAP_PCAPFILTER_CHILD"
 
+// ready is the byte a compiling child writes first, once it runs.
+const ready = 'R'
+
+// startTimeout bounds how long a compiling child may take to start: past
+// it the compile fails as an internal error, not as a filter too complex.
+const startTimeout = time.Minute
+
 // job is what a compiling child reads; result what it writes.
 type job struct {
 	LinkType layers.LinkType `json:"link_type"`
@@ -48,6 +56,9 @@ func init() {
 	if os.Getenv(childEnv) != "1" {
 		return
 	}
+	// Say it has started: the deadline is for compiling, not for starting
+	// a process, which a loaded machine can make slow.
+	os.Stdout.Write([]byte{ready})
 	var j job
 	var r result
 	if err := json.NewDecoder(os.Stdin).Decode(&j); err != nil {
@@ -89,24 +100,60 @@ func CompileAll(ctx context.Context, lt layers.LinkType, exprs []string, deadlin
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, self)
+	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdin = bytes.NewReader(in)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		return nil, fmt.Errorf("compiling took over %v: %w", deadline, ErrTooComplex)
-	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		return nil, fmt.Errorf("compile filter: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("compile filter: %w", err)
+	}
+	// The child's output, read whole; its first byte says it runs.
+	started := make(chan struct{})
+	done := make(chan []byte, 1)
+	go func() {
+		var first [1]byte
+		if n, _ := io.ReadFull(stdout, first[:]); n == 1 && first[0] == ready {
+			close(started)
+		}
+		rest, _ := io.ReadAll(stdout)
+		done <- rest
+	}()
+	var out []byte
+	var why error // why the child was killed, if it was
+	select {
+	case <-started:
+		timer := time.NewTimer(deadline)
+		defer timer.Stop()
+		select {
+		case out = <-done:
+		case <-timer.C:
+			why = fmt.Errorf("compiling took over %v: %w", deadline, ErrTooComplex)
+		case <-ctx.Done():
+			why = ctx.Err()
+		}
+	case out = <-done: // ended before saying it runs
+	case <-time.After(startTimeout):
+		why = fmt.Errorf("compile filter: the compiling process did not start within %v", startTimeout)
+	case <-ctx.Done():
+		why = ctx.Err()
+	}
+	if why != nil {
+		cmd.Process.Kill()
+		<-done
+		cmd.Wait()
+		return nil, why
+	}
+	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("compile filter: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	var r result
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return nil, fmt.Errorf("compile filter: child replied %q: %w", out.Bytes(), err)
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("compile filter: child replied %q: %w", out, err)
 	}
 	if r.Err != "" {
 		return nil, errors.New(r.Err)
