@@ -1,6 +1,7 @@
 // Package proto is the wire contract between the labtap controller and its
 // agents: the JSON bodies of the agent's HTTP API, its route paths and its
-// error shape. It depends on the standard library only, so both sides (and
+// error shape. It depends on the standard library and the capture
+// vocabulary (capspec, itself standard library only), so both sides (and
 // third-party tools) can import it without pulling in either program.
 //
 // Every agent route lives under /v1. Every non-2xx reply carries an [Error]
@@ -11,6 +12,8 @@ package proto
 import (
 	"fmt"
 	"net/url"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // Version is the controller⇄agent protocol version. It only ever goes up, and
@@ -259,42 +262,16 @@ type LinkEnd struct {
 	TxErrors uint64 `json:"tx_errors,omitempty"`
 }
 
-// Capture file formats.
-const (
-	FormatPcap   = "pcap"
-	FormatPcapng = "pcapng"
-)
-
 // CaptureSpec starts a capture on a link's relay:
-// PUT /v1/projects/{project}/links/{link}/capture.
-// Sending the spec of the running capture again succeeds and changes nothing;
-// a different spec while capturing is a conflict.
-type CaptureSpec struct {
-	// FileName is a base name, already sanitised by the controller; the agent
-	// checks it again and refuses anything that is not a plain file name.
-	FileName string `json:"file_name"`
-	// DataLinkType is one of the DLT_ names GNS3 uses (DLT_EN10MB, ...).
-	DataLinkType string `json:"data_link_type"`
-	// Format is FormatPcap (the default when empty) or FormatPcapng.
-	Format string `json:"format,omitempty"`
-}
+// PUT /v1/projects/{project}/links/{link}/capture. It is the capture
+// vocabulary's Spec (package capspec), the same type the controller's API
+// decodes: the agent checks it again (Spec.Check), as its trust boundary.
+// Sending the spec of the running capture again succeeds and changes
+// nothing; a different spec while capturing is a conflict.
+type CaptureSpec = capspec.Spec
 
 // CaptureState describes a link's capture: the reply of the capture routes.
-type CaptureState struct {
-	Active bool `json:"active"`
-	// FilePath is the absolute path of the capture file on the agent's host.
-	FilePath string `json:"file_path"`
-	FileName string `json:"file_name"`
-	// Frames and Bytes count what has been written to the file.
-	Frames uint64 `json:"frames"`
-	Bytes  uint64 `json:"bytes"`
-	// Dropped counts frames the link forwarded that are not in the file:
-	// the disk could not keep up (the capture never slows the relay; it
-	// drops and counts instead) or a write failed (e.g. disk full).
-	Dropped uint64 `json:"dropped"`
-	// Err is why the capture ended by itself, empty otherwise.
-	Err string `json:"error,omitempty"`
-}
+type CaptureState = capspec.State
 
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"

@@ -3,6 +3,7 @@ package project
 import (
 	"context"
 	"errors"
+	"github.com/labtap/labtap/capspec"
 	"io"
 	"sync"
 )
@@ -24,8 +25,10 @@ type Computes interface {
 	DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error
 	PutLink(ctx context.Context, computeID, projectID string, w Wiring) error
 	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
-	StartCapture(ctx context.Context, computeID, projectID, linkID string, c CaptureRequest) (CaptureResult, error)
-	StopCapture(ctx context.Context, computeID, projectID, linkID string) error
+	// StartCapture starts a capture of spec (its FileName set) and
+	// returns its state; StopCapture returns the final state.
+	StartCapture(ctx context.Context, computeID, projectID, linkID string, spec capspec.Spec) (capspec.State, error)
+	StopCapture(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error)
 	// CaptureStream streams a running capture file from its first byte
 	// until the capture stops. The caller closes it.
 	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)
@@ -91,17 +94,6 @@ type TunnelEnd struct {
 	RemotePort int
 }
 
-// CaptureRequest starts a capture on a compute's relay of a link.
-type CaptureRequest struct {
-	FileName, DataLinkType string
-	Format                 string // FormatPcap or FormatPcapng
-}
-
-// CaptureResult is what a compute reports of a started capture.
-type CaptureResult struct {
-	FilePath string
-}
-
 // Snapshot is a project as stored: its settings, nodes and links, in
 // creation order.
 type Snapshot struct {
@@ -142,6 +134,9 @@ const (
 	// LogWarning tells a project's listeners, in words, something that
 	// happened by itself (GNS3 clients show it in their log pane).
 	LogWarning = "log.warning"
+	// LogInfo tells them something that happened as asked, later: a
+	// capture that stopped at its limit.
+	LogInfo = "log.info"
 )
 
 // Event is something that happened to a project. Exactly one of Node,

@@ -1,6 +1,7 @@
 package project
 
 import (
+	"github.com/labtap/labtap/capspec"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
 		}
 	}
 	l := f.link(t, a, b)
-	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || !l.Capture.Active {
 		t.Fatalf("capture: %+v, %v", l.Capture, err)
 	}
@@ -76,11 +77,11 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 
 func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, "not this one")
+	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
 	if got, _ := f.svc.Link(f.project.ID, l.ID); !got.Capture.Active {
 		t.Fatal("a report from another compute ended the capture")
 	}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, "no space left on device")
+	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
 	got, _ := f.svc.Link(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
 		t.Fatalf("after the capture ended: %+v", got.Capture)
@@ -110,7 +111,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	// It was cut off, not restarted: it still runs the relay and writes
 	// the file.
 	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
-		{ID: l.ID, Capture: &CaptureResult{FilePath: path}},
+		{ID: l.ID, Capture: &capspec.State{FilePath: path}},
 	}}})
 	got, _ := f.svc.Link(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != path {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 )
 
@@ -26,7 +27,7 @@ func snapshot(dir string) *project.Snapshot {
 		Links: []project.Link{{
 			ID: "2f0b7a9e-3c0d-4a5e-9a51-6a2b7a9d1c11", Filters: map[string][]any{}, Style: json.RawMessage(`{}`),
 			Endpoints: []project.Endpoint{{NodeID: "9d3c51e2-7a41-4c0b-8f7e-2b1d6c0e4a10", Label: project.Label{"text": json.RawMessage(`"0/0"`)}}},
-			Capture:   project.Capture{Active: true, FileName: "x.pcap"},
+			Capture:   project.Capture{State: capspec.State{Active: true, FileName: "x.pcap"}},
 		}},
 	}
 }
