@@ -3,6 +3,7 @@ module github.com/labtap/labtap
 go 1.26.8
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/creack/pty v1.1.24
 	github.com/fasthttp/websocket v1.5.8
 	github.com/goccy/go-json v0.12.0

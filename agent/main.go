@@ -12,8 +12,8 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
 // LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO,
-// LABTAP_LOG_LEVEL); a flag wins over its
-// variable. LABTAP_SECRET, when set, is the shared secret the controller
+// LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
+// either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
 //
@@ -25,7 +25,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,72 +36,84 @@ import (
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
+	"github.com/labtap/labtap/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "agent:", err)
-		os.Exit(1)
+	cli.Exit("agent", run(os.Args[1:]))
+}
+
+// options are the agent's settings, from flags and environment; the tags
+// are the flags' names, variables, defaults and help.
+type options struct {
+	Listen          string     `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
+	Advertise       string     `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
+	Controller      string     `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
+	TunnelBind      string     `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
+	DataDir         string     `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
+	ComputeID       string     `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
+	VPCS            string     `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
+	UDPGRO          bool       `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
+	CaptureDirectIO bool       `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
+	SocketBuffer    int        `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
+	LogLevel        slog.Level `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+}
+
+// Validate rejects values that parse but make no sense; kong calls it.
+func (o *options) Validate() error {
+	if o.SocketBuffer <= 0 {
+		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
 	}
+	return nil
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	err := cli.Parse("agent", "A labtap compute agent: runs lab nodes, relays their links and writes their captures.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "hostname": hostname(),
+			"socket_buffer": strconv.Itoa(bridge.DefaultBufferBytes)}, os.Stdout, args)
+	return o, err
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	listen := fs.String("listen", envOr("LABTAP_LISTEN", "127.0.0.1:3081"), "HTTP listen address of the agent API")
-	dataDir := fs.String("data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for project files and captures")
-	computeID := fs.String("compute-id", envOr("LABTAP_COMPUTE_ID", hostname()), "the id the controller knows this agent by")
-	advertise := fs.String("advertise", envOr("LABTAP_ADVERTISE", ""), "address the controller and other agents reach this host on (default: the listen host)")
-	controllerURL := fs.String("controller", envOr("LABTAP_CONTROLLER", ""), "register with the controller at this URL (http://[user:password@]host:port)")
-	tunnelBind := fs.String("tunnel-bind", envOr("LABTAP_TUNNEL_BIND", ""), "IP address the ends of tunnels to other agents bind to (default: the listen host)")
-	vpcs := fs.String("vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable")
-	socketBuffer := fs.Int("socket-buffer", envInt("LABTAP_SOCKET_BUFFER", bridge.DefaultBufferBytes),
-		"receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)")
-	udpGRO := fs.Bool("udp-gro", envOr("LABTAP_UDP_GRO", "true") != "false",
-		"take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements")
-	directIO := fs.Bool("capture-direct-io", envOr("LABTAP_CAPTURE_DIRECT_IO", "true") != "false",
-		"write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache")
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
-		return fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
-	}
-	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	o, err := parse(args)
+	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
 	bindHost, _, _ := net.SplitHostPort(ln.Addr().String())
-	consoleHost := *advertise
+	consoleHost := o.Advertise
 	if consoleHost == "" {
 		consoleHost = bindHost
 	}
-	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && *controllerURL != "" {
+	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && o.Controller != "" {
 		ln.Close()
 		return errors.New("--controller needs --advertise when listening on every address: the controller must know where to reach this agent")
 	}
 	secret := os.Getenv("LABTAP_SECRET")
-	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", *computeID,
-		"data_dir", *dataDir, "console_host", consoleHost, "secret", secret != "", "version", version,
-		"socket_buffer", *socketBuffer)
+	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", o.ComputeID,
+		"data_dir", o.DataDir, "console_host", consoleHost, "secret", secret != "", "version", version,
+		"socket_buffer", o.SocketBuffer)
 	if ip := net.ParseIP(bindHost); secret == "" && (ip == nil || !ip.IsLoopback()) {
 		log.Warn("the agent API is reachable beyond this host without a shared secret: anyone who reaches it can run programs here; set LABTAP_SECRET on the agent and its controller")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *controllerURL != "" {
+	if o.Controller != "" {
 		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
 		port, _ := strconv.Atoi(portStr)
 		go func() {
 			err := server.Register(ctx, server.Registration{
-				Controller: *controllerURL, ComputeID: *computeID, Name: *computeID,
+				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Logger: log,
 			})
 			if err != nil && ctx.Err() == nil {
@@ -112,35 +123,21 @@ func run(args []string) error {
 	}
 	return server.Run(ctx, server.Config{
 		Host: host.Config{
-			ComputeID:        *computeID,
-			DataDir:          *dataDir,
+			ComputeID:        o.ComputeID,
+			DataDir:          o.DataDir,
 			ConsoleHost:      consoleHost,
 			ConsoleBind:      bindHost,
-			VPCS:             *vpcs,
+			VPCS:             o.VPCS,
 			SoftwareVersion:  version,
-			SocketBuffer:     *socketBuffer,
-			NoUDPGRO:         !*udpGRO,
-			BufferedCaptures: !*directIO,
-			TunnelBind:       *tunnelBind,
+			SocketBuffer:     o.SocketBuffer,
+			NoUDPGRO:         !o.UDPGRO,
+			BufferedCaptures: !o.CaptureDirectIO,
+			TunnelBind:       o.TunnelBind,
 			Logger:           log,
 		},
 		Secret: secret,
 		Logger: log,
 	}, ln)
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 func hostname() string {

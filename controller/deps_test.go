@@ -31,6 +31,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"agent/host", []string{"net/http", "github.com/gofiber/", mod + "controller/"}, "the agent's state is transport-free", nil},
 		{"agent/bridge", []string{"net/http", mod + "proto", mod + "captures", mod + "agent/node", "github.com/google/gopacket/pcap"}, "the relay moves frames in pure Go; a capture is only a Tap, BPF comes compiled", nil},
 		{"captures", []string{"github.com/google/gopacket/pcap"}, "writing captures needs no libpcap", nil},
+		{"internal/cli", []string{mod}, "flag parsing serves both binaries and knows neither", nil},
 		{"agent/node", []string{"net/http", mod + "proto", mod + "agent/bridge"}, "node runners hand the bridge an address, not a type", nil},
 	}
 	for _, r := range rules {

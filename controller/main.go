@@ -12,22 +12,20 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL); a flag wins over its variable. LABTAP_SECRET is the secret shared with remote agents.
+// LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
+// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -39,6 +37,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/internal/cli"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -49,59 +48,41 @@ var version = "dev"
 const defaultGNS3Version = "2.2.59"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "controller:", err)
-		os.Exit(1)
-	}
+	cli.Exit("controller", run(os.Args[1:]))
 }
 
-// options are the controller's settings, from flags and environment.
+// options are the controller's settings, from flags and environment; the
+// tags are the flags' names, variables, defaults and help.
 type options struct {
-	listen, dataDir, gns3Version, vpcs string
-	advertise                          string
-	user, password                     string
-	maxJSONBody                        int
-	autoCloseGrace                     time.Duration
-	localAgent                         bool
-	level                              slog.Level
+	Listen         string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
+	DataDir        string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
+	GNS3Version    string        `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
+	LocalAgent     bool          `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
+	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
+	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
+	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
+	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
+	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
+	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+}
+
+// Validate rejects values that parse but make no sense; kong calls it.
+func (o *options) Validate() error {
+	if o.MaxJSONBody <= 0 {
+		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
+	}
+	if o.AutoCloseGrace < 0 {
+		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
+	}
+	return nil
 }
 
 func parse(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	fs.StringVar(&o.listen, "listen", envOr("LABTAP_LISTEN", "127.0.0.1:3080"), "HTTP listen address of the /v2 API")
-	fs.StringVar(&o.dataDir, "data-dir", envOr("LABTAP_DATA_DIR", server.DefaultDataDir()), "directory for projects, captures and symbols")
-	fs.StringVar(&o.gns3Version, "gns3-version", envOr("LABTAP_GNS3_VERSION", defaultGNS3Version), "GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z")
-	fs.StringVar(&o.advertise, "advertise", envOr("LABTAP_ADVERTISE", ""), "address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)")
-	fs.StringVar(&o.vpcs, "vpcs", envOr("LABTAP_VPCS", "vpcs"), "vpcs executable of the local agent")
-	localAgent, err := strconv.ParseBool(envOr("LABTAP_LOCAL_AGENT", "true"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_LOCAL_AGENT: %w", err)
-	}
-	fs.BoolVar(&o.localAgent, "local-agent", localAgent, "run an embedded agent as compute \"local\"")
-	fs.StringVar(&o.user, "user", envOr("LABTAP_USER", ""), "HTTP Basic user; with --password, turns authentication on")
-	fs.StringVar(&o.password, "password", envOr("LABTAP_PASSWORD", ""), "HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)")
-	maxBody, err := strconv.Atoi(envOr("LABTAP_MAX_JSON_BODY", "1048576"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_MAX_JSON_BODY: %w", err)
-	}
-	fs.IntVar(&o.maxJSONBody, "max-json-body", maxBody, "largest JSON request body, in bytes")
-	grace, err := time.ParseDuration(envOr("LABTAP_AUTO_CLOSE_GRACE", "5s"))
-	if err != nil {
-		return o, fmt.Errorf("LABTAP_AUTO_CLOSE_GRACE: %w", err)
-	}
-	fs.DurationVar(&o.autoCloseGrace, "auto-close-grace", grace, "how long a project with auto_close stays opened after its last notification listener leaves")
-	if err := o.level.UnmarshalText([]byte(envOr("LABTAP_LOG_LEVEL", "info"))); err != nil {
-		return o, fmt.Errorf("LABTAP_LOG_LEVEL: %w", err)
-	}
-	fs.TextVar(&o.level, "log-level", o.level, "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	return o, nil
+	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
+	return o, err
 }
 
 func run(args []string) error {
@@ -109,21 +90,21 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	projectsDir := filepath.Join(o.dataDir, "projects")
+	projectsDir := filepath.Join(o.DataDir, "projects")
 	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
 		return err
 	}
-	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.dataDir,
-		"gns3_version", o.gns3Version, "local_agent", o.localAgent, "auth", o.user != "" && o.password != "",
+	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
+		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -137,19 +118,19 @@ func run(args []string) error {
 	// are closed if their auto_close says so.
 	var projects *project.Service
 	hub := notify.New(notify.Config{
-		IdleGrace: o.autoCloseGrace,
+		IdleGrace: o.AutoCloseGrace,
 		OnIdle:    func(id string) { projects.AutoCloseIdle(gctx, id) },
 	})
 	defer hub.Close()
-	events := &api.Events{Hub: hub, Version: o.gns3Version}
+	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
 		Client:   compute.NewClient(compute.ClientConfig{Logger: log}),
-		Path:     filepath.Join(o.dataDir, "computes.json"),
+		Path:     filepath.Join(o.DataDir, "computes.json"),
 		Secret:   os.Getenv("LABTAP_SECRET"),
 		OnChange: events.ComputeChanged,
 		Logger:   log.With("component", "computes"),
 	})
-	if !o.localAgent {
+	if !o.LocalAgent {
 		close(agentDone)
 	} else {
 		agentLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -166,10 +147,10 @@ func run(args []string) error {
 			advertised = "127.0.0.1"
 		}
 		tunnelBind := ""
-		if o.advertise != "" {
-			advertised = o.advertise
-			if net.ParseIP(o.advertise) != nil {
-				tunnelBind = o.advertise
+		if o.Advertise != "" {
+			advertised = o.Advertise
+			if net.ParseIP(o.Advertise) != nil {
+				tunnelBind = o.Advertise
 			}
 		}
 		g.Go(func() error {
@@ -177,10 +158,10 @@ func run(args []string) error {
 			return server.Run(gctx, server.Config{
 				Host: host.Config{
 					ComputeID:       project.LocalCompute,
-					DataDir:         o.dataDir,
+					DataDir:         o.DataDir,
 					ConsoleHost:     listenHost,
 					ConsoleBind:     listenHost,
-					VPCS:            o.vpcs,
+					VPCS:            o.VPCS,
 					SoftwareVersion: version,
 					TunnelBind:      tunnelBind,
 				},
@@ -190,18 +171,18 @@ func run(args []string) error {
 		})
 		registry.Add(ctx, compute.Compute{
 			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
-			User: o.user, URL: "http://" + agentLn.Addr().String(), Secret: secret,
+			User: o.User, URL: "http://" + agentLn.Addr().String(), Secret: secret,
 		})
 	}
 	if err := registry.Load(ctx); err != nil {
 		log.Error("load computes", "err", err)
 	}
-	symbolLib := symbols.New(filepath.Join(o.dataDir, "symbols"), log.With("component", "symbols"))
+	symbolLib := symbols.New(filepath.Join(o.DataDir, "symbols"), log.With("component", "symbols"))
 	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
 		Computes:    registry,
 		Events:      events,
-		Store:       &topology.Store{Dir: projectsDir, Version: o.gns3Version},
+		Store:       &topology.Store{Dir: projectsDir, Version: o.GNS3Version},
 		Symbols:     symbolLib.Size,
 		Logger:      log.With("component", "projects"),
 	})
@@ -219,12 +200,12 @@ func run(args []string) error {
 		Projects:    projects,
 		Computes:    registry,
 		Symbols:     symbolLib,
-		User:        o.user,
-		Password:    o.password,
-		MaxJSONBody: o.maxJSONBody,
+		User:        o.User,
+		Password:    o.Password,
+		MaxJSONBody: o.MaxJSONBody,
 		Hub:         hub,
 		Load:        localLoad(registry),
-		Version:     o.gns3Version,
+		Version:     o.GNS3Version,
 		Context:     streamCtx,
 		Logger:      log.With("component", "api"),
 	})
@@ -274,13 +255,6 @@ func randomSecret() string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok && v != "" {
-		return v
-	}
-	return def
 }
 
 func hostname() string {

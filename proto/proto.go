@@ -10,6 +10,7 @@
 package proto
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 
@@ -24,7 +25,10 @@ import (
 //   - 1: projects, VPCS nodes, same-agent links, captures and capture streams.
 //   - 2: multi-port nodes (cloud UDP ports, ethernet_switch, ethernet_hub)
 //     through NodeSpec.Ports; link filters; pcapng captures.
-const Version = 2
+//   - 3: emulator nodes with adapters (docker, qemu): NodeSpec.Properties
+//     and NodeSpec.Adapters, one port per adapter (link endpoint adapter
+//     i, port 0), NodeState.Properties.
+const Version = 3
 
 // SecretHeader carries the shared secret on every controller→agent call.
 // An agent configured with a secret refuses calls without the right one.
@@ -102,6 +106,23 @@ type NodeSpec struct {
 	// (GNS3's "ports_mapping"): cloud, ethernet_switch, ethernet_hub. A
 	// link endpoint (adapter 0, port i) is Ports[i]. Empty for VPCS.
 	Ports []PortMapping `json:"ports,omitempty"`
+	// Properties are the node's type-specific GNS3 properties as the
+	// controller holds them (docker, qemu): all of them on creation, the
+	// changed ones when an existing node is updated.
+	Properties json.RawMessage `json:"properties,omitempty"`
+	// Adapters are the network adapters of an emulator node with adapters
+	// (docker, qemu); link endpoint (adapter i, port 0) is Adapters[i].
+	Adapters []AdapterSpec `json:"adapters,omitempty"`
+}
+
+// AdapterSpec is one network adapter of an emulator node.
+type AdapterSpec struct {
+	// MACAddress is the adapter's MAC, as AdapterMACs computes it.
+	MACAddress string `json:"mac_address"`
+	// PortName is the port's name as the controller shows it (Ethernet0, eth1).
+	PortName string `json:"port_name"`
+	// AdapterType is the emulated NIC model (qemu: e1000, virtio-net-pci, ...).
+	AdapterType string `json:"adapter_type,omitempty"`
 }
 
 // Port mapping types.
@@ -146,6 +167,10 @@ type NodeState struct {
 	ConsoleType   string `json:"console_type"`
 	CommandLine   string `json:"command_line"`
 	NodeDirectory string `json:"node_directory"`
+	// Properties are what the agent computed of a node with properties
+	// (container_id, aux, mac_address, ...); the controller merges them
+	// into the node's properties as GNS3 does.
+	Properties map[string]any `json:"properties,omitempty"`
 }
 
 // NodeStatusSpec changes a node's status: PUT /v1/projects/{project}/nodes/{node}/status.

@@ -15,8 +15,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/labtap/labtap/agent/bridge"
@@ -29,7 +31,11 @@ type RunnerEnv struct {
 	Spec proto.NodeSpec
 	// Dir is the node's working directory (created by the runner as needed).
 	Dir string
-	// Agent is where the node must send the frames of its port 0/0.
+	// Ports are where the node must send the frames of each adapter: the
+	// agent's UDP address facing adapter i (port 0) is Ports[i]. A node
+	// without adapters in its spec (VPCS) has one.
+	Ports []netip.AddrPort
+	// Agent is Ports[0], for runners with one port.
 	Agent netip.AddrPort
 	// OnStop must be called each time the node stops, asked to or not.
 	OnStop func()
@@ -38,6 +44,35 @@ type RunnerEnv struct {
 
 // RunnerFactory builds the runner of one node.
 type RunnerFactory func(ctx context.Context, env RunnerEnv) (node.Runner, error)
+
+// The optional interfaces below are what a runner may add to node.Runner;
+// the host asks for them with a type assertion.
+
+// RelayPorter is a runner that supplies its own relay port per adapter
+// (e.g. the host end of a veth read with AF_PACKET) instead of the UDP
+// socket the host opens for it. RelayPorts is called once, after the
+// factory returns; entry i serves adapter i, and a nil entry keeps the
+// host's UDP socket for that adapter. The runner closes its ports.
+type RelayPorter interface {
+	RelayPorts() []bridge.Port
+}
+
+// PropertyReporter is a runner whose node has type-specific properties:
+// what it reports (container_id, mac_address, ...) is returned in
+// proto.NodeState.Properties.
+type PropertyReporter interface {
+	Properties() map[string]any
+}
+
+// Updater is a runner whose node can take a changed spec in place: a node
+// PUT's changed properties, or new adapters. The host has already checked
+// that the adapters it removes carry no link; Update refuses (a
+// *proto.Error) what it cannot change now, e.g. while running.
+type Updater interface {
+	// Update takes the new spec; ports are the agent's UDP addresses
+	// facing each of its adapters, as RunnerEnv.Ports.
+	Update(ctx context.Context, spec proto.NodeSpec, ports []netip.AddrPort) error
+}
 
 // Config configures a Host. Zero values give a working agent with the real
 // node runners.
@@ -127,7 +162,7 @@ type hostNode struct {
 	spec      proto.NodeSpec
 	dir       string
 	runner    node.Runner
-	ports     []*nodePort    // adapter 0, port i is ports[i]
+	ports     []*nodePort    // see portIndex
 	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
 	ops       sync.Mutex     // serialises start and stop
 }
@@ -137,6 +172,38 @@ type nodePort struct {
 	port bridge.Port
 	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
 	link string          // the link using the port, "" if none; guarded by Host.mu
+}
+
+// adapters reports whether the node's ports are adapters (endpoint
+// adapter i, port 0), as every runner node's are, or the ports of adapter
+// 0 (endpoint 0/i), as the cloud's, hub's and switch's.
+func (n *hostNode) adapters() bool { return !builtin(n.spec.NodeType) }
+
+// portIndex returns the index in n.ports of link endpoint adapter/port,
+// -1 if the node has no such port.
+func (n *hostNode) portIndex(adapter, port int) int {
+	i := port
+	if n.adapters() {
+		if port != 0 {
+			return -1
+		}
+		i = adapter
+	} else if adapter != 0 {
+		return -1
+	}
+	if i < 0 || i >= len(n.ports) {
+		return -1
+	}
+	return i
+}
+
+// adapterCount is how many ports a runner node's spec asks for: one per
+// adapter, or one for a node type without adapters (VPCS).
+func adapterCount(spec proto.NodeSpec) int {
+	if spec.Adapters == nil {
+		return 1
+	}
+	return len(spec.Adapters)
 }
 
 // close releases what the node holds in the agent: its sockets and its
@@ -381,10 +448,18 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 		return proto.NodeState{}, err
 	}
 	if n, ok := p.nodes[spec.NodeID]; ok {
-		defer h.mu.Unlock()
 		if n.spec.NodeType != spec.NodeType {
+			h.mu.Unlock()
 			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "node %s exists with type %s", spec.NodeID, n.spec.NodeType)
 		}
+		if !builtin(spec.NodeType) {
+			h.mu.Unlock()
+			if err := h.updateRunner(ctx, p, n, spec); err != nil {
+				return proto.NodeState{}, err
+			}
+			return h.nodeState(n), nil
+		}
+		defer h.mu.Unlock()
 		if err := reconfigure(n, spec); err != nil {
 			return proto.NodeState{}, err
 		}
@@ -425,46 +500,148 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	return h.nodeState(n), nil
 }
 
-// buildRunner makes a node run by a runner (an emulator process): one port,
-// 0/0, a socket facing the node's NIC.
+// buildRunner makes a node run by a runner (an emulator process): one port
+// per adapter (endpoint adapter i, port 0), each a socket facing the NIC
+// of that adapter, unless the runner supplies its own (RelayPorter).
 func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFactory) error {
-	port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
-	if err != nil {
-		return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
+	addrs := make([]netip.AddrPort, adapterCount(n.spec))
+	for i := range addrs {
+		port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
+		if err != nil {
+			n.close()
+			return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
+		}
+		n.ports = append(n.ports, &nodePort{port: port, udp: port})
+		addrs[i] = port.LocalAddr()
 	}
-	n.ports = []*nodePort{{port: port, udp: port}}
-	runner, err := factory(ctx, RunnerEnv{
+	env := RunnerEnv{
 		Spec:  n.spec,
 		Dir:   n.dir,
-		Agent: port.LocalAddr(),
+		Ports: addrs,
 		OnStop: func() {
 			syncPeer(n)
 			h.nodeStopped(n)
 		},
 		Logger: h.log.With("node", n.spec.NodeID),
-	})
+	}
+	if len(addrs) > 0 {
+		env.Agent = addrs[0]
+	}
+	runner, err := factory(ctx, env)
 	if err != nil {
-		port.Close()
+		n.close()
 		return asProtoError(err, proto.CodeConflict)
 	}
 	n.runner = runner
+	if rp, ok := runner.(RelayPorter); ok {
+		for i, port := range rp.RelayPorts() {
+			if port != nil && i < len(n.ports) {
+				n.ports[i].udp.Close()
+				n.ports[i] = &nodePort{port: port}
+			}
+		}
+	}
 	return nil
 }
 
-// syncPeer points the node's port at where the node receives its frames
-// now: its NIC while it runs, nowhere while it is stopped. It is called
-// after every start and stop, in any order, and always converges.
+// updateRunner applies a changed spec to an existing runner node: its
+// adapters (ports added or removed; a removed one must carry no link) and
+// properties, which the runner takes if it is an Updater. A spec that
+// changes nothing does nothing.
+func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec proto.NodeSpec) error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	h.mu.Lock()
+	same := reflect.DeepEqual(spec.Adapters, n.spec.Adapters) && len(spec.Properties) == 0 && spec.Name == n.spec.Name
+	h.mu.Unlock()
+	if same {
+		return nil
+	}
+	u, ok := n.runner.(Updater)
+	if !ok {
+		if reflect.DeepEqual(spec.Adapters, n.spec.Adapters) {
+			return nil // nothing the runner can take
+		}
+		return proto.Errorf(proto.CodeConflict, "node %s exists with other adapters; delete it to change them", spec.NodeID)
+	}
+	want := adapterCount(spec)
+	h.mu.Lock()
+	for i := want; i < len(n.ports); i++ {
+		if l := n.ports[i].link; l != "" {
+			h.mu.Unlock()
+			return proto.Errorf(proto.CodeConflict, "adapter %d of node %s is used by link %s: delete the link first", i, spec.NodeID, l)
+		}
+	}
+	h.mu.Unlock()
+	var added []*nodePort
+	for range max(0, want-len(n.ports)) {
+		port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
+		if err != nil {
+			for _, np := range added {
+				np.udp.Close()
+			}
+			return proto.Errorf(proto.CodeInternal, "node %s: %v", spec.NodeID, err)
+		}
+		added = append(added, &nodePort{port: port, udp: port})
+	}
+	// The ports it keeps, then the new ones.
+	h.mu.Lock()
+	keep := min(want, len(n.ports))
+	ports := append(slices.Clone(n.ports[:keep]), added...)
+	h.mu.Unlock()
+	addrs := make([]netip.AddrPort, len(ports))
+	for i, np := range ports {
+		if np.udp != nil {
+			addrs[i] = np.udp.LocalAddr()
+		}
+	}
+	if err := u.Update(ctx, spec, addrs); err != nil {
+		for _, np := range added {
+			np.udp.Close()
+		}
+		return asProtoError(err, proto.CodeConflict)
+	}
+	h.mu.Lock()
+	for _, np := range n.ports[keep:] {
+		if np.udp != nil {
+			np.udp.Close()
+		}
+	}
+	n.ports = ports
+	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
+	h.mu.Unlock()
+	for _, np := range added {
+		h.goServe(np.udp)
+	}
+	syncPeer(n)
+	return nil
+}
+
+// syncPeer points the node's ports at where the node receives each
+// adapter's frames now: its NICs while it runs, nowhere while it is
+// stopped. It is called after every start and stop, in any order, and
+// always converges.
 func syncPeer(n *hostNode) {
 	if n.runner == nil || builtin(n.spec.NodeType) {
 		return
 	}
-	nic, _ := n.runner.NIC(0, 0) // invalid when stopped: frames are dropped
-	n.ports[0].udp.SetPeer(nic)
+	for i, np := range n.ports {
+		if np.udp == nil {
+			continue // the runner's own port
+		}
+		nic, _ := n.runner.NIC(i, 0) // invalid when stopped: frames are dropped
+		np.udp.SetPeer(nic)
+	}
 }
 
 func (h *Host) nodeState(n *hostNode) proto.NodeState {
 	console, kind := n.runner.Console()
+	var props map[string]any
+	if pr, ok := n.runner.(PropertyReporter); ok {
+		props = pr.Properties()
+	}
 	return proto.NodeState{
+		Properties:    props,
 		NodeID:        n.spec.NodeID,
 		Status:        n.runner.Status(),
 		Console:       console,

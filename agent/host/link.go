@@ -187,10 +187,11 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 	if !ok {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", ep.NodeID)
 	}
-	if ep.Adapter != 0 || ep.Port < 0 || ep.Port >= len(n.ports) {
+	i := n.portIndex(ep.Adapter, ep.Port)
+	if i < 0 {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "node %s has no port %d/%d", ep.NodeID, ep.Adapter, ep.Port)
 	}
-	np := n.ports[ep.Port]
+	np := n.ports[i]
 	if np.link != "" {
 		return nil, nil, proto.Errorf(proto.CodeConflict, "port %d/%d of node %s is already used by link %s", ep.Adapter, ep.Port, ep.NodeID, np.link)
 	}

@@ -267,7 +267,9 @@ func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 	// pty.Start makes the process a session leader with the pty as its
 	// controlling terminal. An agent that dies takes its nodes along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	tty, err := startWithTimerSlack(VPCSTimerSlack, func() (*os.File, error) {
+		return pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("vpcs: start %s: %w", v.cfg.Program.Path, err)
 	}

@@ -19,7 +19,7 @@ import (
 
 // findVPCS returns the vpcs program, skipping the test where it is not
 // installed (scripts/test installs it, so CI never skips).
-func findVPCS(t *testing.T) *VPCSProgram {
+func findVPCS(t testing.TB) *VPCSProgram {
 	t.Helper()
 	testenv.RequireTools(t, "vpcs")
 	p, err := FindVPCS(t.Context(), "vpcs")
@@ -29,7 +29,7 @@ func findVPCS(t *testing.T) *VPCSProgram {
 	return p
 }
 
-func startVPCS(t *testing.T, cfg VPCSConfig) *VPCS {
+func startVPCS(t testing.TB, cfg VPCSConfig) *VPCS {
 	t.Helper()
 	v, err := NewVPCS(cfg)
 	if err != nil {

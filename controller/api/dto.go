@@ -98,6 +98,9 @@ type portJSON struct {
 	Name          string            `json:"name"`
 	PortNumber    int               `json:"port_number"`
 	ShortName     string            `json:"short_name"`
+	// Set for the ports of nodes with adapters (docker, qemu) only.
+	MACAddress  string `json:"mac_address,omitempty"`
+	AdapterType string `json:"adapter_type,omitempty"`
 }
 
 type nodeJSON struct {
@@ -137,6 +140,7 @@ func nodeFrom(n project.Node) nodeJSON {
 		pj = append(pj, portJSON{
 			AdapterNumber: p.AdapterNumber, DataLinkTypes: p.DataLinkTypes, LinkType: p.LinkType,
 			Name: p.Name, PortNumber: p.PortNumber, ShortName: p.ShortName,
+			MACAddress: p.MACAddress, AdapterType: p.AdapterType,
 		})
 	}
 	props := n.Properties

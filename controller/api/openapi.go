@@ -108,7 +108,9 @@ var responseSchemas = map[string]string{
 		"drawings": {"type": "integer"}, "snapshots": {"type": "integer"}}}`,
 	"port": `{"type": "object", "properties": {"name": {"type": "string"}, "short_name": {"type": "string"},
 		"adapter_number": {"type": "integer"}, "port_number": {"type": "integer"}, "link_type": {"enum": ["ethernet", "serial"]},
-		"data_link_types": {"type": "object", "additionalProperties": {"type": "string"}}}}`,
+		"data_link_types": {"type": "object", "additionalProperties": {"type": "string"}},
+		"mac_address": {"type": "string", "description": "ports of docker and qemu nodes"},
+		"adapter_type": {"type": "string", "description": "ports of qemu nodes"}}}`,
 	"node": `{"type": "object", "properties": {
 		"node_id": {"type": "string", "format": "uuid"}, "project_id": {"type": "string", "format": "uuid"},
 		"compute_id": {"type": "string"}, "template_id": {"type": ["string", "null"]}, "node_type": {"type": "string"},

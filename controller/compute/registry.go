@@ -215,8 +215,24 @@ func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, 
 			Name: p.Name, Type: p.Type, VLAN: p.VLAN, LocalPort: p.LocalPort, RemoteHost: p.RemoteHost, RemotePort: p.RemotePort,
 		})
 	}
+	for _, a := range n.Adapters {
+		spec.Adapters = append(spec.Adapters, proto.AdapterSpec{MACAddress: a.MACAddress, PortName: a.Name, AdapterType: a.AdapterType})
+	}
+	if n.Properties != nil {
+		raw, err := json.Marshal(n.Properties)
+		if err != nil {
+			return project.NodeRuntime{}, fmt.Errorf("node %s properties: %w", n.ID, err)
+		}
+		spec.Properties = raw
+	}
 	err := r.do(ctx, computeID, "PUT", proto.NodePath(projectID, n.ID), spec, &st)
 	return runtimeOf(st), err
+}
+
+// AdapterMACs is proto.AdapterMACs: the controller's ports and the
+// agents' NICs share one MAC arithmetic (project.MACScheme).
+func (r *Registry) AdapterMACs(nodeType, nodeID, base string, count int) ([]string, error) {
+	return proto.AdapterMACs(nodeType, nodeID, base, count)
 }
 
 // SetNodeStatus starts or stops a node on a compute.
@@ -241,7 +257,7 @@ func (r *Registry) DeleteNode(ctx context.Context, computeID, projectID, nodeID 
 func runtimeOf(st proto.NodeState) project.NodeRuntime {
 	return project.NodeRuntime{
 		Status: st.Status, Console: st.Console, ConsoleHost: st.ConsoleHost, ConsoleType: st.ConsoleType,
-		CommandLine: st.CommandLine, NodeDirectory: st.NodeDirectory,
+		CommandLine: st.CommandLine, NodeDirectory: st.NodeDirectory, Properties: st.Properties,
 	}
 }
 

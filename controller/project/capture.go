@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 
 	"github.com/labtap/labtap/capspec"
 )
 
 // LocalCompute is the id of the controller's own compute.
 const LocalCompute = "local"
-
-// alwaysRunning node types never stop while their project is open, so a
-// capture on their side is never cut short by a node stopping.
-var alwaysRunning = []string{"cloud", "nat", "ethernet_switch", "ethernet_hub", "frame_relay_switch", "atm_switch"}
 
 // captureSide picks the endpoint whose node a capture depends on (api-v2.md
 // 3.3): the first endpoint, in attachment order, matching the first rule
@@ -29,8 +24,8 @@ var alwaysRunning = []string{"cloud", "nat", "ethernet_switch", "ethernet_hub", 
 // the file next to the project the controller serves.
 func captureSide(nodes []*Node) int {
 	rules := []func(n *Node) bool{
-		func(n *Node) bool { return n.ComputeID == LocalCompute && slices.Contains(alwaysRunning, n.Type) },
-		func(n *Node) bool { return slices.Contains(alwaysRunning, n.Type) },
+		func(n *Node) bool { return n.ComputeID == LocalCompute && isAlwaysRunning(n.Type) },
+		func(n *Node) bool { return isAlwaysRunning(n.Type) },
 		func(n *Node) bool { return n.ComputeID == LocalCompute },
 		func(n *Node) bool { return true },
 	}

@@ -53,6 +53,12 @@ type NodeSpec struct {
 	MACIndex       int
 	// Ports configures a cloud, hub or switch (its ports_mapping).
 	Ports []PortSpec
+	// Properties are a node with adapters' properties (docker, qemu): all
+	// of them on creation, the changed ones on an update.
+	Properties map[string]any
+	// Adapters are a node with adapters' network adapters; link endpoint
+	// (adapter i, port 0) is Adapters[i].
+	Adapters []Adapter
 }
 
 // NodeRuntime is what a compute reports of a node.
@@ -63,6 +69,18 @@ type NodeRuntime struct {
 	ConsoleType   string
 	CommandLine   string
 	NodeDirectory string
+	// Properties are what the compute computed of a node with adapters
+	// (mac_address, container_id, ...), merged into the node's.
+	Properties map[string]any
+}
+
+// MACScheme is the MAC address arithmetic shared with computes
+// (nodes-docker-qemu.md 2.3); a Computes that implements it gives the
+// ports of nodes with adapters their MAC addresses. *compute.Registry does.
+type MACScheme interface {
+	// AdapterMACs returns the MACs of adapters 0..count-1: base plus n,
+	// base "" being the node type's default derived from the node id.
+	AdapterMACs(nodeType, nodeID, base string, count int) ([]string, error)
 }
 
 // Wiring is the relay of a link on one compute.
@@ -94,12 +112,13 @@ type TunnelEnd struct {
 	RemotePort int
 }
 
-// Snapshot is a project as stored: its settings, nodes and links, in
-// creation order.
+// Snapshot is a project as stored: its settings, nodes, links and
+// drawings, in creation order.
 type Snapshot struct {
-	Project Project
-	Nodes   []Node
-	Links   []Link
+	Project  Project
+	Nodes    []Node
+	Links    []Link
+	Drawings []Drawing
 }
 
 // Store keeps projects across restarts.

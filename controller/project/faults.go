@@ -198,9 +198,10 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		return
 	}
 	for _, n := range nodes {
-		spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
-		if hasPortsMapping(n.Type) {
-			spec.Ports = portsMappingOf(&n)
+		spec, err := s.nodeSpec(&n)
+		if err != nil {
+			s.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
+			continue
 		}
 		rt, err := s.cfg.Computes.CreateNode(ctx, computeID, pid, spec)
 		if err != nil {

@@ -65,6 +65,11 @@ func (st *state) setStoredLocked(snap *Snapshot) {
 		st.links[l.ID] = &l
 		st.linkOrder = append(st.linkOrder, l.ID)
 	}
+	st.drawings = make([]Drawing, 0, len(snap.Drawings))
+	for _, d := range snap.Drawings {
+		d.ProjectID = st.p.ID
+		st.drawings = append(st.drawings, d)
+	}
 }
 
 // OpenProject opens a closed project (api-v2.md 6.3): it reads the project
@@ -94,7 +99,11 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	}
 	opened := newState(p)
 	opened.p.Status = Opened
-	opened.p.Settings = snap.Project.Settings
+	opened.p.Settings, opened.p.Extra = snap.Project.Settings, snap.Project.Extra
+	for _, d := range snap.Drawings {
+		d.ProjectID = id
+		opened.drawings = append(opened.drawings, d)
+	}
 	if err := s.build(ctx, opened, snap, running); err != nil {
 		s.closeOn(context.WithoutCancel(ctx), id, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed open")
 		return Project{}, err
@@ -103,6 +112,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	st.p = opened.p
 	st.nodes, st.nodeOrder = opened.nodes, opened.nodeOrder
 	st.links, st.linkOrder = opened.links, opened.linkOrder
+	st.drawings = opened.drawings
 	st.onComputes = opened.onComputes
 	out := st.p
 	st.mu.Unlock()
@@ -142,13 +152,11 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		if usesMAC(n.Type) {
 			n.MACIndex = st.freeMACLocked()
 		}
-		var ports []PortSpec
-		if hasPortsMapping(n.Type) {
-			if ports, err = parsePortsMapping(n.Type, n.Properties["ports_mapping"]); err != nil {
-				return err
-			}
+		spec, err := s.nodeSpec(&n)
+		if err != nil {
+			return err
 		}
-		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex, Ports: ports})
+		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, spec)
 		if err != nil {
 			return err
 		}
@@ -168,7 +176,7 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 			s.log.Warn("link filters ignored", "link", stored.ID, "err", err)
 			filters = map[string][]any{}
 		}
-		l := &Link{ID: stored.ID, ProjectID: st.p.ID, Filters: filters, Style: stored.Style, Suspend: stored.Suspend, LinkType: Ethernet}
+		l := &Link{ID: stored.ID, ProjectID: st.p.ID, Filters: filters, Style: stored.Style, Suspend: stored.Suspend, LinkType: Ethernet, Extra: stored.Extra}
 		var nodes []*Node
 		for _, ep := range stored.Endpoints {
 			got, err := st.attachLocked(l, []Endpoint{ep})

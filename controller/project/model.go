@@ -11,9 +11,9 @@ package project
 
 import (
 	"encoding/json"
-	"fmt"
-	"github.com/labtap/labtap/capspec"
 	"slices"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // Project statuses.
@@ -30,6 +30,8 @@ type Project struct {
 	Filename string // "<name>.gns3", fixed at creation
 	Status   string // Opened or Closed
 	Settings Settings
+	// Extra is what the project file holds that labtap does not model.
+	Extra FileExtra
 }
 
 // Settings are a project's GNS3 display and behaviour settings.
@@ -84,6 +86,11 @@ type Node struct {
 	CustomAdapters           []json.RawMessage
 	// MACIndex is the last byte of the node's MAC, unique in the project.
 	MACIndex int
+	// Adapters are the network adapters of a node type with adapters
+	// (docker, qemu), derived from its properties; nil for other types.
+	Adapters []Adapter
+	// Extra are the node's stored members labtap does not model.
+	Extra Extra
 }
 
 // Port is a network port of a node.
@@ -94,6 +101,9 @@ type Port struct {
 	PortNumber    int
 	LinkType      string            // "ethernet" or "serial"
 	DataLinkTypes map[string]string // display name → DLT_ name
+	// MACAddress and AdapterType are set for the ports of nodes with
+	// adapters ("" is absent).
+	MACAddress, AdapterType string
 }
 
 // Link types.
@@ -122,6 +132,8 @@ type Link struct {
 	// FilterSide is the endpoint whose relay applies a cross-compute
 	// link's filters (see filterSide).
 	FilterSide int
+	// Extra are the link's stored members labtap does not model.
+	Extra Extra
 }
 
 // TunnelPorts are the two ends of a link's UDP tunnel between computes:
@@ -137,6 +149,8 @@ type Endpoint struct {
 	Adapter int
 	Port    int
 	Label   Label
+	// Extra are the endpoint's stored members labtap does not model.
+	Extra Extra
 }
 
 // Capture is a link's packet capture state: what its compute last
@@ -201,25 +215,10 @@ const (
 // ethernetDLTs is what an Ethernet port can be captured as.
 var ethernetDLTs = map[string]string{"Ethernet": "DLT_EN10MB"}
 
-// portsOf lists a node's ports (api-v2.md 2.4): VPCS has Ethernet0; a
-// switch, hub or cloud has one port per ports_mapping entry, all on adapter
-// 0, numbered by position, named as the entry (short name "e<n>" for
-// switches and hubs, the entry's name for clouds).
+// portsOf lists a node's ports, as its kind says (kinds.go).
 func portsOf(n *Node) []Port {
-	switch n.Type {
-	case "vpcs", "traceng":
-		return []Port{{Name: "Ethernet0", ShortName: "e0", LinkType: Ethernet, DataLinkTypes: ethernetDLTs}}
-	case TypeSwitch, TypeHub, TypeCloud:
-		mapping := portsMappingOf(n)
-		out := make([]Port, 0, len(mapping))
-		for i, pm := range mapping {
-			short := fmt.Sprintf("e%d", i)
-			if n.Type == TypeCloud {
-				short = pm.Name
-			}
-			out = append(out, Port{Name: pm.Name, ShortName: short, PortNumber: i, LinkType: Ethernet, DataLinkTypes: ethernetDLTs})
-		}
-		return out
+	if k := kindOf(n.Type); k != nil {
+		return k.ports(n)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -41,10 +42,6 @@ func NewNodeCreate() NodeCreate {
 		CustomAdapters: []json.RawMessage{},
 	}
 }
-
-// supportedTypes are the node types the controller can model (ports and
-// rules); a compute must also run the type.
-var supportedTypes = []string{"vpcs", TypeSwitch, TypeHub, TypeCloud}
 
 // Nodes returns a project's nodes in creation order. For a closed project
 // they are the nodes its file holds (GNS3 lists them too).
@@ -112,19 +109,12 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if !s.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
-	var ports []PortSpec
-	if hasPortsMapping(req.Type) {
-		props := make(map[string]any, len(req.Properties)+1)
-		for k, v := range req.Properties {
-			props[k] = v
+	if k := kindOf(req.Type); k.defaults != nil {
+		props := maps.Clone(req.Properties)
+		if props == nil {
+			props = map[string]any{}
 		}
-		if _, given := props["ports_mapping"]; !given {
-			props["ports_mapping"] = defaultPortsMapping(req.Type)
-		}
-		var err error
-		if ports, err = parsePortsMapping(req.Type, props["ports_mapping"]); err != nil {
-			return Node{}, err
-		}
+		k.defaults(props)
 		req.Properties = props
 	}
 	if !usesMAC(req.Type) {
@@ -135,19 +125,23 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if req.ID == "" {
 		req.ID = newID()
 	}
-	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
-		return Node{}, err
-	}
-	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, NodeSpec{ID: req.ID, Type: req.Type, Name: name, MACIndex: mac, Ports: ports})
-	if err != nil {
-		return Node{}, err
-	}
 	n := &Node{
 		ID: req.ID, ProjectID: projectID, ComputeID: req.ComputeID, Type: req.Type, Name: name,
 		TemplateID: req.TemplateID, ConsoleAutoStart: req.ConsoleAutoStart,
 		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
 		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+	}
+	spec, err := s.nodeSpec(n)
+	if err != nil {
+		return Node{}, err
+	}
+	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
+		return Node{}, err
+	}
+	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, spec)
+	if err != nil {
+		return Node{}, err
 	}
 	n.Width, n.Height = s.cfg.Symbols(n.Symbol)
 	n.applyRuntime(rt)
@@ -184,9 +178,6 @@ func (st *state) nameTakenLocked(name string) bool {
 	return false
 }
 
-// usesMAC reports node types that take a MAC index: VPCS's one byte.
-func usesMAC(nodeType string) bool { return nodeType == "vpcs" }
-
 // freeMACLocked returns the lowest MAC index no node of the project uses,
 // -1 if all 255 are taken. Indexes are project-wide, so nodes on different
 // computes never share a MAC. st.mu must be held.
@@ -214,6 +205,70 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 	}
 	cl, dir := rt.CommandLine, rt.NodeDirectory
 	n.CommandLine, n.NodeDirectory = &cl, &dir
+	if len(rt.Properties) > 0 {
+		props := maps.Clone(n.Properties)
+		if props == nil {
+			props = make(map[string]any, len(rt.Properties))
+		}
+		maps.Copy(props, rt.Properties)
+		n.Properties = props
+	}
+}
+
+// nodeSpec is what n's compute needs to create it, with every property:
+// it checks n's properties and resolves its adapters (n.Adapters).
+func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
+	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
+	k := kindOf(n.Type)
+	if k == nil {
+		return spec, errorf(ErrConflict, "Node type %s is not supported", n.Type)
+	}
+	if k.portsMapping {
+		var err error
+		if spec.Ports, err = parsePortsMapping(n.Type, n.Properties["ports_mapping"]); err != nil {
+			return spec, err
+		}
+	}
+	if k.check != nil {
+		if err := k.check(n); err != nil {
+			return spec, err
+		}
+	}
+	if k.adapters != nil {
+		if err := s.resolveAdapters(n); err != nil {
+			return spec, err
+		}
+		spec.Properties, spec.Adapters = n.Properties, n.Adapters
+	}
+	return spec, nil
+}
+
+// resolveAdapters sets n.Adapters from its properties: names and types as
+// its kind says, MACs from properties.mac_address (or the type's default)
+// through the compute's MAC scheme. An unusable base MAC is a 409.
+func (s *Service) resolveAdapters(n *Node) error {
+	k := kindOf(n.Type)
+	if k == nil || k.adapters == nil {
+		return nil
+	}
+	adapters, err := k.adapters(n)
+	if err != nil {
+		return err
+	}
+	if scheme, ok := s.cfg.Computes.(MACScheme); ok {
+		base, _ := n.Properties["mac_address"].(string)
+		macs, err := scheme.AdapterMACs(n.Type, n.ID, base, len(adapters))
+		if err != nil {
+			return errorf(ErrConflict, "Node %s: %v", n.Name, err)
+		}
+		for i := range adapters {
+			if adapters[i].MACAddress == "" { // a custom adapter's MAC is kept
+				adapters[i].MACAddress = macs[i]
+			}
+		}
+	}
+	n.Adapters = adapters
+	return nil
 }
 
 // nodeLabel returns the node's label: the client's, with text set to the
@@ -316,16 +371,13 @@ func shownChanged(before, after Node) bool {
 	return before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine)
 }
 
-// suspendable node types: VPCS has no suspend in GNS3 either.
-var suspendable []string
-
 // SuspendNode suspends a node.
 func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (Node, error) {
 	n, err := s.Node(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
-	if !slices.Contains(suspendable, n.Type) {
+	if !isSuspendable(n.Type) {
 		return Node{}, errorf(ErrConflict, "Suspend is not supported by %s nodes", n.Type)
 	}
 	return s.setStatus(ctx, projectID, nodeID, Suspended)
@@ -366,7 +418,7 @@ func (s *Service) StopAll(ctx context.Context, projectID string) error {
 // SuspendAll suspends every node that can be; the others are left as they are.
 func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
-		if !slices.Contains(suspendable, n.Type) {
+		if !isSuspendable(n.Type) {
 			return nil
 		}
 		_, err := s.setStatusLocked(ctx, st, n.ID, Suspended)
@@ -507,6 +559,27 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		l["x"] = json.RawMessage("null")
 		next.Label = l
 	}
+	if hasAdapters(cur.Type) {
+		// The compute gets the properties that changed, and the adapters.
+		spec, err := s.nodeSpec(&next)
+		if err != nil {
+			return Node{}, err
+		}
+		changed := map[string]any{}
+		for k, v := range u.Properties {
+			if !reflect.DeepEqual(v, cur.Properties[k]) {
+				changed[k] = v
+			}
+		}
+		if len(changed) > 0 || next.Name != cur.Name || !reflect.DeepEqual(next.Adapters, cur.Adapters) {
+			spec.Properties = changed
+			rt, err := s.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, spec)
+			if err != nil {
+				return Node{}, err
+			}
+			next.applyRuntime(rt)
+		}
+	}
 	if reflect.DeepEqual(*cur, next) {
 		return next, nil
 	}
@@ -541,8 +614,12 @@ func derefStr(p *string) string {
 // other change needs the node to have no link (its ports are rebuilt).
 // st.ops must be held.
 func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
-	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex, Ports: ports}
-	err := func() error {
+	spec, err := s.nodeSpec(n)
+	if err != nil {
+		return err
+	}
+	spec.Ports = ports
+	err = func() error {
 		_, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
 		return err
 	}()
@@ -633,7 +710,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 // compute that has never answered has said nothing: the call is made, and
 // fails with the reason it cannot be reached.
 func (s *Service) mayRun(computeID, nodeType string) bool {
-	if !slices.Contains(supportedTypes, nodeType) {
+	if kindOf(nodeType) == nil {
 		return false
 	}
 	types := s.cfg.Computes.NodeTypes(computeID)

@@ -26,11 +26,6 @@ type PortSpec struct {
 	RemotePort int
 }
 
-// hasPortsMapping reports node types whose ports come from ports_mapping.
-func hasPortsMapping(nodeType string) bool {
-	return nodeType == TypeCloud || nodeType == TypeHub || nodeType == TypeSwitch
-}
-
 // defaultPortsMapping is GNS3's for a new node: eight access ports in VLAN 1
 // for a switch, eight ports for a hub, none for a cloud (GNS3 lists the
 // host's interfaces there; labtap's clouds carry UDP ports only).

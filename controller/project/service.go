@@ -54,6 +54,8 @@ type state struct {
 	nodeOrder []string
 	links     map[string]*Link
 	linkOrder []string
+	// drawings are kept in creation order; a project has few.
+	drawings []Drawing
 	// onComputes are the computes the project is open on, so a node
 	// creation does not reopen it each time. Reset when the project closes.
 	onComputes map[string]bool
@@ -377,6 +379,7 @@ func (st *state) snapshotLocked() *Snapshot {
 	for _, id := range st.linkOrder {
 		snap.Links = append(snap.Links, *st.links[id])
 	}
+	snap.Drawings = slices.Clone(st.drawings)
 	return snap
 }
 

@@ -2,7 +2,7 @@ package project
 
 import (
 	"context"
-	"slices"
+	"maps"
 	"strings"
 
 	"github.com/google/uuid"
@@ -34,14 +34,15 @@ func builtinTemplate(typ, name, nameFormat, symbol, category string) Template {
 // builtinTemplates are the built-in templates of the node types labtap
 // runs, in GNS3's order.
 func builtinTemplates() []Template {
-	cloud := builtinTemplate(TypeCloud, "Cloud", "Cloud{0}", ":/symbols/cloud.svg", "guest")
-	vpcs := builtinTemplate("vpcs", "VPCS", "PC{0}", ":/symbols/vpcs_guest.svg", "guest")
-	vpcs.Properties = map[string]any{"base_script_file": "vpcs_base_config.txt"}
-	sw := builtinTemplate(TypeSwitch, "Ethernet switch", "Switch{0}", ":/symbols/ethernet_switch.svg", "switch")
-	sw.ConsoleType = "none"
-	hub := builtinTemplate(TypeHub, "Ethernet hub", "Hub{0}", ":/symbols/hub.svg", "switch")
-	all := []Template{cloud, vpcs, sw, hub}
-	return slices.DeleteFunc(all, func(t Template) bool { return !slices.Contains(supportedTypes, t.Type) })
+	var all []Template
+	for _, k := range kinds {
+		if k.template != nil {
+			t := *k.template
+			t.Properties = maps.Clone(t.Properties)
+			all = append(all, t)
+		}
+	}
+	return all
 }
 
 // Templates lists the templates.

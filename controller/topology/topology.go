@@ -54,14 +54,29 @@ type File struct {
 	Variables           json.RawMessage `json:"variables"`
 	Version             string          `json:"version"`
 	Zoom                int             `json:"zoom"`
+	// Extra are the file's members labtap does not model (extra.go).
+	Extra project.Extra `json:"-"`
 }
 
-// Topology is the "topology" object of a .gns3 file.
+// Topology is the "topology" object of a .gns3 file. Its "computes" (GNS3
+// lists the remote computes there) is kept verbatim in Extra.
 type Topology struct {
-	Computes []json.RawMessage `json:"computes"`
-	Drawings []json.RawMessage `json:"drawings"`
-	Links    []Link            `json:"links"`
-	Nodes    []Node            `json:"nodes"`
+	Drawings []Drawing     `json:"drawings"`
+	Links    []Link        `json:"links"`
+	Nodes    []Node        `json:"nodes"`
+	Extra    project.Extra `json:"-"`
+}
+
+// Drawing is a drawing entry of a .gns3 file.
+type Drawing struct {
+	DrawingID string        `json:"drawing_id"`
+	Locked    bool          `json:"locked"`
+	Rotation  int           `json:"rotation"`
+	SVG       string        `json:"svg"`
+	X         int           `json:"x"`
+	Y         int           `json:"y"`
+	Z         int           `json:"z"`
+	Extra     project.Extra `json:"-"`
 }
 
 // Node is a node entry of a .gns3 file.
@@ -87,6 +102,7 @@ type Node struct {
 	X                int               `json:"x"`
 	Y                int               `json:"y"`
 	Z                int               `json:"z"`
+	Extra            project.Extra     `json:"-"`
 }
 
 // Link is a link entry of a .gns3 file. Capture state is never stored.
@@ -96,6 +112,7 @@ type Link struct {
 	LinkStyle json.RawMessage  `json:"link_style"`
 	Nodes     []Endpoint       `json:"nodes"`
 	Suspend   bool             `json:"suspend"`
+	Extra     project.Extra    `json:"-"`
 }
 
 // Endpoint is a link end in a .gns3 file.
@@ -104,6 +121,7 @@ type Endpoint struct {
 	Label         project.Label `json:"label"`
 	NodeID        string        `json:"node_id"`
 	PortNumber    int           `json:"port_number"`
+	Extra         project.Extra `json:"-"`
 }
 
 // Encode turns a project into its .gns3 content: 4-space indented JSON.
@@ -117,11 +135,15 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 		ShowGrid: p.Settings.ShowGrid, ShowInterfaceLabels: p.Settings.ShowIfLabel,
 		ShowLayers: p.Settings.ShowLayers, SnapToGrid: p.Settings.SnapToGrid,
 		Supplier: orNull(p.Settings.Supplier), Variables: orNull(p.Settings.Variables),
-		Type: "topology", Version: s.Version, Zoom: p.Settings.Zoom,
+		Type: "topology", Version: s.Version, Zoom: p.Settings.Zoom, Extra: p.Extra.File,
 		Topology: Topology{
-			Computes: []json.RawMessage{}, Drawings: []json.RawMessage{},
-			Links: make([]Link, 0, len(snap.Links)), Nodes: make([]Node, 0, len(snap.Nodes)),
+			Drawings: make([]Drawing, 0, len(snap.Drawings)),
+			Links:    make([]Link, 0, len(snap.Links)), Nodes: make([]Node, 0, len(snap.Nodes)),
+			Extra: p.Extra.Topology,
 		},
+	}
+	for _, d := range snap.Drawings {
+		f.Topology.Drawings = append(f.Topology.Drawings, DrawingEntry(d))
 	}
 	for _, n := range snap.Nodes {
 		f.Topology.Nodes = append(f.Topology.Nodes, NodeEntry(n))
@@ -130,8 +152,9 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 		f.Topology.Links = append(f.Topology.Links, LinkEntry(l))
 	}
 	// go-json: the same bytes as encoding/json, several times faster; the
-	// whole file is rewritten on every change of a project.
-	return gojson.MarshalIndent(f, "", "    ")
+	// whole file is rewritten on every change of a project. "<", ">" and
+	// "&" stay as they are (drawings are SVG text), as GNS3 writes them.
+	return gojson.MarshalIndentWithOption(f, "", "    ", gojson.DisableHTMLEscape())
 }
 
 // Save writes a project's file atomically (atomicfile.Write): a crash
@@ -223,6 +246,7 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 	s.Supplier, s.Variables = nullToNil(f.Supplier), nullToNil(f.Variables)
 	snap := &project.Snapshot{Project: project.Project{
 		ID: f.ProjectID, Name: f.Name, Path: dir, Filename: filename, Status: project.Closed, Settings: s,
+		Extra: project.FileExtra{File: f.Extra, Topology: f.Topology.Extra},
 	}}
 	for _, n := range f.Topology.Nodes {
 		node := project.Node{
@@ -231,7 +255,7 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 			Properties: n.Properties, Label: n.Label, X: n.X, Y: n.Y, Z: n.Z, Locked: n.Locked,
 			Width: n.Width, Height: n.Height, Symbol: n.Symbol, PortNameFormat: n.PortNameFormat,
 			PortSegmentSize: n.PortSegmentSize, FirstPortName: n.FirstPortName, CustomAdapters: n.CustomAdapters,
-			TemplateID: deref(n.TemplateID),
+			TemplateID: deref(n.TemplateID), Extra: n.Extra,
 		}
 		if n.Console != nil {
 			node.Console = *n.Console
@@ -253,7 +277,7 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 	for _, l := range f.Topology.Links {
 		link := project.Link{
 			ID: l.LinkID, ProjectID: f.ProjectID, Filters: l.Filters, Style: l.LinkStyle, Suspend: l.Suspend,
-			LinkType: project.Ethernet,
+			LinkType: project.Ethernet, Extra: l.Extra,
 		}
 		if link.Filters == nil {
 			link.Filters = map[string][]any{}
@@ -262,9 +286,15 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 			link.Style = json.RawMessage("{}")
 		}
 		for _, e := range l.Nodes {
-			link.Endpoints = append(link.Endpoints, project.Endpoint{NodeID: e.NodeID, Adapter: e.AdapterNumber, Port: e.PortNumber, Label: e.Label})
+			link.Endpoints = append(link.Endpoints, project.Endpoint{NodeID: e.NodeID, Adapter: e.AdapterNumber, Port: e.PortNumber, Label: e.Label, Extra: e.Extra})
 		}
 		snap.Links = append(snap.Links, link)
+	}
+	for _, d := range f.Topology.Drawings {
+		snap.Drawings = append(snap.Drawings, project.Drawing{
+			ID: d.DrawingID, ProjectID: f.ProjectID, X: d.X, Y: d.Y, Z: d.Z, Locked: d.Locked,
+			Rotation: d.Rotation, SVG: d.SVG, Extra: d.Extra,
+		})
 	}
 	return snap, nil
 }
@@ -342,6 +372,7 @@ func NodeEntry(n project.Node) Node {
 		Height: n.Height, Label: n.Label, Locked: n.Locked, Name: n.Name, NodeID: n.ID, NodeType: n.Type,
 		PortNameFormat: n.PortNameFormat, PortSegmentSize: n.PortSegmentSize, Properties: n.Properties,
 		Symbol: n.Symbol, TemplateID: nullStr(n.TemplateID), Width: n.Width, X: n.X, Y: n.Y, Z: n.Z,
+		Extra: n.Extra,
 	}
 }
 
@@ -349,7 +380,15 @@ func NodeEntry(n project.Node) Node {
 func LinkEntry(l project.Link) Link {
 	eps := make([]Endpoint, 0, len(l.Endpoints))
 	for _, e := range l.Endpoints {
-		eps = append(eps, Endpoint{AdapterNumber: e.Adapter, Label: e.Label, NodeID: e.NodeID, PortNumber: e.Port})
+		eps = append(eps, Endpoint{AdapterNumber: e.Adapter, Label: e.Label, NodeID: e.NodeID, PortNumber: e.Port, Extra: e.Extra})
 	}
-	return Link{Filters: l.Filters, LinkID: l.ID, LinkStyle: l.Style, Nodes: eps, Suspend: l.Suspend}
+	return Link{Filters: l.Filters, LinkID: l.ID, LinkStyle: l.Style, Nodes: eps, Suspend: l.Suspend, Extra: l.Extra}
+}
+
+// DrawingEntry is how a drawing is stored in a .gns3 file; a closed
+// project's GET .../drawings answers with these (GNS3 does).
+func DrawingEntry(d project.Drawing) Drawing {
+	return Drawing{
+		DrawingID: d.ID, Locked: d.Locked, Rotation: d.Rotation, SVG: d.SVG, X: d.X, Y: d.Y, Z: d.Z, Extra: d.Extra,
+	}
 }

@@ -1,0 +1,95 @@
+// Package cli parses a command's flags and their environment twins with
+// kong, the same way for every labtap binary: a flag wins over its
+// variable, a variable that is set but empty counts as unset, and a bad
+// value, on the command line or in the environment, is a usage error
+// (exit code 2) that names the flag and the variable. A bad variable that a
+// flag overrides is not an error: the flag's value is the one used.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/alecthomas/kong"
+)
+
+// ErrHelp is returned by Parse when --help was asked for and printed.
+var ErrHelp = errors.New("help requested")
+
+// UsageError is a bad command line or environment variable: the command
+// should print it and exit with ExitUsage.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ExitUsage is the exit code of a usage error, as flag.Parse and most
+// Unix tools use it.
+const ExitUsage = 2
+
+// helpExit is how kong's help flag stops the parse without exiting the
+// process.
+type helpExit struct{}
+
+// Parse fills target (a struct with kong tags: `name`, `env`, `default`,
+// `help`) from args and the environment. vars fill `${...}` in the tags
+// (defaults computed at run time). Help goes to stdout.
+func Parse(name, description string, target any, vars map[string]string, stdout io.Writer, args []string) (err error) {
+	parser, err := kong.New(target,
+		kong.Name(name),
+		kong.Description(description),
+		kong.Vars(vars),
+		kong.Writers(stdout, io.Discard),
+		kong.Exit(func(int) { panic(helpExit{}) }),
+		// An empty variable counts as unset, as it always did here
+		// (docker-compose and shells write FOO= to mean "not set").
+		kong.WithBeforeReset(func(ctx *kong.Context) error {
+			for _, f := range ctx.Model.Flags {
+				f.Tag.Envs = slices.DeleteFunc(slices.Clone(f.Tag.Envs), func(env string) bool {
+					v, ok := os.LookupEnv(env)
+					return ok && v == ""
+				})
+			}
+			return nil
+		}),
+		// With a resolver present, kong keeps a variable's parse error
+		// until it knows whether the command line set that flag, and drops
+		// it if so. This one resolves nothing else.
+		kong.Resolvers(kong.ResolverFunc(func(*kong.Context, *kong.Path, *kong.Flag) (any, error) { return nil, nil })),
+	)
+	if err != nil {
+		return err // a mistake in target's tags, not the user's
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(helpExit); !ok {
+				panic(r)
+			}
+			err = ErrHelp
+		}
+	}()
+	if _, err := parser.Parse(args); err != nil {
+		return &UsageError{Err: err}
+	}
+	return nil
+}
+
+// Exit prints err for the command name and exits: 0 after help, ExitUsage
+// for a usage error, 1 for anything else. It returns only when err is nil.
+func Exit(name string, err error) {
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, ErrHelp):
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	if _, ok := errors.AsType[*UsageError](err); ok {
+		fmt.Fprintf(os.Stderr, "run %s --help for the flags and their variables\n", name)
+		os.Exit(ExitUsage)
+	}
+	os.Exit(1)
+}
