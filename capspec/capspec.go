@@ -266,3 +266,19 @@ type State struct {
 	// empty otherwise.
 	Limit string `json:"limit,omitempty"`
 }
+
+// ProjectState is what a whole-project capture reports (the controller's
+// POST /v2/projects/{id}/start_capture and stop_capture).
+type ProjectState struct {
+	ProjectID string `json:"project_id"`
+	Capturing bool   `json:"capturing"`
+	FileName  string `json:"capture_file_name"`
+	// FilePath is on the controller's host.
+	FilePath string `json:"capture_file_path"`
+	// Links counts the links whose frames are being merged now;
+	// Interfaces the file's interfaces (two per link that joined).
+	Links      int    `json:"links"`
+	Interfaces int    `json:"interfaces"`
+	Frames     uint64 `json:"frames"`
+	Bytes      uint64 `json:"bytes"`
+}

@@ -25,6 +25,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 		{"controller/project", []string{"github.com/gofiber/", "net/http", mod + "proto", "github.com/hashicorp/go-retryablehttp", mod + "controller/compute", mod + "captures"}, "the domain knows nothing of transport, wire types or capture files", nil},
 		{"controller/compute", []string{"github.com/gofiber/", mod + "controller/api", mod + "agent/"}, "the agent client speaks proto over HTTP, nothing more", nil},
 		{"controller/symbols", []string{"github.com/gofiber/", "github.com/valyala/", "net/http", mod + "controller/api", mod + "agent/"}, "the icon library is files and images, served by the API", nil},
+		{"controller/labcapture", []string{"github.com/gofiber/", "net/http", mod + "proto", mod + "agent/", mod + "controller/compute", mod + "controller/api"}, "a project capture merges the streams the domain hands it", nil},
 		{"controller/notify", []string{"github.com/gofiber/", "net/http", mod + "controller/", mod + "agent/"}, "the hub moves bytes between publishers and listeners, nothing more", nil},
 		{"controller/topology", []string{"github.com/gofiber/", "net/http", mod + "proto", mod + "agent/"}, "project files are domain data on disk", nil},
 		{"agent/api", []string{"github.com/gofiber/", mod + "controller/", "github.com/hashicorp/go-retryablehttp"}, "the agent serves net/http and never calls the controller's code", nil},

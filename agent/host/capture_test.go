@@ -2,9 +2,16 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/labtap/labtap/capspec"
 
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
@@ -20,10 +27,22 @@ const (
 
 // linkedHost is a Host with two started fake nodes joined by a link.
 func linkedHost(t *testing.T) *Host {
+	h, _ := linkedFakes(t)
+	return h
+}
+
+// linkedFakes is linkedHost, with its fake nodes by id.
+func linkedFakes(t *testing.T) (*Host, map[string]*node.Fake) {
 	t.Helper()
+	var mu sync.Mutex
+	fakes := map[string]*node.Fake{}
 	h := New(Config{DataDir: t.TempDir(), Runners: map[string]RunnerFactory{
 		"vpcs": func(ctx context.Context, env RunnerEnv) (node.Runner, error) {
-			return node.NewFake(env.Agent, env.OnStop), nil
+			f := node.NewFake(env.Agent, env.OnStop)
+			mu.Lock()
+			fakes[env.Spec.NodeID] = f
+			mu.Unlock()
+			return f, nil
 		},
 	}})
 	t.Cleanup(func() { h.Close() })
@@ -41,7 +60,96 @@ func linkedHost(t *testing.T) *Host {
 	if err := h.PutLink(testProject, proto.LinkSpec{LinkID: testLink, A: proto.Endpoint{NodeID: testNodeA}, B: proto.Endpoint{NodeID: testNodeB}}); err != nil {
 		t.Fatal(err)
 	}
-	return h
+	mu.Lock()
+	defer mu.Unlock()
+	return h, fakes
+}
+
+// send sends n frames of size bytes from A to B and waits for each.
+func send(t *testing.T, fakes map[string]*node.Fake, n, size int) {
+	t.Helper()
+	for i := range n {
+		frame := make([]byte, size)
+		binary.BigEndian.PutUint32(frame[14:], uint32(i))
+		if err := fakes[testNodeA].Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fakes[testNodeB].Recv(10 * time.Second); err != nil {
+			t.Fatalf("frame %d did not cross the link: %v", i, err)
+		}
+	}
+}
+
+// nextEvent waits for the next event of kind.
+func nextEvent(t *testing.T, events <-chan proto.Event, kind string) proto.Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func TestACaptureStopsAtItsLimitAndSaysWhy(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	events, cancel := h.Subscribe()
+	defer cancel()
+	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "limit.pcap", MaxBytes: capspec.MinMaxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, fakes, 200, 1000) // 200 kB through a 128 KiB capture
+	ev := nextEvent(t, events, proto.EventCaptureEnded)
+	if ev.LinkID != testLink || ev.Capture == nil || ev.Capture.Active || !strings.Contains(ev.Capture.Limit, "capture_max_bytes") || ev.Capture.Err != "" {
+		t.Fatalf("capture.ended %+v", ev.Capture)
+	}
+	info, err := os.Stat(st.FilePath)
+	if err != nil || info.Size() > capspec.MinMaxBytes || info.Size() < capspec.MinMaxBytes-1100 {
+		t.Fatalf("the file: %v, %v", info, err)
+	}
+	if now, _ := h.Capture(testProject, testLink); now.Active || now.Frames != ev.Capture.Frames || now.Frames == 0 {
+		t.Fatalf("the capture after its limit: %+v", now)
+	}
+}
+
+func TestARingCaptureAnnouncesEachFileAndKeepsTheNewest(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	events, cancel := h.Subscribe()
+	defer cancel()
+	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FileName != "ring-00001.pcap" {
+		t.Fatalf("first file %s", st.FileName)
+	}
+	send(t, fakes, 420, 1000) // about 3.2 files
+	for _, want := range []string{"ring-00002.pcap", "ring-00003.pcap", "ring-00004.pcap"} {
+		if ev := nextEvent(t, events, proto.EventCaptureRotated); ev.Capture.FileName != want || !ev.Capture.Active {
+			t.Fatalf("capture.rotated %+v, want %s", ev.Capture, want)
+		}
+	}
+	final, err := h.StopCapture(testProject, testLink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Frames+final.Dropped != 420 || final.Files != 4 || final.FileName != "ring-00004.pcap" {
+		t.Fatalf("final state %+v", final)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(st.FilePath))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"ring-00003.pcap", "ring-00004.pcap"}) {
+		t.Fatalf("files left %v, want the newest two and no mark", names)
+	}
 }
 
 // within fails the test when call does not return within a generous

@@ -69,6 +69,9 @@ var routeDocs = map[string]routeDoc{
 	"GET /v2/projects/{project_id}/links/{link_id}/available_filters": {"List the filters a link can apply", "", 200, "filters", projectErrs},
 	"POST /v2/projects/{project_id}/links/{link_id}/start_capture":    {"Start a pcap capture of the link (body may be empty)", "capture_start", 201, "link", bodyErrs},
 	"POST /v2/projects/{project_id}/links/{link_id}/stop_capture":     {"Stop the link's capture; the file stays valid", "", 201, "link", projectErrs},
+	"POST /v2/projects/{project_id}/start_capture":                    {"Capture every link of the project, across computes, into one pcapng (one interface per link and direction); links created later join", "project_capture_start", 201, "project_capture", []int{400, 403, 404, 409, 413}},
+	"POST /v2/projects/{project_id}/stop_capture":                     {"Stop the project's capture; the file is complete when it answers", "", 201, "project_capture", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/pcap":                              {"Stream the project's capture, pcapng, from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcapng", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/pcap":              {"Stream the capture from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcap", []int{403, 404, 409}},
 	"GET /v2/symbols":                                                 {"List symbols, built-in and uploaded", "", 200, "symbols", nil},
 	"GET /v2/default_symbols":                                         {"Default symbol of each node role, per theme", "", 200, "default_symbols", nil},
@@ -156,8 +159,14 @@ var responseSchemas = map[string]string{
 	"symbols": `{"type": "array", "items": {"type": "object", "properties": {"symbol_id": {"type": "string"},
 		"filename": {"type": "string"}, "builtin": {"type": "boolean"}, "theme": {"type": "string"}}}}`,
 	"default_symbols": `{"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}}}`,
-	"dimensions":      `{"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}`,
-	"openapi":         `{"type": "object"}`,
+	"project_capture": `{"type": "object", "properties": {
+		"project_id": {"type": "string", "format": "uuid"}, "capturing": {"type": "boolean"},
+		"capture_file_name": {"type": "string"}, "capture_file_path": {"type": "string", "description": "on the controller's host"},
+		"links": {"type": "integer", "description": "links whose frames are being merged now"},
+		"interfaces": {"type": "integer", "description": "interfaces of the file: two per link that joined"},
+		"frames": {"type": "integer"}, "bytes": {"type": "integer"}}}`,
+	"dimensions": `{"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}`,
+	"openapi":    `{"type": "object"}`,
 }
 
 var placeholder = regexp.MustCompile(`\{([a-z_]+)(:[^}]*)?\}`)
@@ -230,6 +239,8 @@ func responsesOf(doc routeDoc) map[string]any {
 			"type": "string", "description": "one JSON object {action, event} per line"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "pcapng":
+		ok["content"] = map[string]any{"application/x-pcapng": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "image":
 		ok["content"] = map[string]any{"image/svg+xml": map[string]any{}, "image/png": map[string]any{}, "image/jpeg": map[string]any{}, "image/gif": map[string]any{}}
 	default:

@@ -157,6 +157,15 @@ var schemaSources = map[string]string{
 		"required": ["x", "y"], "additionalProperties": false}`,
 
 	"capture_start": captureStartSchema(),
+
+	"project_capture_start": fmt.Sprintf(`{"type": "object",
+		"properties": {
+			"capture_file_name": {"type": "string", "maxLength": %d,
+				"description": "kept to [0-9A-Za-z_-] plus .pcapng; the default is <project>_all.pcapng; a name in use is 409"},
+			"capture_filter": {"type": "string", "maxLength": %d,
+				"description": "a tcpdump expression each link's capture applies: only the frames it matches are written"}
+		},
+		"additionalProperties": false}`, capspec.MaxFileName*4, capspec.MaxFilterLen),
 }
 
 // captureStartSchema is the body of start_capture, made from the capture

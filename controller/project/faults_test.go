@@ -95,6 +95,35 @@ func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	}
 }
 
+func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	final := capspec.State{FileName: l.Capture.FileName, FilePath: l.Capture.FilePath, Frames: 812, Bytes: 131000, Files: 1,
+		Limit: "it reached capture_max_bytes (131072 bytes)"}
+	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if got.Capture.Active || got.Capture.Frames != 812 || got.Capture.Bytes != 131000 || got.Capture.Limit == "" {
+		t.Fatalf("after the capture reached its limit: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.Active {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+	if ev := f.lastEvent(t); ev.Action != LogInfo || !strings.Contains(ev.Message, "capture_max_bytes") || !strings.Contains(ev.Message, got.Capture.FileName) {
+		t.Fatalf("last event %+v, want a log.info naming the file and the limit", ev)
+	}
+}
+
+func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if !got.Capture.Active || got.Capture.FileName != "x-00002.pcap" || got.Capture.Files != 2 {
+		t.Fatalf("after the next file began: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.FileName != "x-00002.pcap" {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+}
+
 func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	path := l.Capture.FilePath
