@@ -54,7 +54,7 @@ func TestAProjectCaptureOnTwoAgentsHoldsEveryLinkAndDirection(t *testing.T) {
 		}}, 201, &l)
 		return l
 	}
-	link(pcs[0].node.NodeID, 0, sw.NodeID, 1)
+	first := link(pcs[0].node.NodeID, 0, sw.NodeID, 1)
 	for i, p := range pcs {
 		c.call("POST", base+"/nodes/"+p.node.NodeID+"/start", nil, 200, &p.node)
 		if p.node.ConsoleHost != fmt.Sprint("127.0.0.", i+2) {
@@ -110,6 +110,20 @@ func TestAProjectCaptureOnTwoAgentsHoldsEveryLinkAndDirection(t *testing.T) {
 	setAddresses(t, pcs)
 	if n := pcs[0].ping(t, pcs[1].ip, 3); n < 2 {
 		t.Fatalf("%d of 3 pings answered", n)
+	}
+
+	// While it runs, a link reports what its capture wrote so far.
+	var counted struct {
+		Capture struct {
+			Frames uint64 `json:"frames"`
+			Spec   struct {
+				Format string `json:"capture_format"`
+			} `json:"spec"`
+		} `json:"capture"`
+	}
+	c.call("GET", base+"/links/"+first.LinkID, nil, 200, &counted)
+	if counted.Capture.Frames == 0 || counted.Capture.Spec.Format != "pcapng" {
+		t.Fatalf("the first link's capture while it runs: %+v", counted.Capture)
 	}
 
 	var stopped projectCaptureReply

@@ -227,7 +227,7 @@ func (a *API) createLink(c *fiber.Ctx) error {
 }
 
 func (a *API) getLink(c *fiber.Ctx) error {
-	l, err := a.projects.Link(c.Params("project_id"), c.Params("link_id"))
+	l, err := a.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/templates/{template_id}":          {"Create a node from a template", "template_create", 201, "node", bodyErrs},
 	"GET /v2/projects/{project_id}/links":                             {"List links (a closed project lists its file's entries)", "", 200, "links", []int{404}},
 	"POST /v2/projects/{project_id}/links":                            {"Create a link between two node ports", "link_create", 201, "link", bodyErrs},
-	"GET /v2/projects/{project_id}/links/{link_id}":                   {"Get a link", "", 200, "link", projectErrs},
+	"GET /v2/projects/{project_id}/links/{link_id}":                   {"Get a link (a capturing link with its capture's counts now)", "", 200, "link", projectErrs},
 	"PUT /v2/projects/{project_id}/links/{link_id}":                   {"Change a link's filters, style, suspend or labels (answers 201)", "link_update", 201, "link", bodyErrs},
 	"DELETE /v2/projects/{project_id}/links/{link_id}":                {"Delete a link; a running capture ends with a valid file", "", 204, "", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/available_filters": {"List the filters a link can apply", "", 200, "filters", projectErrs},

@@ -300,6 +300,13 @@ func (r *Registry) StopCapture(ctx context.Context, computeID, projectID, linkID
 	return st, err
 }
 
+// CaptureState reports a running capture on a compute.
+func (r *Registry) CaptureState(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error) {
+	var st proto.CaptureState
+	err := r.do(ctx, computeID, "GET", proto.CapturePath(projectID, linkID), nil, &st)
+	return st, err
+}
+
 // CaptureStream streams a running capture from a compute.
 func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error) {
 	t, err := r.target(computeID)

@@ -169,6 +169,36 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 	}
 }
 
+// LinkWithCounts returns a link, and when it captures, with the counts of
+// its capture as its compute reports them now (frames, bytes, dropped,
+// filtered, files; the file being written). A compute that does not
+// answer leaves the counts it reported last.
+func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
+	l, err := s.Link(projectID, linkID)
+	if err != nil || !l.Capture.Active {
+		return l, err
+	}
+	now, err := s.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
+	if err != nil {
+		s.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
+		return l, nil
+	}
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Link{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur, err := st.linkLocked(linkID)
+	if err != nil {
+		return Link{}, err
+	}
+	if cur.Capture.Active && cur.Capture.ComputeID == l.Capture.ComputeID && now.Active {
+		cur.Capture.report(now)
+	}
+	return *cur, nil
+}
+
 // CaptureStream returns a link's running capture as a stream: the file
 // from its first byte, then each record as it is written, ending when the
 // capture stops. The caller closes it.

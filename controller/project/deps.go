@@ -29,6 +29,8 @@ type Computes interface {
 	// returns its state; StopCapture returns the final state.
 	StartCapture(ctx context.Context, computeID, projectID, linkID string, spec capspec.Spec) (capspec.State, error)
 	StopCapture(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error)
+	// CaptureState reports a running capture: its counts now.
+	CaptureState(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error)
 	// CaptureStream streams a running capture file from its first byte
 	// until the capture stops. The caller closes it.
 	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)

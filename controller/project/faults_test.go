@@ -112,6 +112,20 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 	}
 }
 
+func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	if before, _ := f.svc.Link(f.project.ID, l.ID); before.Capture.Frames != 0 {
+		t.Fatalf("counts at start: %+v", before.Capture)
+	}
+	got, err := f.svc.LinkWithCounts(t.Context(), f.project.ID, l.ID)
+	if err != nil || !got.Capture.Active || got.Capture.Frames != 7 {
+		t.Fatalf("LinkWithCounts: %+v, %v", got.Capture, err)
+	}
+	if kept, _ := f.svc.Link(f.project.ID, l.ID); kept.Capture.Frames != 7 {
+		t.Fatalf("the counts were not kept: %+v", kept.Capture)
+	}
+}
+
 func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})

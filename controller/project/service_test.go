@@ -144,6 +144,16 @@ func (f *fakeComputes) StopCapture(_ context.Context, c, p, l string) (capspec.S
 	return capspec.State{FileName: req.FileName, FilePath: "/captures/" + req.FileName, Spec: req, Files: 1}, f.op("stop_capture")
 }
 
+func (f *fakeComputes) CaptureState(_ context.Context, c, p, l string) (capspec.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	req, ok := f.captures[l]
+	if !ok {
+		return capspec.State{}, errorf(ErrNotFound, "no capture on link %s", l)
+	}
+	return capspec.State{Active: true, FileName: req.FileName, FilePath: "/captures/" + req.FileName, Spec: req, Files: 1, Frames: 7}, nil
+}
+
 func (f *fakeComputes) ReserveTunnelPort(_ context.Context, c, p, id string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
