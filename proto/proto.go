@@ -28,7 +28,12 @@ import (
 //   - 3: emulator nodes with adapters (docker, qemu): NodeSpec.Properties
 //     and NodeSpec.Adapters, one port per adapter (link endpoint adapter
 //     i, port 0), NodeState.Properties.
-const Version = 3
+//   - 4: the capture vocabulary (capspec): CaptureSpec is capspec.Spec,
+//     named as the controller's start_capture body (capture_file_name,
+//     capture_format, capture_filter, capture_max_bytes, ...), and
+//     CaptureState carries the spec and filtered/files/limit; the
+//     capture.rotated event.
+const Version = 4
 
 // SecretHeader carries the shared secret on every controller→agent call.
 // An agent configured with a secret refuses calls without the right one.
