@@ -834,16 +834,17 @@ const pollInterval = 100 * time.Millisecond
 // its own file handle, so followers never wait for one another, and a slow
 // follower never slows the writer.
 func (c *File) Follow(ctx context.Context, w io.Writer, flush func() error) error {
-	return c.follow(ctx, w, flush, 0)
-}
-
-// follow is Follow from byte off of the file on.
-func (c *File) follow(ctx context.Context, w io.Writer, flush func() error, off int64) error {
 	rf, err := os.Open(c.path)
 	if err != nil {
 		return fmt.Errorf("captures: follow %s: %w", c.path, err)
 	}
 	defer rf.Close()
+	return c.follow(ctx, w, flush, rf, 0)
+}
+
+// follow is Follow through the read handle rf (which it does not close),
+// from byte off of the file on.
+func (c *File) follow(ctx context.Context, w io.Writer, flush func() error, rf io.ReaderAt, off int64) error {
 	buf := make([]byte, 256<<10)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()

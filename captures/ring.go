@@ -65,6 +65,11 @@ type Ring struct {
 	closed  [3]uint64     // frames, bytes and dropped of files closed
 	dropped atomic.Uint64 // frames that found no file to take them
 	count   int           // files begun
+	// followers maps each Follow to the number of the file it is on;
+	// lingering are released files whose read handle a follower may need.
+	followers map[int]int
+	nextID    int
+	lingering []*ringFile
 
 	kick    chan struct{} // capacity 1: the current file changed, or the ring must end
 	stop    chan struct{} // closed by Close
@@ -80,7 +85,11 @@ type ringFile struct {
 	f     *File
 	begun time.Time
 	next  chan struct{} // closed when the next file begins or the ring ends
-	shut  bool          // closed, its counts added to the Ring's; guarded by Ring.mu
+	// Guarded by Ring.mu:
+	shut     bool      // closed, its counts added to the Ring's
+	after    *ringFile // the file that began after it
+	rd       *os.File  // read handle for followers: a removed file stays readable to those still to read it
+	released bool      // removed from the ring, or the ring ended: rd closes once no follower needs it
 }
 
 // CreateRing creates the first file of a capture named name in dir (name
@@ -122,7 +131,45 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ringFile{n: n, name: name, f: f, next: make(chan struct{})}, nil
+	rd, err := r.dir.Open(name)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("captures: open %s for followers: %w", name, err)
+	}
+	return &ringFile{n: n, name: name, f: f, rd: rd, next: make(chan struct{})}, nil
+}
+
+// releaseLocked lets rf's read handle go once no follower needs it. r.mu
+// must be held.
+func (r *Ring) releaseLocked(rf *ringFile) {
+	if !rf.released {
+		rf.released = true
+		r.lingering = append(r.lingering, rf)
+	}
+	r.sweepLocked()
+}
+
+// sweepLocked closes the read handles of released files that no follower
+// needs: a follower on file n reads every file from n on. r.mu must be
+// held.
+func (r *Ring) sweepLocked() {
+	lowest := -1
+	for _, n := range r.followers {
+		if lowest < 0 || n < lowest {
+			lowest = n
+		}
+	}
+	kept := r.lingering[:0]
+	for _, rf := range r.lingering {
+		if lowest >= 0 && rf.n >= lowest {
+			kept = append(kept, rf)
+			continue
+		}
+		rf.rd.Close()
+		rf.rd = nil
+	}
+	clear(r.lingering[len(kept):])
+	r.lingering = kept
 }
 
 // begin makes rf the file WritePackets writes to. r.mu must be held, or r
@@ -130,7 +177,9 @@ func (r *Ring) create(n int) (*ringFile, error) {
 func (r *Ring) begin(rf *ringFile) {
 	rf.begun = time.Now()
 	if len(r.files) > 0 {
-		close(r.files[len(r.files)-1].next)
+		prev := r.files[len(r.files)-1]
+		prev.after = rf
+		close(prev.next)
 	}
 	r.files = append(r.files, rf)
 	r.count++
@@ -326,6 +375,7 @@ func (r *Ring) removeOld() {
 		}
 		old := r.files[0]
 		r.files = r.files[1:]
+		r.releaseLocked(old)
 		r.mu.Unlock()
 		if err := r.dir.Remove(old.name); err == nil && r.hooks.Removed != nil {
 			r.hooks.Removed(old.name)
@@ -335,6 +385,7 @@ func (r *Ring) removeOld() {
 
 // discard closes and removes a spare file that was never begun.
 func (r *Ring) discard(rf *ringFile) {
+	rf.rd.Close()
 	rf.f.Close()
 	_ = r.dir.Remove(rf.name)
 	if r.hooks.Closed != nil {
@@ -362,6 +413,11 @@ func (r *Ring) finish(cause error) {
 		r.closeFile(rf)
 	}
 	r.removeOld()
+	r.mu.Lock()
+	for _, rf := range r.files {
+		r.releaseLocked(rf)
+	}
+	r.mu.Unlock()
 	r.changed.notify()
 }
 
@@ -429,12 +485,32 @@ func (r *Ring) Stats() (frames uint64, size int64, dropped uint64, files int) {
 // byte of the file being written: that file, then the records of each file
 // that follows it (their headers, the same, left out), calling flush after
 // each write, until the capture ends (it returns nil) or ctx is done (it
-// returns ctx's error). See File.Follow.
+// returns ctx's error). A follower keeps the file it is on readable: the
+// ring may remove it meanwhile (too old), the follower still gets every
+// record. See File.Follow.
 func (r *Ring) Follow(ctx context.Context, w io.Writer, flush func() error) error {
+	r.mu.Lock()
 	rf := r.cur.Load()
+	if rf.rd == nil { // the capture ended, and nobody follows it
+		r.mu.Unlock()
+		return rf.f.Follow(ctx, w, flush)
+	}
+	if r.followers == nil {
+		r.followers = make(map[int]int)
+	}
+	id := r.nextID
+	r.nextID++
+	r.followers[id] = rf.n
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.followers, id)
+		r.sweepLocked()
+		r.mu.Unlock()
+	}()
 	var from int64
 	for {
-		if err := rf.f.follow(ctx, w, flush, from); err != nil {
+		if err := rf.f.follow(ctx, w, flush, rf.rd, from); err != nil {
 			return err
 		}
 		select {
@@ -443,17 +519,14 @@ func (r *Ring) Follow(ctx context.Context, w io.Writer, flush func() error) erro
 			return ctx.Err()
 		}
 		r.mu.Lock()
-		var next *ringFile
-		for _, f := range r.files {
-			if f.n > rf.n {
-				next = f
-				break
-			}
+		next := rf.after
+		if next == nil { // the ring ended
+			r.mu.Unlock()
+			return nil
 		}
+		r.followers[id] = next.n
+		r.sweepLocked()
 		r.mu.Unlock()
-		if next == nil {
-			return nil // the ring ended
-		}
 		rf, from = next, int64(next.f.HeaderLen())
 	}
 }

@@ -19,12 +19,21 @@ import (
 )
 
 // syncBuffer is a bytes.Buffer a follower writes while the test reads.
+// With a gate, every write after the first waits until the gate is
+// closed: a reader that falls behind.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	gate chan struct{}
+	mu   sync.Mutex
+	b    bytes.Buffer
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	first := s.b.Len() == 0
+	s.mu.Unlock()
+	if s.gate != nil && !first {
+		<-s.gate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
@@ -81,9 +90,13 @@ func TestRingRotatesUnderASteadyFlowAndTheStreamIsTheRecordsInOrder(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stream syncBuffer
+			// The stream's reader falls behind: it takes nothing past the
+			// header until every frame is written and the oldest files are
+			// gone. It still gets every record.
+			stream := syncBuffer{gate: make(chan struct{})}
 			followed := make(chan error, 1)
 			go func() { followed <- r.Follow(t.Context(), &stream, nil) }()
+			// (The header is the first write: it passes the gate.)
 			for deadline := time.Now().Add(time.Minute); len(stream.Bytes()) == 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the stream never began")
@@ -97,6 +110,14 @@ func TestRingRotatesUnderASteadyFlowAndTheStreamIsTheRecordsInOrder(t *testing.T
 				r.WritePackets(Direction(i/10%2), batch)
 				time.Sleep(200 * time.Microsecond) // a steady flow, not one burst
 			}
+			waitRemoved := time.Now().Add(time.Minute)
+			for _, err := os.Stat(filepath.Join(dir, capspec.RingName(name, 1))); err == nil; _, err = os.Stat(filepath.Join(dir, capspec.RingName(name, 1))) {
+				if time.Now().After(waitRemoved) {
+					t.Fatal("the oldest file was never removed")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(stream.gate)
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
