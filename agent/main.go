@@ -34,9 +34,9 @@ import (
 	"syscall"
 
 	"github.com/labtap/labtap/agent/bridge"
-	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
+	"golang.org/x/sync/errgroup"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -108,21 +108,24 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
 	if o.Controller != "" {
 		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
 		port, _ := strconv.Atoi(portStr)
-		go func() {
-			err := server.Register(ctx, server.Registration{
+		g.Go(func() error {
+			err := server.Register(gctx, server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Logger: log,
 			})
-			if err != nil && ctx.Err() == nil {
+			if err != nil && gctx.Err() == nil {
+				// The agent serves on: the controller can still add it.
 				log.Error("register with the controller", "err", err)
 			}
-		}()
+			return nil
+		})
 	}
-	return server.Run(ctx, server.Config{
-		Host: host.Config{
+	g.Go(func() error {
+		return server.Run(gctx, server.Config{
 			ComputeID:        o.ComputeID,
 			DataDir:          o.DataDir,
 			ConsoleHost:      consoleHost,
@@ -133,11 +136,11 @@ func run(args []string) error {
 			NoUDPGRO:         !o.UDPGRO,
 			BufferedCaptures: !o.CaptureDirectIO,
 			TunnelBind:       o.TunnelBind,
+			Secret:           secret,
 			Logger:           log,
-		},
-		Secret: secret,
-		Logger: log,
-	}, ln)
+		}, ln)
+	})
+	return g.Wait()
 }
 
 func hostname() string {

@@ -19,10 +19,8 @@ import (
 // kernel refuses user namespaces.
 func mountNamespaceWrapper(t *testing.T, dir, size string) []string {
 	t.Helper()
-	testenv.RequireTools(t, "unshare", "mount")
-	if out, err := exec.Command("unshare", "-rm", "true").CombinedOutput(); err != nil {
-		t.Skipf("this kernel refuses user namespaces: %v %s", err, out)
-	}
+	testenv.RequireTools(t, "mount")
+	testenv.RequireUserNamespaces(t)
 	return []string{"unshare", "-rm", "sh", "-c", `mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"`, "sh", size, dir}
 }
 

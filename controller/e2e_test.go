@@ -40,6 +40,7 @@ var builds sync.Map // package path → func() (string, error)
 // name, once per test run, and returns its path.
 func built(t *testing.T, name, pkg string) string {
 	t.Helper()
+	testenv.Long(t, "builds and runs labtap's binaries")
 	f, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
 		dir, err := os.MkdirTemp("", "labtap-e2e-")
 		if err != nil {

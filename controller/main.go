@@ -29,7 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
@@ -125,7 +124,7 @@ func run(args []string) error {
 	defer hub.Close()
 	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
-		Client:   compute.NewClient(compute.ClientConfig{Logger: log}),
+		Client:   compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, Logger: log}),
 		Path:     filepath.Join(o.DataDir, "computes.json"),
 		Secret:   os.Getenv("LABTAP_SECRET"),
 		OnChange: events.ComputeChanged,
@@ -157,17 +156,15 @@ func run(args []string) error {
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
-				Host: host.Config{
-					ComputeID:       project.LocalCompute,
-					DataDir:         o.DataDir,
-					ConsoleHost:     listenHost,
-					ConsoleBind:     listenHost,
-					VPCS:            o.VPCS,
-					SoftwareVersion: version,
-					TunnelBind:      tunnelBind,
-				},
-				Secret: secret,
-				Logger: log.With("component", "local_agent"),
+				ComputeID:       project.LocalCompute,
+				DataDir:         o.DataDir,
+				ConsoleHost:     listenHost,
+				ConsoleBind:     listenHost,
+				VPCS:            o.VPCS,
+				SoftwareVersion: version,
+				TunnelBind:      tunnelBind,
+				Secret:          secret,
+				Logger:          log.With("component", "local_agent"),
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
@@ -225,18 +222,31 @@ func run(args []string) error {
 	g.Go(func() error { return app.Listener(ln) })
 	g.Go(func() error {
 		<-gctx.Done()
-		go func() {
-			select {
-			case <-agentDone:
-				// The local agent has written the end of its streams; give
-				// the relays a moment to pass it on before cutting the rest.
-				time.Sleep(time.Second)
-			case <-time.After(10 * time.Second):
-			}
-			cancelStreams()
-		}()
 		// Stops accepting at once, then waits for requests in flight.
 		return app.ShutdownWithTimeout(15 * time.Second)
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// The local agent closes its captures as it stops, which ends their
+		// streams cleanly; once it has, and the relays have passed each
+		// end on, the streams from other agents (whose captures go on) are
+		// cut. Each wait is bounded, in case a client stops reading.
+		select {
+		case <-agentDone:
+		case <-time.After(10 * time.Second):
+		}
+		wait, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := registry.StreamsEnded(wait, project.LocalCompute); err != nil {
+			log.Warn("local capture streams still open at shutdown: cutting them", "err", err)
+		}
+		cancelStreams()
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		projects.Close() // its auto-starts
+		return nil
 	})
 	g.Go(func() error { return registry.Watch(gctx, projects) })
 	err = g.Wait()

@@ -122,6 +122,7 @@ func (l *netLab) remove() {
 }
 
 func TestALinkAcrossTwoHostsInNetworkNamespacesSurvivesAPartition(t *testing.T) {
+	testenv.Long(t, "network namespaces and labtap's binaries")
 	testenv.RequireTools(t, "vpcs", "tshark", "capinfos")
 	lab := newNetLab(t)
 	h1, h2 := lab.host("a1", 2), lab.host("a2", 3)

@@ -28,6 +28,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
 
@@ -200,6 +201,7 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 		}
 	}
 	// Docker's own reading of it, where the tool is installed.
+	testenv.Long(t, "docker-compose's own reading of the file takes seconds")
 	compose, err := exec.LookPath("docker-compose")
 	if err != nil {
 		t.Skip("docker-compose is not installed: only parsed")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/internal/testenv"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -255,13 +256,8 @@ func inMountNamespace(t *testing.T) bool {
 	if os.Getenv("LABTAP_TEST_IN_NS") == "1" {
 		return true
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("unshare (util-linux) is not installed")
-	}
-	if out, err := exec.Command(unshare, "-rm", "true").CombinedOutput(); err != nil {
-		t.Skipf("this kernel refuses user namespaces: %v %s", err, out)
-	}
+	testenv.RequireUserNamespaces(t)
+	unshare, _ := exec.LookPath("unshare")
 	cmd := exec.Command(unshare, "-rm", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LABTAP_TEST_IN_NS=1")
 	out, err := cmd.CombinedOutput()

@@ -36,18 +36,20 @@ type SwitchPort struct {
 //
 // Its methods are safe for concurrent use. Close it to stop its goroutine.
 type Switch struct {
-	hub   bool
-	ports []*switchPort
-	in    chan inFrame
-	bufs  sync.Pool // of *[]byte, frame copies in flight
-	done  chan struct{}
-	ended chan struct{}
-	once  sync.Once
+	hub     bool
+	ports   []*switchPort
+	in      chan *inBatch
+	queued  atomic.Int64 // frames in the batches of in
+	batches sync.Pool    // of *inBatch, copies of frames in flight
+	done    chan struct{}
+	ended   chan struct{}
+	once    sync.Once
 
 	// Owned by the run goroutine.
 	macs    map[macVLAN]macEntry
-	one     [1][]byte
-	scratch []byte
+	outs    [][][]byte // frames to send out of each port, per round
+	scratch []byte     // tagged or untagged copies made in a round
+	taken   []*inBatch // the batches of a round, given back after it
 }
 
 type switchPort struct {
@@ -60,9 +62,15 @@ type switchPort struct {
 	rx, tx, drops atomic.Uint64
 }
 
-type inFrame struct {
-	port int
-	buf  *[]byte
+// inBatch is a run of frames that entered the switch through one port in
+// one Send, copied into one buffer: the batch crosses to the switch's
+// goroutine in one channel hand-off, and its frames leave each output port
+// in one HandleFrames call, so the batching of the receive call that read
+// them survives the hop (datapath-performance.md).
+type inBatch struct {
+	port   int
+	frames [][]byte // slices of buf
+	buf    []byte
 }
 
 type macVLAN struct {
@@ -78,7 +86,9 @@ type macEntry struct {
 
 // Switch limits.
 const (
-	switchQueue    = 1024            // frames waiting for the switch goroutine
+	switchQueue    = 2048            // frames waiting for the switch goroutine
+	switchBatches  = switchQueue     // batches (one per Send, a frame at least) waiting for it
+	roundBatches   = 16              // batches switched together in one round
 	macAge         = 5 * time.Minute // learned addresses expire
 	macTableMax    = 16384           // a full table starts over
 	maxSwitchFrame = 65535
@@ -110,12 +120,13 @@ func NewHub(n int) *Switch {
 func newSwitch(hub bool, cfg []SwitchPort) *Switch {
 	s := &Switch{
 		hub:   hub,
-		in:    make(chan inFrame, switchQueue),
+		in:    make(chan *inBatch, switchBatches),
 		done:  make(chan struct{}),
 		ended: make(chan struct{}),
 		macs:  make(map[macVLAN]macEntry),
+		outs:  make([][][]byte, len(cfg)),
 	}
-	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
+	s.batches.New = func() any { return new(inBatch) }
 	for i := range cfg {
 		p := &switchPort{s: s, index: i}
 		c := cfg[i]
@@ -176,34 +187,61 @@ func (s *Switch) Stats() []SwitchPortStats {
 	return out
 }
 
-// Send queues frames entering the switch through this port.
+// Send queues frames entering the switch through this port, in one batch;
+// frames past what the switch's queue has room for are dropped (counted).
 func (p *switchPort) Send(frames [][]byte) int {
 	s := p.s
-	sent := 0
+	select {
+	case <-s.done:
+		p.drops.Add(uint64(len(frames)))
+		return 0
+	default:
+	}
+	b := s.batches.Get().(*inBatch)
+	b.port, b.frames, b.buf = p.index, b.frames[:0], b.buf[:0]
 	for _, f := range frames {
 		if len(f) > maxSwitchFrame {
 			p.drops.Add(1)
 			continue
 		}
-		bp := s.bufs.Get().(*[]byte)
-		*bp = append((*bp)[:0], f...)
-		select {
-		case <-s.done:
-			s.bufs.Put(bp)
-			p.drops.Add(uint64(len(frames) - sent))
-			return sent
-		default:
+		b.buf = append(b.buf, f...)
+	}
+	off := 0
+	for _, f := range frames {
+		if len(f) > maxSwitchFrame {
+			continue
 		}
-		select {
-		case s.in <- inFrame{port: p.index, buf: bp}:
-			sent++
-		default:
-			s.bufs.Put(bp)
-			p.drops.Add(1)
+		b.frames = append(b.frames, b.buf[off:off+len(f):off+len(f)])
+		off += len(f)
+	}
+	n := len(b.frames)
+	if n == 0 {
+		s.batches.Put(b)
+		return 0
+	}
+	// Take what the queue has room for; the rest is dropped, as a full
+	// port buffer drops on real hardware.
+	if over := int(s.queued.Add(int64(n))) - switchQueue; over > 0 {
+		over = min(over, n)
+		s.queued.Add(-int64(over))
+		p.drops.Add(uint64(over))
+		clear(b.frames[n-over:])
+		b.frames, n = b.frames[:n-over], n-over
+		if n == 0 {
+			s.batches.Put(b)
+			return 0
 		}
 	}
-	p.rx.Add(uint64(sent))
-	return sent
+	select {
+	case s.in <- b:
+		p.rx.Add(uint64(n))
+		return n
+	default:
+		s.queued.Add(-int64(n))
+		s.batches.Put(b)
+		p.drops.Add(uint64(n))
+		return 0
+	}
 }
 
 // SetHandler sets who receives the frames the switch sends out of this
@@ -223,38 +261,73 @@ func (s *Switch) run() {
 		select {
 		case <-s.done:
 			return
-		case f := <-s.in:
-			frame := *f.buf
-			if s.hub {
-				for _, p := range s.ports {
-					if p.index != f.port {
-						s.deliver(p, frame)
-					}
-				}
-			} else {
-				s.forward(s.ports[f.port], frame)
-			}
-			s.bufs.Put(f.buf)
+		case b := <-s.in:
+			s.round(b)
 		}
 	}
 }
 
-// deliver hands one frame to a port's link.
-func (s *Switch) deliver(p *switchPort, frame []byte) {
-	hb := p.handler.Load()
-	if hb == nil {
-		return
+// round switches batch b and the batches queued behind it (up to
+// roundBatches), then sends each output port its frames in one call.
+func (s *Switch) round(b *inBatch) {
+	s.taken = append(s.taken[:0], b)
+more:
+	for len(s.taken) < roundBatches {
+		select {
+		case b := <-s.in:
+			s.taken = append(s.taken, b)
+		default:
+			break more
+		}
 	}
-	p.tx.Add(1)
-	s.one[0] = frame
-	hb.h.HandleFrames(s.one[:])
-	s.one[0] = nil
+	// Frames pushed or popped a tag are built in scratch. Slices taken of
+	// it stay valid if it grows (the old array lives on while used), but
+	// sizing it for the common case saves the copies.
+	need := 0
+	for _, b := range s.taken {
+		need += len(b.buf) + 4*len(b.frames)
+	}
+	if cap(s.scratch) < need {
+		s.scratch = make([]byte, 0, need)
+	}
+	s.scratch = s.scratch[:0]
+	now := time.Now()
+	for _, b := range s.taken {
+		for _, frame := range b.frames {
+			if s.hub {
+				for _, p := range s.ports {
+					if p.index != b.port {
+						s.outs[p.index] = append(s.outs[p.index], frame)
+					}
+				}
+			} else {
+				s.forward(s.ports[b.port], frame, now)
+			}
+		}
+	}
+	for i, out := range s.outs {
+		if len(out) == 0 {
+			continue
+		}
+		p := s.ports[i]
+		if hb := p.handler.Load(); hb != nil {
+			p.tx.Add(uint64(len(out)))
+			hb.h.HandleFrames(out)
+		}
+		clear(out)
+		s.outs[i] = out[:0]
+	}
+	for _, b := range s.taken {
+		s.queued.Add(-int64(len(b.frames)))
+		s.batches.Put(b)
+	}
+	clear(s.taken)
 }
 
 const etherTypeDot1Q = 0x8100
 
-// forward switches one frame that came in on port in.
-func (s *Switch) forward(in *switchPort, frame []byte) {
+// forward switches one frame that came in on port in, at time now.
+func (s *Switch) forward(in *switchPort, frame []byte, now time.Time) {
 	if len(frame) < 14 {
 		in.drops.Add(1)
 		return
@@ -272,7 +345,6 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 		in.drops.Add(1)
 		return
 	}
-	now := time.Now()
 	var src, dst macVLAN
 	copy(src.mac[:], frame[6:12])
 	copy(dst.mac[:], frame[0:6])
@@ -302,23 +374,25 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 	}
 }
 
-// send delivers a frame of VLAN vlan, tagged or not as it came in, out of
+// send queues a frame of VLAN vlan, tagged or not as it came in, to leave
 // port p, adding or removing the 802.1Q tag as p's type requires.
 func (s *Switch) send(p *switchPort, frame []byte, vlan int, tagged bool) {
 	c := p.cfg.Load()
 	wantTag := c.Trunk && c.VLAN != vlan
 	switch {
 	case tagged == wantTag:
-		s.deliver(p, frame)
 	case wantTag: // push: dst, src, 8100 VID, then the rest
-		s.scratch = append(s.scratch[:0], frame[:12]...)
+		at := len(s.scratch)
+		s.scratch = append(s.scratch, frame[:12]...)
 		s.scratch = binary.BigEndian.AppendUint16(s.scratch, etherTypeDot1Q)
 		s.scratch = binary.BigEndian.AppendUint16(s.scratch, uint16(vlan))
 		s.scratch = append(s.scratch, frame[12:]...)
-		s.deliver(p, s.scratch)
+		frame = s.scratch[at:len(s.scratch):len(s.scratch)]
 	default: // pop
-		s.scratch = append(s.scratch[:0], frame[:12]...)
+		at := len(s.scratch)
+		s.scratch = append(s.scratch, frame[:12]...)
 		s.scratch = append(s.scratch, frame[16:]...)
-		s.deliver(p, s.scratch)
+		frame = s.scratch[at:len(s.scratch):len(s.scratch)]
 	}
+	s.outs[p.index] = append(s.outs[p.index], frame)
 }

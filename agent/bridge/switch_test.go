@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -166,3 +167,98 @@ func ExampleSwitch() {
 	fmt.Println(sw.NumPorts())
 	// Output: 3
 }
+
+// callCounter is a handler that records the size of each call.
+type callCounter struct {
+	mu    sync.Mutex
+	calls []int
+	got   [][]byte
+}
+
+func (c *callCounter) HandleFrames(frames [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, len(frames))
+	for _, f := range frames {
+		c.got = append(c.got, bytes.Clone(f))
+	}
+}
+
+func (c *callCounter) snapshot() ([]int, [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int(nil), c.calls...), append([][]byte(nil), c.got...)
+}
+
+// A batch that enters a switch leaves it as one batch per output port, so a
+// chain of in-process hops keeps the batching of the receive call (and the
+// GSO sends it allows) to its end; tag pushes within one batch each keep
+// their own frame.
+func TestABatchCrossesTheSwitchWholeAndEachFrameKeepsItsTag(t *testing.T) {
+	s, err := NewSwitch([]SwitchPort{{VLAN: 20}, {Trunk: true, VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out callCounter
+	s.Port(1).SetHandler(&out)
+	var batch [][]byte
+	for i := range 10 {
+		batch = append(batch, ethFrame(0xff, 1, 0, fmt.Sprintf("frame %d", i)))
+	}
+	if n := s.Port(0).Send(batch); n != 10 {
+		t.Fatalf("Send took %d of 10 frames", n)
+	}
+	waitFor(t, func() bool { _, got := out.snapshot(); return len(got) == 10 })
+	calls, got := out.snapshot()
+	if len(calls) != 1 {
+		t.Fatalf("the trunk port's link got the batch in %d calls %v, want 1", len(calls), calls)
+	}
+	for i, f := range got {
+		if want := ethFrame(0xff, 1, 20, fmt.Sprintf("frame %d", i)); !bytes.Equal(f, want) {
+			t.Fatalf("frame %d left the trunk as %x, want %x", i, f, want)
+		}
+	}
+}
+
+// A switch whose goroutine cannot keep up takes what its queue has room
+// for and drops (and counts) only the rest.
+func TestAFullSwitchQueueDropsOnlyWhatItHasNoRoomFor(t *testing.T) {
+	s, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	release := func() { once.Do(func() { close(block) }) }
+	defer release() // before Close, which waits for the switch goroutine
+	s.Port(1).SetHandler(handlerFunc(func([][]byte) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-block
+	}))
+	frame := ethFrame(2, 1, 0, "x")
+	s.Port(0).Send([][]byte{frame})
+	<-entered // the switch goroutine holds that frame's round, which counts
+	batch := make([][]byte, switchQueue-1-10)
+	for i := range batch {
+		batch[i] = frame
+	}
+	if n := s.Port(0).Send(batch); n != len(batch) {
+		t.Fatalf("Send took %d of %d frames into an empty queue", n, len(batch))
+	}
+	if n := s.Port(0).Send(batch[:30]); n != 10 {
+		t.Fatalf("Send took %d of 30 frames with room for 10", n)
+	}
+	release()
+	if st := s.Stats()[0]; st.Drops != 20 || st.Rx != uint64(1+len(batch)+10) {
+		t.Fatalf("port 0 stats %+v, want 20 drops and %d received", st, 1+len(batch)+10)
+	}
+}
+
+type handlerFunc func([][]byte)
+
+func (f handlerFunc) HandleFrames(frames [][]byte) { f(frames) }

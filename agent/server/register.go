@@ -28,6 +28,8 @@ type Registration struct {
 	Port int
 	// Logger reports attempts; nil discards.
 	Logger *slog.Logger
+	// Transport carries the calls; nil means http.DefaultTransport.
+	Transport http.RoundTripper
 }
 
 // Register announces the agent to its controller, retrying with backoff
@@ -48,7 +50,7 @@ func Register(ctx context.Context, reg Registration) error {
 	user := base.User
 	base.User = nil
 	endpoint := strings.TrimSuffix(base.String(), "/") + "/v2/computes"
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: reg.Transport}
 	backoff := 250 * time.Millisecond
 	for {
 		err := registerOnce(ctx, client, endpoint, user, reg)

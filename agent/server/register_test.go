@@ -6,10 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -59,6 +61,40 @@ func TestRegisterRetriesUntilTheControllerAnswersAndSendsCredentials(t *testing.
 	}
 }
 
+// inMemory carries requests straight to a handler, so that a synctest
+// bubble, whose clock stands still while anything waits on a network,
+// can hold the whole exchange.
+type inMemory struct{ h http.Handler }
+
+func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+func TestRegisterBacksOffDoublingUpTo10s(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var at []time.Duration
+		f := &fakeController{answer: func(n int, r *http.Request) (int, string) {
+			at = append(at, time.Since(start))
+			if n < 8 {
+				return 503, `{"message":"starting","status":503}`
+			}
+			return 201, `{"compute_id":"a1","host":"h","port":1}`
+		}}
+		err := Register(t.Context(), Registration{Controller: "http://ctl:3080", ComputeID: "a1", Host: "h", Port: 1, Transport: inMemory{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := time.Millisecond
+		want := []time.Duration{0, 250 * ms, 750 * ms, 1750 * ms, 3750 * ms, 7750 * ms, 15750 * ms, 25750 * ms, 35750 * ms}
+		if !slices.Equal(at, want) {
+			t.Fatalf("attempts at %v, want %v", at, want)
+		}
+	})
+}
+
 func TestRegisterUpdatesTheAddressOfAnAgentThatMoved(t *testing.T) {
 	f := &fakeController{answer: func(n int, r *http.Request) (int, string) {
 		if r.Method == "POST" { // known from before, elsewhere: returned unchanged
@@ -92,18 +128,20 @@ func TestRegisterGivesUpAtOnceWhenRefused(t *testing.T) {
 }
 
 func TestRegisterStopsWithItsContext(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.WriteHeader(502)
-	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	// A controller that answers 502 may come back: Register retries until
-	// its context ends, and says so.
-	err := Register(ctx, Registration{Controller: srv.URL, ComputeID: "a1", Host: "h", Port: 1})
-	if !errors.Is(err, context.DeadlineExceeded) || calls.Load() < 2 {
-		t.Fatalf("Register returned %v after %d calls, want the context's end after retries", err, calls.Load())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		ctl := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(502)
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		// A controller that answers 502 may come back: Register retries
+		// until its context ends (after the attempts at 0 and 250 ms), and
+		// says so.
+		err := Register(ctx, Registration{Controller: "http://ctl:3080", ComputeID: "a1", Host: "h", Port: 1, Transport: inMemory{ctl}})
+		if !errors.Is(err, context.DeadlineExceeded) || calls.Load() != 2 {
+			t.Fatalf("Register returned %v after %d calls, want the context's end after 2", err, calls.Load())
+		}
+	})
 }

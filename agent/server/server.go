@@ -15,9 +15,32 @@ import (
 	"github.com/labtap/labtap/agent/host"
 )
 
-// Config configures an agent.
+// Config configures an agent. It is the agent's own, so that who runs one
+// (the agent command, the controller's local agent) needs nothing of the
+// agent's inner packages.
 type Config struct {
-	Host host.Config
+	// ComputeID is the name the controller knows this agent by.
+	ComputeID string
+	// DataDir holds projects/<project_id>/project-files/...
+	DataDir string
+	// ConsoleHost is the address reported for node consoles; ConsoleBind
+	// is where they listen (empty: 127.0.0.1).
+	ConsoleHost, ConsoleBind string
+	// VPCS is the vpcs executable, a name looked up in PATH or a path.
+	VPCS string
+	// SoftwareVersion is reported to the controller.
+	SoftwareVersion string
+	// TunnelBind is the address the agent's ends of tunnels to other agents
+	// bind to; empty means ConsoleBind, or 127.0.0.1 when that is a
+	// wildcard.
+	TunnelBind string
+	// SocketBuffer sizes each relay UDP socket's buffers; zero means the
+	// relay's default.
+	SocketBuffer int
+	// NoUDPGRO turns off receiving GSO runs in one piece (for
+	// measurements); BufferedCaptures writes captures through the page
+	// cache even where direct I/O is possible.
+	NoUDPGRO, BufferedCaptures bool
 	// Secret, when set, is required on every API call.
 	Secret string
 	Logger *slog.Logger
@@ -29,10 +52,19 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Host.Logger == nil {
-		cfg.Host.Logger = cfg.Logger
-	}
-	h := host.New(cfg.Host)
+	h := host.New(host.Config{
+		ComputeID:        cfg.ComputeID,
+		DataDir:          cfg.DataDir,
+		ConsoleHost:      cfg.ConsoleHost,
+		ConsoleBind:      cfg.ConsoleBind,
+		VPCS:             cfg.VPCS,
+		SoftwareVersion:  cfg.SoftwareVersion,
+		TunnelBind:       cfg.TunnelBind,
+		SocketBuffer:     cfg.SocketBuffer,
+		NoUDPGRO:         cfg.NoUDPGRO,
+		BufferedCaptures: cfg.BufferedCaptures,
+		Logger:           cfg.Logger,
+	})
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()

@@ -67,8 +67,16 @@ type Config struct {
 	// Context lives as long as the server: long requests (capture
 	// streams) end when it does.
 	Context context.Context
-	Logger  *slog.Logger
+	// RequestTimeout bounds each request but the streams: its context
+	// ends then, and the agent calls made for it with it; 0 means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
 }
+
+// DefaultRequestTimeout bounds a request: generous, since opening a
+// project starts its nodes on their agents one call after another.
+const DefaultRequestTimeout = 5 * time.Minute
 
 // API holds the handlers' dependencies.
 type API struct {
@@ -96,6 +104,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.MaxJSONBody <= 0 {
 		cfg.MaxJSONBody = 1 << 20
@@ -130,7 +141,23 @@ func New(cfg Config) (*fiber.App, *API, error) {
 
 // handle registers a route by its GNS3 template ("/v2/projects/{project_id}")
 // and makes every reply, errors included, carry the template in X-Route.
+// The handler's c.UserContext() ends after RequestTimeout, or when the
+// server stops.
 func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
+	a.routes = append(a.routes, Route{method, template})
+	app.Add(method, fiberPath(template), func(c *fiber.Ctx) error {
+		c.Set("X-Route", template)
+		ctx, cancel := context.WithTimeout(a.cfg.Context, a.cfg.RequestTimeout)
+		defer cancel()
+		c.SetUserContext(ctx)
+		return h(c)
+	})
+}
+
+// handleStream registers a route whose reply lasts as long as what it
+// follows (a capture, a notification stream): as handle, without the
+// deadline; its context ends when the server stops.
+func (a *API) handleStream(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	app.Add(method, fiberPath(template), func(c *fiber.Ctx) error {
 		c.Set("X-Route", template)
@@ -180,8 +207,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", compute, a.getCompute)
 	a.handle(app, "PUT", compute, a.updateCompute)
 	a.handle(app, "DELETE", compute, a.deleteCompute)
-	a.handle(app, "GET", "/v2/notifications", a.controllerNotifications)
-	a.handle(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
+	a.handleStream(app, "GET", "/v2/notifications", a.controllerNotifications)
+	a.handleStream(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
 	a.handle(app, "GET", projects, a.listProjects)
 	a.handle(app, "POST", projects, a.createProject)
 	a.handle(app, "GET", project, a.getProject)
@@ -190,8 +217,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", project+"/open", a.openProject)
 	a.handle(app, "POST", project+"/close", a.closeProject)
 	a.handle(app, "GET", project+"/stats", a.projectStats)
-	a.handle(app, "GET", project+"/notifications", a.projectNotifications)
-	a.handle(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
+	a.handleStream(app, "GET", project+"/notifications", a.projectNotifications)
+	a.handleStream(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
 	a.handle(app, "GET", nodes, a.listNodes)
 	a.handle(app, "POST", nodes, a.createNode)
 	a.handle(app, "POST", nodes+"/start", a.allNodes(a.projects.StartAll))
@@ -217,10 +244,10 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", link+"/available_filters", a.availableFilters)
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
-	a.handle(app, "GET", link+"/pcap", a.pcap)
+	a.handleStream(app, "GET", link+"/pcap", a.pcap)
 	a.handle(app, "POST", project+"/start_capture", a.startProjectCapture)
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
-	a.handle(app, "GET", project+"/pcap", a.projectPcap)
+	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)
 	a.registerSymbols(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }

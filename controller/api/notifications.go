@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"strings"
+	"sync"
 	"time"
 
 	gojson "github.com/goccy/go-json"
@@ -188,26 +189,31 @@ func (a *API) streamFrames(conn *websocket.Conn, stream string) {
 	}
 	sub := a.hub.Subscribe(stream)
 	defer a.hub.Unsubscribe(sub)
+	var wg sync.WaitGroup // both end once the reader stops, below
+	defer wg.Wait()
 	gone := make(chan struct{})
-	go func() { // reads only to notice the client leaving
+	wg.Go(func() { // reads only to notice the client leaving
 		defer close(gone)
 		for {
 			if _, _, err := conn.ReadMessage(); err != nil {
 				return
 			}
 		}
-	}()
+	})
 	stop := make(chan struct{})
-	go func() {
+	wg.Go(func() {
 		select {
 		case <-gone:
 		case <-a.cfg.Context.Done():
 		}
 		close(stop)
-	}()
+	})
 	a.pump(sub, func(msg []byte) bool {
 		conn.SetWriteDeadline(time.Now().Add(writeGrace))
 		return conn.WriteMessage(websocket.TextMessage, msg) == nil
 	}, stop)
+	// fasthttp closes a hijacked connection only once this handler has
+	// returned: a read deadline is what ends the reader now.
+	conn.SetReadDeadline(time.Now())
 	conn.Close()
 }

@@ -32,7 +32,8 @@ type Client struct {
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Retries is how many times a failed call is sent again; 0 means 3.
+	// Retries is how many times a failed call is sent again: 0 never
+	// (DefaultRetries is what the controller uses).
 	Retries int
 	// Timeout bounds one call, retries included; 0 means 60 s (starting a
 	// node can take seconds).
@@ -40,13 +41,14 @@ type ClientConfig struct {
 	Logger  *slog.Logger
 }
 
+// DefaultRetries is how many times the controller sends a failed agent
+// call again.
+const DefaultRetries = 3
+
 // NewClient returns a Client.
 func NewClient(cfg ClientConfig) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Retries == 0 {
-		cfg.Retries = 3
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second

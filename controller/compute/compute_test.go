@@ -90,6 +90,28 @@ func TestClientRetriesUnavailableAgentsAndSendsTheSecret(t *testing.T) {
 	}
 }
 
+func TestZeroRetriesSendsACallOnce(t *testing.T) {
+	var calls atomic.Int32
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == proto.InfoPath {
+			w.Write([]byte(`{"node_types":["vpcs"]}`))
+			return
+		}
+		calls.Add(1)
+		w.WriteHeader(503)
+		io.WriteString(w, `{"code":"unavailable","message":"busy"}`)
+	}))
+	t.Cleanup(agent.Close)
+	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 0, Timeout: 5 * time.Second})})
+	r.Add(t.Context(), Compute{ID: "c1", URL: agent.URL})
+	if _, err := r.SetNodeStatus(t.Context(), "c1", "p", "n1", "started"); err == nil {
+		t.Fatal("a 503 was taken for success")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls with Retries: 0, want 1", n)
+	}
+}
+
 func TestUnreachableComputeIsAConflictNamingIt(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -55,6 +55,8 @@ type Registry struct {
 	mu       sync.RWMutex // guards computes and order
 	computes map[string]*Compute
 	order    []string
+
+	streams openStreams // capture streams open, per compute
 }
 
 // RegistryConfig configures a Registry.
@@ -79,7 +81,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Client == nil {
-		cfg.Client = NewClient(ClientConfig{Logger: cfg.Logger})
+		cfg.Client = NewClient(ClientConfig{Retries: DefaultRetries, Logger: cfg.Logger})
 	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(string, Compute) {}
@@ -313,7 +315,11 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 	if err != nil {
 		return nil, err
 	}
-	return r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
+	body, err := r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
+	if err != nil {
+		return nil, err
+	}
+	return r.streams.track(computeID, body), nil
 }
 
 // ReserveTunnelPort has a compute hold a UDP port for a tunnel end.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/labtap/labtap/capspec"
@@ -32,13 +33,16 @@ const silence = 3 * proto.PingInterval
 // done, and tells l what happens: an agent that dies is lost at once (its
 // connection breaks), one cut off by the network after three missed pings.
 // When a lost agent answers again, l reconciles it. Computes added later
-// are watched as they come; removed ones are dropped.
+// are watched as they come; removed ones are dropped. It returns when
+// every compute's watcher has ended.
 func (r *Registry) Watch(ctx context.Context, l Listener) error {
 	watching := map[string]context.CancelFunc{}
+	var watchers sync.WaitGroup
 	defer func() {
 		for _, cancel := range watching {
 			cancel()
 		}
+		watchers.Wait()
 	}()
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -49,7 +53,7 @@ func (r *Registry) Watch(ctx context.Context, l Listener) error {
 			if _, ok := watching[c.ID]; !ok {
 				wctx, cancel := context.WithCancel(ctx)
 				watching[c.ID] = cancel
-				go r.watch(wctx, c.ID, l)
+				watchers.Go(func() { r.watch(wctx, c.ID, l) })
 			}
 		}
 		for id, cancel := range watching {

@@ -37,10 +37,12 @@ type Hub struct {
 
 	grace time.Duration
 
-	mu   sync.Mutex // guards subs, idle and Sub.closed
-	subs map[string]map[*Sub]struct{}
-	idle map[string]*time.Timer // project streams waiting out their grace
-	once sync.Once
+	mu       sync.Mutex // guards subs, idle, stopping and Sub.closed
+	subs     map[string]map[*Sub]struct{}
+	idle     map[string]*time.Timer // project streams waiting out their grace
+	stopping bool                   // Close has begun: no more onIdle calls
+	onIdles  sync.WaitGroup         // onIdle calls under way; Close waits for them
+	once     sync.Once
 }
 
 // op is one thing for the dispatcher to do, in order: add a subscriber,
@@ -94,12 +96,13 @@ func New(cfg Config) *Hub {
 
 // Close stops the dispatcher and ends every subscriber's stream. Later
 // publications go nowhere. It is safe to call twice.
+// It waits for OnIdle calls under way to return.
 func (h *Hub) Close() {
 	h.once.Do(func() {
 		close(h.quit)
 		<-h.done
 		h.mu.Lock()
-		defer h.mu.Unlock()
+		h.stopping = true
 		for _, subs := range h.subs {
 			for s := range subs {
 				h.removeLocked(s)
@@ -109,6 +112,8 @@ func (h *Hub) Close() {
 			t.Stop()
 			delete(h.idle, stream)
 		}
+		h.mu.Unlock()
+		h.onIdles.Wait()
 	})
 }
 
@@ -234,12 +239,14 @@ func (h *Hub) startIdleLocked(stream string) {
 	var t *time.Timer
 	t = time.AfterFunc(h.grace, func() {
 		h.mu.Lock()
-		still := h.idle[stream] == t && len(h.subs[stream]) == 0
+		still := !h.stopping && h.idle[stream] == t && len(h.subs[stream]) == 0
 		if still {
 			delete(h.idle, stream)
+			h.onIdles.Add(1)
 		}
 		h.mu.Unlock()
 		if still {
+			defer h.onIdles.Done()
 			h.onIdle(stream)
 		}
 	})

@@ -3,6 +3,7 @@ package notify
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -62,34 +63,43 @@ func TestASubscriberThatFallsBehindIsDroppedAndOthersKeepGoing(t *testing.T) {
 }
 
 func TestIdleIsReportedOnlyAfterTheGraceWithNoListener(t *testing.T) {
-	idle := make(chan string, 4)
-	h := newHub(t, Config{IdleGrace: 100 * time.Millisecond, OnIdle: func(p string) { idle <- p }})
-	a, b := h.Subscribe("p"), h.Subscribe("p")
-	c := h.Subscribe(Controller)
-	h.Unsubscribe(a)
-	h.Unsubscribe(c) // the controller stream never goes idle
-	noIdle := func(why string) {
-		select {
-		case p := <-idle:
-			t.Fatalf("idle %q %s", p, why)
-		case <-time.After(300 * time.Millisecond):
+	// In a synctest bubble the clock moves only when every goroutine waits:
+	// the grace is exact, and the test takes no time.
+	synctest.Test(t, func(t *testing.T) {
+		const grace = 5 * time.Second
+		idle := make(chan string, 4)
+		h := New(Config{IdleGrace: grace, OnIdle: func(p string) { idle <- p }})
+		defer h.Close()
+		noIdle := func(why string) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case p := <-idle:
+				t.Fatalf("idle %q %s", p, why)
+			default:
+			}
 		}
-	}
-	noIdle("with a listener left")
-	// The last listener leaves, and another comes back within the grace:
-	// a browser reloading its page keeps its project open.
-	h.Unsubscribe(b)
-	back := h.Subscribe("p")
-	noIdle("after a listener came back within the grace")
-	h.Unsubscribe(back)
-	select {
-	case p := <-idle:
-		if p != "p" {
-			t.Fatalf("idle %q", p)
+		a, b := h.Subscribe("p"), h.Subscribe("p")
+		c := h.Subscribe(Controller)
+		h.Unsubscribe(a)
+		h.Unsubscribe(c) // the controller stream never goes idle
+		time.Sleep(10 * grace)
+		noIdle("with a listener left")
+		// The last listener leaves, and another comes back within the
+		// grace: a browser reloading its page keeps its project open.
+		h.Unsubscribe(b)
+		time.Sleep(grace - time.Millisecond)
+		back := h.Subscribe("p")
+		time.Sleep(10 * grace)
+		noIdle("after a listener came back within the grace")
+		left := time.Now()
+		h.Unsubscribe(back)
+		time.Sleep(grace - time.Millisecond)
+		noIdle("before the grace was over")
+		if p := <-idle; p != "p" || time.Since(left) != grace {
+			t.Fatalf("idle %q %s after the last listener left, want %s", p, time.Since(left), grace)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no idle report after the grace")
-	}
+	})
 }
 
 func TestPublishAllReachesEveryProjectButNotTheController(t *testing.T) {

@@ -123,11 +123,11 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	s.log.Info("project opened", "project", id, "nodes", len(opened.nodeOrder), "links", len(opened.linkOrder))
 	if out.Settings.AutoStart {
 		s.log.Info("auto-starting nodes", "project", id)
-		go func() {
-			if err := s.StartAll(context.WithoutCancel(ctx), id); err != nil {
+		s.background(func(ctx context.Context) {
+			if err := s.StartAll(ctx, id); err != nil {
 				s.log.Warn("auto-start", "project", id, "err", err)
 			}
-		}()
+		})
 	}
 	return out, nil
 }

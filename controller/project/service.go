@@ -42,6 +42,23 @@ type Service struct {
 	mu       sync.RWMutex // guards projects and order
 	projects map[string]*state
 	order    []string // creation order of project ids
+
+	// Work a request starts and does not wait for (a project's
+	// auto-start) runs in bg, on bgCtx, and Close waits for it.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
+	bgClosed bool
+
+	hooks hooks // tests open race windows with them
+}
+
+// hooks are called at points where tests need to act; nil ones are not.
+type hooks struct {
+	// beforeOpsLock runs when a change has found its project and is about
+	// to wait for the project's ops lock.
+	beforeOpsLock func()
 }
 
 // state is one project and everything in it.
@@ -79,7 +96,31 @@ func NewService(cfg Config) *Service {
 	if cfg.Symbols == nil {
 		cfg.Symbols = func(string) (int, int) { return 65, 59 }
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+	s := &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	return s
+}
+
+// background runs f in the Service's own goroutine group, on a context
+// that Close cancels; after Close it runs nothing.
+func (s *Service) background(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
+	s.bg.Go(func() { f(s.bgCtx) })
+}
+
+// Close cancels the work requests left running in the background (a
+// project's auto-start) and waits for it to end. Projects stay as they
+// are. It is safe to call more than once.
+func (s *Service) Close() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bgCancel()
+	s.bg.Wait()
 }
 
 func newState(p Project) *state {
@@ -139,6 +180,9 @@ func (s *Service) lockProject(id string) (*state, error) {
 		st, err := s.lookup(id)
 		if err != nil {
 			return nil, err
+		}
+		if s.hooks.beforeOpsLock != nil {
+			s.hooks.beforeOpsLock()
 		}
 		st.ops.Lock()
 		now, err := s.lookup(id)

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // fakeComputes is a compute "local" (and "remote") kept in memory, whose
@@ -518,12 +517,13 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 			// lock while a node start arrives and waits for it, then ends
 			// the project as CloseProject or DeleteProject do, and lets go.
 			st.ops.Lock()
+			waiting := reachesTheLock(f.svc)
 			created := make(chan error, 1)
 			go func() {
 				_, err := f.svc.StartNode(context.Background(), f.project.ID, pc.ID)
 				created <- err
 			}()
-			time.Sleep(50 * time.Millisecond) // let it reach the lock
+			<-waiting
 			if end == "close" {
 				st.mu.Lock()
 				st.p.Status = Closed
@@ -559,13 +559,14 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.ops.Lock() // the test is the delete, as in the test above
+	waiting := reachesTheLock(f.svc)
 	updated := make(chan error, 1)
 	go func() {
 		name := "renamed"
 		_, err := f.svc.UpdateProject(context.Background(), f.project.ID, ProjectUpdate{Name: &name})
 		updated <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let it reach the lock
+	<-waiting
 	f.svc.mu.Lock()
 	delete(f.svc.projects, f.project.ID)
 	f.svc.mu.Unlock()
@@ -577,6 +578,15 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 	if _, err := f.store.Load(&f.project); err == nil {
 		t.Fatal("the deleted project's file was written back")
 	}
+}
+
+// reachesTheLock returns a channel closed once a change has found its
+// project and waits for the project's lock.
+func reachesTheLock(svc *Service) <-chan struct{} {
+	reached := make(chan struct{})
+	var once sync.Once
+	svc.hooks.beforeOpsLock = func() { once.Do(func() { close(reached) }) }
+	return reached
 }
 
 func TestConcurrentLinksCannotShareAPort(t *testing.T) {

@@ -22,6 +22,7 @@ var pngDir = flag.String("pngs", "", "keep the built-in symbols rasterised by Te
 // icons a white glyph on the badge. It cannot judge looks; run it with
 // -pngs DIR and look at the PNGs when the icons change.
 func TestEveryBuiltinRendersCleanly(t *testing.T) {
+	testenv.Long(t, "renders every built-in icon with rsvg-convert, one process each")
 	testenv.RequireTools(t, "rsvg-convert")
 	lib := New("", nil)
 	list, err := lib.List()

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -30,6 +31,29 @@ func SkipOrFail(t testing.TB, require, why string) {
 		t.Fatal(why)
 	}
 	t.Skip(why)
+}
+
+// Long skips a test under -short, the unit tier: one that builds and runs
+// labtap's binaries, needs Docker, QEMU or network namespaces, or drives a
+// whole lab. why says which; scripts/test runs it.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+}
+
+// RequireUserNamespaces skips the test where unshare cannot make a user
+// namespace (with a mount namespace), or fails it when LABTAP_REQUIRE_USERNS
+// is set (scripts/test sets it where they work).
+func RequireUserNamespaces(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		SkipOrFail(t, "LABTAP_REQUIRE_USERNS", "unshare (util-linux) is not installed; scripts/test installs it")
+	}
+	if out, err := exec.Command("unshare", "-rm", "true").CombinedOutput(); err != nil {
+		SkipOrFail(t, "LABTAP_REQUIRE_USERNS", fmt.Sprintf("this kernel refuses user namespaces: %v %s", err, out))
+	}
 }
 
 // LoopbackUDP returns a UDP socket on 127.0.0.1 at an ephemeral port, closed

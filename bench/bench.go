@@ -263,7 +263,7 @@ func (b *bench) setup() error {
 			}
 		}
 	}
-	if err := b.call("PUT", proto.LinkPath(b.project, b.link), proto.LinkSpec{A: a, B: z}, nil); err != nil {
+	if err := b.buildPath(a, z); err != nil {
 		return err
 	}
 	// The generator sends from genPort, the only source cloud 1 hears.
@@ -280,6 +280,52 @@ func (b *bench) setup() error {
 		b.ends = st.Ends
 	}
 	return nil
+}
+
+// Topologies the bench can put between the two clouds.
+var topologies = map[string]struct {
+	nodeType string // of the nodes in the middle
+	count    int
+}{
+	"cloud":  {},                     // cloud - cloud
+	"switch": {"ethernet_switch", 1}, // cloud - switch - cloud
+	"hub":    {"ethernet_hub", 1},    // cloud - hub - cloud
+	"chain4": {"ethernet_switch", 4}, // cloud - 4 switches - cloud
+}
+
+// buildPath links endpoint a to endpoint z through the topology's nodes in
+// the middle, each using its ports 0 and 1. The first link, from a, is the
+// one the bench captures and reads counters of (b.link).
+func (b *bench) buildPath(a, z proto.Endpoint) error {
+	t := topologies[b.cfg.topology]
+	left := a
+	for i := range t.count {
+		id := fmt.Sprintf("b0000000-0000-4000-8000-0000000001%02x", i)
+		name := fmt.Sprintf("SW%d", i+1)
+		ports := []proto.PortMapping{{Name: "Ethernet0"}, {Name: "Ethernet1"}}
+		if t.nodeType == "ethernet_switch" {
+			for j := range ports {
+				ports[j].Type, ports[j].VLAN = proto.PortAccess, 1
+			}
+		}
+		if err := b.call("PUT", proto.NodePath(b.project, id), proto.NodeSpec{NodeType: t.nodeType, Name: name, Ports: ports}, nil); err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		link := b.link
+		if i > 0 {
+			link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
+		}
+		right := proto.Endpoint{NodeID: id, Port: 0, Name: name + " Ethernet0"}
+		if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: right}, nil); err != nil {
+			return err
+		}
+		left = proto.Endpoint{NodeID: id, Port: 1, Name: name + " Ethernet1"}
+	}
+	link := b.link
+	if t.count > 0 {
+		link = "b0000000-0000-4000-8000-0000000002ff"
+	}
+	return b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: z}, nil)
 }
 
 // spec describes one run.

@@ -73,12 +73,13 @@ type config struct {
 	noGRO     bool
 	buffered  bool
 	overdrive bool
+	topology  string // one of topologies
 }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
-	var only string
+	var only, topo string
 	fs.StringVar(&cfg.agent, "agent", "bin/agent", "agent binary to start")
 	fs.StringVar(&cfg.agentCPU, "agent-cpu", "1", "CPU list to pin the agent to with taskset; empty: no pinning")
 	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of each run; the median is reported")
@@ -92,8 +93,17 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.noGRO, "no-gro", false, "start the agent with --udp-gro=false: the relay then reads the generator's GSO runs datagram by datagram, as it reads an emulator's")
 	fs.BoolVar(&cfg.buffered, "buffered-capture", false, "start the agent with --capture-direct-io=false: captures are written through the page cache")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
+	fs.StringVar(&topo, "topology", "cloud", "comma-separated topologies between generator and sink, each measured in turn with its own agent: cloud (cloud-cloud), switch (cloud-switch-cloud), hub, chain4 (4 switches); with more than one, a summary compares each to the first")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var topos []string
+	for _, t := range strings.Split(topo, ",") {
+		t = strings.TrimSpace(t)
+		if _, ok := topologies[t]; !ok {
+			return fmt.Errorf("-topology: unknown topology %q", t)
+		}
+		topos = append(topos, t)
 	}
 	if only != "" {
 		cfg.only = map[string]bool{}
@@ -105,12 +115,29 @@ func run(args []string) error {
 	// when this process is pinned to a single CPU.
 	runtime.GOMAXPROCS(max(4, runtime.NumCPU()))
 
+	var all []topologyResult
+	for _, t := range topos {
+		cfg.topology = t
+		reps, err := measure(cfg)
+		if err != nil {
+			return err
+		}
+		all = append(all, topologyResult{t, reps})
+	}
+	if len(all) > 1 {
+		compare(os.Stdout, all)
+	}
+	return nil
+}
+
+// measure starts an agent with cfg's topology, runs every run and reports.
+func measure(cfg config) ([][]result, error) {
 	b, err := newBench(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer b.close()
 	results, err := b.all()
 	report(os.Stdout, b, results)
-	return err
+	return results, err
 }

@@ -19,7 +19,7 @@ func report(w io.Writer, b *bench, reps [][]result) {
 	if len(reps) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nlabtap relay bench: %d repetition(s), medians; ratios are per repetition, then the median [min-max]\n", len(reps))
+	fmt.Fprintf(w, "\nlabtap relay bench, topology %s: %d repetition(s), medians; ratios are per repetition, then the median [min-max]\n", b.cfg.topology, len(reps))
 	fmt.Fprintf(w, "machine: %d CPUs, bench pinned to %s, agent pinned to %s\n", onlineCPUs(), affinity(), orNone(b.cfg.agentCPU))
 	if b.ends[0].Kind != "" {
 		e := b.ends[0]
@@ -298,4 +298,61 @@ func onlineCPUs() int {
 		return hi - lo + 1
 	}
 	return 1
+}
+
+// topologyResult is every repetition measured on one topology.
+type topologyResult struct {
+	topology string
+	reps     [][]result
+}
+
+// compare prints each topology's relay runs as ratios to its own ceiling
+// and to the first topology's (cloud-cloud, when listed first), medians
+// over repetitions.
+func compare(w io.Writer, all []topologyResult) {
+	runs := []string{"off-64", "on-64", "off-1500", "on-1500"}
+	ceiling := map[string]string{"off-64": "ceiling-64", "on-64": "ceiling-64", "off-1500": "ceiling-1500", "on-1500": "ceiling-1500"}
+	// vsCeiling is the median over repetitions of a run's rate over the
+	// ceiling of its repetition.
+	vsCeiling := func(reps [][]result, run string) float64 {
+		var xs []float64
+		for _, row := range reps {
+			var x, c float64
+			for _, r := range row {
+				switch r.name {
+				case run:
+					x = r.rate
+				case ceiling[run]:
+					c = r.rate
+				}
+			}
+			if x > 0 && c > 0 {
+				xs = append(xs, x/c)
+			}
+		}
+		if len(xs) == 0 {
+			return 0
+		}
+		return med(xs)
+	}
+	fmt.Fprintf(w, "\ntopologies compared (median of rate/ceiling per repetition; then / %s's)\n", all[0].topology)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "topology\t")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t", r)
+	}
+	fmt.Fprintln(tw)
+	for _, t := range all {
+		fmt.Fprintf(tw, "%s\t", t.topology)
+		for _, r := range runs {
+			x, base := vsCeiling(t.reps, r), vsCeiling(all[0].reps, r)
+			if x == 0 || base == 0 {
+				fmt.Fprint(tw, "-\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.2f× (%.2f×)\t", x, x/base)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
