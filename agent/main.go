@@ -56,6 +56,8 @@ type options struct {
 	DataDir         string     `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
 	ComputeID       string     `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
 	VPCS            string     `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
+	ConsoleHost     string     `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
+	ConsolePorts    string     `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
 	UDPGRO          bool       `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
 	CaptureDirectIO bool       `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
 	SocketBuffer    int        `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
@@ -66,6 +68,9 @@ type options struct {
 func (o *options) Validate() error {
 	if o.SocketBuffer <= 0 {
 		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
+	}
+	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
+		return fmt.Errorf("--console-ports: %w", err)
 	}
 	return nil
 }
@@ -124,11 +129,17 @@ func run(args []string) error {
 			return nil
 		})
 	}
+	consolePorts, _ := cli.PortRange(o.ConsolePorts) // checked by Validate
+	reportedConsole := consoleHost
+	if o.ConsoleHost != "" {
+		reportedConsole = o.ConsoleHost
+	}
 	g.Go(func() error {
 		return server.Run(gctx, server.Config{
 			ComputeID:        o.ComputeID,
 			DataDir:          o.DataDir,
-			ConsoleHost:      consoleHost,
+			ConsoleHost:      reportedConsole,
+			ConsolePorts:     consolePorts,
 			ConsoleBind:      bindHost,
 			VPCS:             o.VPCS,
 			SoftwareVersion:  version,

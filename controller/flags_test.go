@@ -61,3 +61,25 @@ func isUsage(err error) bool {
 	_, ok := errors.AsType[*cli.UsageError](err)
 	return ok
 }
+
+// The GNS3 version is pinned only when given by hand: by default a 2.2
+// GUI is answered its own.
+func TestTheGNS3VersionIsPinnedOnlyWhenGiven(t *testing.T) {
+	t.Setenv("LABTAP_GNS3_VERSION", "")
+	os.Unsetenv("LABTAP_GNS3_VERSION")
+	if o, err := parse(nil); err != nil || o.pinVersion || o.GNS3Version != defaultGNS3Version {
+		t.Fatalf("default: %+v %v", o, err)
+	}
+	for _, args := range [][]string{{"--gns3-version", "2.2.55"}, {"--gns3-version=2.2.55"}} {
+		if o, err := parse(args); err != nil || !o.pinVersion || o.GNS3Version != "2.2.55" {
+			t.Fatalf("%v: %+v %v", args, o, err)
+		}
+	}
+	t.Setenv("LABTAP_GNS3_VERSION", "2.2.54")
+	if o, err := parse(nil); err != nil || !o.pinVersion || o.GNS3Version != "2.2.54" {
+		t.Fatalf("variable: %+v %v", o, err)
+	}
+	if _, err := parse([]string{"--console-ports", "5000-4000"}); !isUsage(err) {
+		t.Fatalf("a reversed console range: %v", err)
+	}
+}

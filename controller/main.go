@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,6 +66,9 @@ type options struct {
 	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
 	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
+	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
+	pinVersion     bool          // --gns3-version or its variable was given
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
@@ -75,6 +79,9 @@ func (o *options) Validate() error {
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
 	}
+	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
+		return fmt.Errorf("--console-ports: %w", err)
+	}
 	return nil
 }
 
@@ -82,6 +89,14 @@ func parse(args []string) (options, error) {
 	var o options
 	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.",
 		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
+	// A version set by hand is what every client gets; otherwise a GNS3
+	// GUI of any 2.2 release gets its own.
+	o.pinVersion = os.Getenv("LABTAP_GNS3_VERSION") != "" // empty counts as unset, as for every variable
+	for _, a := range args {
+		if a == "--gns3-version" || strings.HasPrefix(a, "--gns3-version=") {
+			o.pinVersion = true
+		}
+	}
 	return o, err
 }
 
@@ -153,12 +168,18 @@ func run(args []string) error {
 				tunnelBind = o.Advertise
 			}
 		}
+		consoleHost := listenHost
+		if o.ConsoleHost != "" {
+			consoleHost = o.ConsoleHost
+		}
+		consolePorts, _ := cli.PortRange(o.ConsolePorts) // checked by Validate
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
 				ComputeID:       project.LocalCompute,
 				DataDir:         o.DataDir,
-				ConsoleHost:     listenHost,
+				ConsoleHost:     consoleHost,
+				ConsolePorts:    consolePorts,
 				ConsoleBind:     listenHost,
 				VPCS:            o.VPCS,
 				SoftwareVersion: version,
@@ -181,9 +202,14 @@ func run(args []string) error {
 		Computes:    registry,
 		Events:      events,
 		Store:       &topology.Store{Dir: projectsDir, Version: o.GNS3Version},
-		Symbols:     symbolLib.Size,
-		Logger:      log.With("component", "projects"),
+		// Beside the projects, as GNS3 keeps them in its controller file.
+		TemplatesFile: filepath.Join(o.DataDir, "templates.json"),
+		Symbols:       symbolLib.Size,
+		Logger:        log.With("component", "projects"),
 	})
+	if err := projects.LoadTemplates(); err != nil {
+		log.Error("load templates", "err", err)
+	}
 	// Agents that kept running while the controller was down still run
 	// their labs and captures: projects opened at load (auto_open) and the
 	// others they run are taken over as they are.
@@ -213,13 +239,15 @@ func run(args []string) error {
 		Hub:             hub,
 		Load:            localLoad(registry),
 		Version:         o.GNS3Version,
+		PinVersion:      o.pinVersion,
+		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
 		Context:         streamCtx,
 		Logger:          log.With("component", "api"),
 	})
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return app.Listener(ln) })
+	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
 	g.Go(func() error {
 		<-gctx.Done()
 		// Stops accepting at once, then waits for requests in flight.

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,32 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 			t.Errorf("%s: depends on %v, volumes %v", name, a.DependsOn, a.Volumes)
 		}
 	}
+	// Node consoles are reachable from the host: each service publishes,
+	// on loopback only, the range its consoles take their ports from, and
+	// reports 127.0.0.1 as their host; no two services share a port.
+	taken := map[int]string{}
+	for _, name := range []string{"controller", "agent1", "agent2"} {
+		sv := cf.Services[name]
+		ref := sv.Environment["LABTAP_CONSOLE_PORTS"] // ${VAR:-LO-HI}
+		m := regexp.MustCompile(`^\$\{[A-Z0-9_]+:-(\d+-\d+)\}$`).FindStringSubmatch(ref)
+		if sv.Environment["LABTAP_CONSOLE_HOST"] != "127.0.0.1" || m == nil {
+			t.Errorf("%s: consoles reported at %q, ports %q", name, sv.Environment["LABTAP_CONSOLE_HOST"], ref)
+			continue
+		}
+		rng := m[1]
+		if !slices.Contains(sv.Ports, "127.0.0.1:"+ref+":"+ref) {
+			t.Errorf("%s publishes %v, not its console ports %s on loopback", name, sv.Ports, ref)
+		}
+		lo, hi, _ := strings.Cut(rng, "-")
+		a, _ := strconv.Atoi(lo)
+		b, _ := strconv.Atoi(hi)
+		for p := a; p <= b; p++ {
+			if other, dup := taken[p]; dup || b-a > 1000 {
+				t.Fatalf("console port %d of %s is also %s's", p, name, other)
+			}
+			taken[p] = name
+		}
+	}
 	// Docker's own reading of it, where the tool is installed.
 	testenv.Long(t, "docker-compose's own reading of the file takes seconds")
 	compose, err := exec.LookPath("docker-compose")
@@ -215,6 +242,16 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_SECRET=") })
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("docker-compose accepts the file without LABTAP_SECRET:\n%s", out)
+	}
+	// The documented way: the secret in an env file, which every later
+	// command (down included) reads without the variable being set again.
+	envFile := filepath.Join(t.TempDir(), "labtap.env")
+	os.WriteFile(envFile, []byte("LABTAP_SECRET=0123456789abcdef\n"), 0o600)
+	cmd = exec.Command(compose, "--env-file", envFile, "-f", "compose.yaml", "config")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_SECRET=") })
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0123456789abcdef") {
+		t.Fatalf("docker-compose --env-file: %v\n%s", err, out)
 	}
 }
 
@@ -300,8 +337,15 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
 	port := freePort(t)
+	if port > 65000 {
+		port -= 100 // room for the console ranges above it
+	}
 	l := &lab{t: t, name: "labtaptest" + hex.EncodeToString(suffix), compose: compose,
-		env: []string{"LABTAP_SECRET=" + hex.EncodeToString(suffix) + "-secret", fmt.Sprintf("LABTAP_PORT=%d", port)}}
+		env: []string{"LABTAP_SECRET=" + hex.EncodeToString(suffix) + "-secret", fmt.Sprintf("LABTAP_PORT=%d", port),
+			// Console ranges of this run only: another lab may hold the defaults.
+			fmt.Sprintf("LABTAP_CONTROLLER_CONSOLES=%d-%d", port+1, port+10),
+			fmt.Sprintf("LABTAP_AGENT1_CONSOLES=%d-%d", port+11, port+20),
+			fmt.Sprintf("LABTAP_AGENT2_CONSOLES=%d-%d", port+21, port+30)}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			cmd := exec.Command(compose, "-p", l.name, "-f", "compose.yaml", "logs", "--no-color", "--tail", "60")
@@ -348,9 +392,10 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	call(t, "POST", api+"/projects", map[string]any{"name": "compose"}, 201, &project)
 	base := api + "/projects/" + project.ProjectID
 	type nodeReply struct {
-		NodeID  string `json:"node_id"`
-		Console int    `json:"console"`
-		Status  string `json:"status"`
+		NodeID      string `json:"node_id"`
+		Console     int    `json:"console"`
+		ConsoleHost string `json:"console_host"`
+		Status      string `json:"status"`
 	}
 	nodes := make([]nodeReply, 2)
 	for i := range nodes {
@@ -368,9 +413,12 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	cons := make([]*node.Console, 2)
 	for i := range nodes {
 		call(t, "POST", base+"/nodes/"+nodes[i].NodeID+"/start", nil, 200, &nodes[i])
-		// Consoles are reported at the agents' names, which resolve inside
-		// the compose network: the host reaches them by address.
-		con, err := node.DialConsole(t.Context(), net.JoinHostPort(l.ip(fmt.Sprint("agent", i+1)), fmt.Sprint(nodes[i].Console)))
+		// Consoles are reported where this host reaches them, as a GUI here
+		// would open them: loopback, on the ports the agents publish.
+		if nodes[i].ConsoleHost != "127.0.0.1" {
+			t.Fatalf("PC%d's console is reported at %q", i+1, nodes[i].ConsoleHost)
+		}
+		con, err := node.DialConsole(t.Context(), net.JoinHostPort(nodes[i].ConsoleHost, fmt.Sprint(nodes[i].Console)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/labtap/labtap/capspec"
 )
@@ -341,4 +342,29 @@ func CaptureStreamPath(project, link string) string {
 // Errorf builds an Error of the given code.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// MaxNodeFile bounds a file of a node's directory read or written through
+// the agent (a VPCS startup.vpc, a configuration).
+const MaxNodeFile = 512 << 10
+
+// NodeFile is the content of a file of a node's directory.
+type NodeFile struct {
+	Content []byte `json:"content"`
+}
+
+// NodeFilePath is the route of a file of a node's directory; name is
+// relative to it ("startup.vpc").
+func NodeFilePath(project, node, name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
+}
+
+// ConsoleResetPath is the route that disconnects every client of a node's
+// console (a stuck session); the console keeps listening.
+func ConsoleResetPath(project, node string) string {
+	return NodePath(project, node) + "/console/reset"
 }

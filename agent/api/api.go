@@ -39,6 +39,12 @@ type Service interface {
 	CaptureFile(projectID, linkID string) (*captures.Ring, error)
 	ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	ReleaseTunnelPort(projectID, id string) error
+	// NodeFile reads a file of a node's directory; WriteNodeFile replaces
+	// one. Paths stay inside the directory.
+	NodeFile(projectID, nodeID, name string) ([]byte, error)
+	WriteNodeFile(projectID, nodeID, name string, data []byte) error
+	// ResetConsole disconnects every client of a node's console.
+	ResetConsole(projectID, nodeID string) error
 	State() proto.AgentState
 	// Subscribe follows the agent's events until cancel is called; the
 	// channel is closed when the agent drops the follower or ends.
@@ -76,6 +82,9 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+n, h.node)
 	mux.HandleFunc("DELETE "+n, h.deleteNode)
 	mux.HandleFunc("PUT "+n+"/status", h.setNodeStatus)
+	mux.HandleFunc("GET "+n+"/files/{path...}", h.nodeFile)
+	mux.HandleFunc("PUT "+n+"/files/{path...}", h.writeNodeFile)
+	mux.HandleFunc("POST "+n+"/console/reset", h.resetConsole)
 	mux.HandleFunc("PUT "+l, h.putLink)
 	mux.HandleFunc("GET "+l, h.link)
 	mux.HandleFunc("DELETE "+l, h.deleteLink)
@@ -132,6 +141,27 @@ func (h *handlers) createNode(w http.ResponseWriter, r *http.Request) {
 	spec.NodeID = r.PathValue("node")
 	st, err := h.svc.CreateNode(r.Context(), r.PathValue("project"), spec)
 	h.reply(w, st, err)
+}
+
+func (h *handlers) nodeFile(w http.ResponseWriter, r *http.Request) {
+	data, err := h.svc.NodeFile(r.PathValue("project"), r.PathValue("node"), r.PathValue("path"))
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	h.reply(w, proto.NodeFile{Content: data}, nil)
+}
+
+func (h *handlers) writeNodeFile(w http.ResponseWriter, r *http.Request) {
+	var f proto.NodeFile
+	if !decode(w, r, &f) {
+		return
+	}
+	h.reply(w, nil, h.svc.WriteNodeFile(r.PathValue("project"), r.PathValue("node"), r.PathValue("path"), f.Content))
+}
+
+func (h *handlers) resetConsole(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, nil, h.svc.ResetConsole(r.PathValue("project"), r.PathValue("node")))
 }
 
 func (h *handlers) node(w http.ResponseWriter, r *http.Request) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -83,6 +84,9 @@ type Config struct {
 	DataDir string
 	// ConsoleHost is the address reported for node consoles.
 	ConsoleHost string
+	// ConsolePorts, when set, is the range [lo, hi] node consoles take
+	// their ports from (a container publishes it to its host).
+	ConsolePorts [2]int
 	// ConsoleBind is the address node consoles listen on: where the agent's
 	// own API listens, so consoles are no more exposed than the API. Empty
 	// means 127.0.0.1.
@@ -666,6 +670,68 @@ func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
 	return n, nil
 }
 
+// NodeFile reads a file of a node's directory (confined to it).
+func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
+	n, err := h.node(projectID, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	data, err := confined.Read(n.dir, name, proto.MaxNodeFile)
+	return data, fileError(name, err)
+}
+
+// WriteNodeFile replaces a file of a node's directory (confined to it),
+// atomically; a started VPCS reads startup.vpc at its next start.
+func (h *Host) WriteNodeFile(projectID, nodeID, name string, data []byte) error {
+	n, err := h.node(projectID, nodeID)
+	if err != nil {
+		return err
+	}
+	if len(data) > proto.MaxNodeFile {
+		return proto.Errorf(proto.CodeInvalid, "file over %d bytes", proto.MaxNodeFile)
+	}
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	return fileError(name, confined.Write(n.dir, name, data, 0o644))
+}
+
+// fileError words a node file failure for the client, naming the file as
+// the client did, never the agent's paths.
+func fileError(name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return proto.Errorf(proto.CodeNotFound, "File %s doesn't exist", name)
+	case errors.Is(err, confined.ErrIsDir):
+		return proto.Errorf(proto.CodeInvalid, "%s is a directory", name)
+	case errors.Is(err, confined.ErrTooLarge):
+		return proto.Errorf(proto.CodeInvalid, "File %s is over %d bytes", name, proto.MaxNodeFile)
+	case errors.Is(err, confined.ErrBadPath):
+		return proto.Errorf(proto.CodeInvalid, "Invalid file path %q", name)
+	}
+	return proto.Errorf(proto.CodeConflict, "Cannot access %s: outside the node's directory or unreadable", name)
+}
+
+// consoleResetter is a runner whose console can drop its clients.
+type consoleResetter interface {
+	ResetConsole()
+}
+
+// ResetConsole disconnects every client of a node's console; a node
+// without one is left as it is.
+func (h *Host) ResetConsole(projectID, nodeID string) error {
+	n, err := h.node(projectID, nodeID)
+	if err != nil {
+		return err
+	}
+	if r, ok := n.runner.(consoleResetter); ok {
+		r.ResetConsole()
+	}
+	return nil
+}
+
 // Node returns a node's state.
 func (h *Host) Node(projectID, nodeID string) (proto.NodeState, error) {
 	n, err := h.node(projectID, nodeID)
@@ -739,13 +805,15 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		return nil, h.vpcsErr
 	}
 	return node.NewVPCS(node.VPCSConfig{
-		Program:     h.vpcs,
-		Dir:         env.Dir,
-		MACIndex:    env.Spec.MACIndex,
-		Agent:       env.Agent,
-		ConsoleHost: h.cfg.ConsoleBind,
-		Logger:      env.Logger,
-		OnStop:      env.OnStop,
+		Program:      h.vpcs,
+		Dir:          env.Dir,
+		MACIndex:     env.Spec.MACIndex,
+		Name:         env.Spec.Name,
+		Agent:        env.Agent,
+		ConsoleHost:  h.cfg.ConsoleBind,
+		ConsolePorts: h.cfg.ConsolePorts,
+		Logger:       env.Logger,
+		OnStop:       env.OnStop,
 	})
 }
 

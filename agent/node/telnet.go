@@ -233,3 +233,12 @@ func (f *telnetFilter) filter(in []byte) []byte {
 	}
 	return out
 }
+
+// dropClients disconnects every client; the console keeps listening.
+func (s *consoleServer) dropClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		s.dropLocked(c)
+	}
+}

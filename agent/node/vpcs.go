@@ -67,6 +67,9 @@ type VPCSConfig struct {
 	Dir string
 	// MACIndex is the last byte of the node's MAC, 00:50:79:66:68:NN.
 	MACIndex int
+	// Name is the node's name, which VPCS takes as its own at start
+	// (otherwise every VPCS calls itself VPCS1).
+	Name string
 	// Agent is where VPCS sends its frames: the agent's socket for the
 	// node's Ethernet0. It must be an IPv4 address (VPCS takes no names).
 	Agent netip.AddrPort
@@ -74,8 +77,11 @@ type VPCSConfig struct {
 	// 127.0.0.1.
 	ConsoleHost string
 	// Console is the console's TCP port; 0 picks a free one.
-	Console int
-	Logger  *slog.Logger
+	// ConsolePorts, when set, is the range [lo, hi] a picked port comes
+	// from (so a container can publish it).
+	ConsolePorts [2]int
+	Console      int
+	Logger       *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
 	// wait for whoever called Stop.
@@ -127,7 +133,7 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 	}
 	v := &VPCS{cfg: cfg, log: cfg.Logger, console: cfg.Console}
 	if v.console == 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.ConsoleHost, "0"))
+		ln, err := v.listenFree()
 		if err != nil {
 			return nil, fmt.Errorf("vpcs: console: %w", err)
 		}
@@ -135,6 +141,21 @@ func NewVPCS(cfg VPCSConfig) (*VPCS, error) {
 		ln.Close()
 	}
 	return v, nil
+}
+
+// listenFree listens on a free console port: any, or the first free one of
+// ConsolePorts.
+func (v *VPCS) listenFree() (net.Listener, error) {
+	lo, hi := v.cfg.ConsolePorts[0], v.cfg.ConsolePorts[1]
+	if lo <= 0 {
+		return net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, "0"))
+	}
+	for p := lo; p <= hi; p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(p))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free console port in %d-%d", lo, hi)
 }
 
 // Status returns Started or Stopped.
@@ -162,6 +183,17 @@ func (v *VPCS) CommandLine() string {
 		return ""
 	}
 	return v.proc.cmdline
+}
+
+// ResetConsole disconnects every client of the node's console (GNS3's
+// "reset console": a stuck telnet session); new ones connect as before.
+func (v *VPCS) ResetConsole() {
+	v.mu.Lock()
+	p := v.proc
+	v.mu.Unlock()
+	if p != nil {
+		p.console.dropClients()
+	}
 }
 
 // NIC returns where VPCS receives the frames of Ethernet0 (adapter 0, port 0).
@@ -210,6 +242,9 @@ func (v *VPCS) Start(ctx context.Context) error {
 		}
 		why := v.waitReady(ctx, p)
 		if why == nil {
+			if name := pcName(v.cfg.Name, v.cfg.Program.Version); name != "" {
+				fmt.Fprintf(p.tty, "set pcname %s\r", name)
+			}
 			v.mu.Lock()
 			v.proc = p
 			v.mu.Unlock()
@@ -231,6 +266,26 @@ func (v *VPCS) Start(ctx context.Context) error {
 
 var errNICTaken = errors.New("UDP port already in use")
 
+// pcName is the node name as VPCS can take it: one word of printable
+// ASCII, at most 6 characters for VPCS 0.5 (it refuses longer ones), 12
+// otherwise; "" when nothing of it fits.
+func pcName(name, version string) string {
+	word := strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, name)
+	limit := 12
+	if strings.HasPrefix(version, "0.5") {
+		limit = 6
+	}
+	if len(word) > limit {
+		word = word[:limit]
+	}
+	return word
+}
+
 // listenConsole binds the console port, or another one when someone took
 // it while the node was stopped (the node then reports the new port).
 func (v *VPCS) listenConsole() (net.Listener, error) {
@@ -239,7 +294,7 @@ func (v *VPCS) listenConsole() (net.Listener, error) {
 	v.mu.Unlock()
 	ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(port)))
 	if err != nil {
-		ln, err = net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, "0"))
+		ln, err = v.listenFree()
 		if err != nil {
 			return nil, fmt.Errorf("vpcs: console: %w", err)
 		}

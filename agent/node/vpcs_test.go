@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -305,3 +306,58 @@ func TestFakeFollowsTheRunnerContract(t *testing.T) {
 }
 
 var _ Runner = (*VPCS)(nil)
+
+// A VPCS takes its node's name at start (not "VPCS1"), and a console reset
+// drops its clients while new ones still connect.
+func TestVPCSTakesItsNodesNameAndItsConsoleResets(t *testing.T) {
+	prog := findVPCS(t)
+	v := startVPCS(t, VPCSConfig{
+		Program: prog,
+		Dir:     t.TempDir(),
+		Name:    "PC 7",
+		Agent:   testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+	})
+	port, _ := v.Console()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	con, err := DialConsole(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	out, err := con.Run(t.Context(), "show ip")
+	if err != nil || !strings.Contains(out, "PC7") {
+		t.Fatalf("show ip = %q, %v", out, err)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := raw.Read(make([]byte, 64)); err != nil { // the greeting: it is a client now
+		t.Fatal(err)
+	}
+	v.ResetConsole()
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("a reset console client was not disconnected: %v", err)
+	}
+	again, err := DialConsole(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if out, err := again.Run(t.Context(), "show ip"); err != nil || !strings.Contains(out, "PC7") {
+		t.Fatalf("after reset: %q, %v", out, err)
+	}
+}
+
+func TestPCNameFitsWhatVPCSTakes(t *testing.T) {
+	for _, c := range []struct{ name, version, want string }{
+		{"PC1", "0.5b2", "PC1"}, {"Core PC 12", "0.5b2", "CorePC"}, {"Core PC 12", "0.8.3", "CorePC12"},
+		{"a\x07b", "0.8", "ab"}, {"é", "0.8", ""},
+	} {
+		if got := pcName(c.name, c.version); got != c.want {
+			t.Errorf("pcName(%q, %q) = %q, want %q", c.name, c.version, got, c.want)
+		}
+	}
+}

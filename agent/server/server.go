@@ -26,6 +26,9 @@ type Config struct {
 	// ConsoleHost is the address reported for node consoles; ConsoleBind
 	// is where they listen (empty: 127.0.0.1).
 	ConsoleHost, ConsoleBind string
+	// ConsolePorts, when set, is the range [lo, hi] node consoles take
+	// their ports from.
+	ConsolePorts [2]int
 	// VPCS is the vpcs executable, a name looked up in PATH or a path.
 	VPCS string
 	// SoftwareVersion is reported to the controller.
@@ -57,6 +60,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		DataDir:          cfg.DataDir,
 		ConsoleHost:      cfg.ConsoleHost,
 		ConsoleBind:      cfg.ConsoleBind,
+		ConsolePorts:     cfg.ConsolePorts,
 		VPCS:             cfg.VPCS,
 		SoftwareVersion:  cfg.SoftwareVersion,
 		TunnelBind:       cfg.TunnelBind,

@@ -57,6 +57,9 @@ type Config struct {
 	User, Password string
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
+	// SettingsFile keeps the GNS3 VM and IOU license settings clients
+	// edit; "" keeps them in memory.
+	SettingsFile string
 	// Hub carries the notification streams; nil turns them off.
 	Hub *notify.Hub
 	// Load reports the host's CPU and memory use (0-100) for stream pings.
@@ -64,6 +67,11 @@ type Config struct {
 	// Version is the GNS3 version reported by GET /v2/version, e.g.
 	// "2.2.59". The GNS3 GUI connects only when its own x.y.z matches.
 	Version string
+	// PinVersion makes GET /v2/version answer Version to every client.
+	// Otherwise a GNS3 GUI of a 2.2 release, which connects only to a
+	// server of its own x.y.z, is answered its own version (it names it in
+	// its User-Agent; every 2.2 speaks the same API).
+	PinVersion bool
 	// Context lives as long as the server: long requests (capture
 	// streams) end when it does.
 	Context context.Context
@@ -87,6 +95,7 @@ type API struct {
 	hub      *notify.Hub
 	schemas  map[string]*jsonschema.Schema
 	routes   []Route
+	settings *settingsStore
 }
 
 // Route is one registered route: its method and GNS3 template.
@@ -115,7 +124,11 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas}
+	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas,
+		settings: newSettingsStore(cfg.SettingsFile)}
+	if a.settings.broken != nil {
+		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "labtap",
 		Immutable:             true, // handler strings outlive the request buffers
@@ -249,6 +262,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
 	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)
 	a.registerSymbols(app)
+	a.registerGUI(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }
 

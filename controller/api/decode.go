@@ -16,7 +16,7 @@ import (
 func compileSchemas() (map[string]*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft4)
-	for name, src := range schemaSources {
+	for name, src := range allSchemas() {
 		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", name, err)
@@ -26,7 +26,7 @@ func compileSchemas() (map[string]*jsonschema.Schema, error) {
 		}
 	}
 	out := make(map[string]*jsonschema.Schema, len(schemaSources))
-	for name := range schemaSources {
+	for name := range allSchemas() {
 		s, err := c.Compile(name + ".json")
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", name, err)

@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"regexp"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/capspec"
@@ -9,9 +11,22 @@ import (
 	"github.com/labtap/labtap/controller/topology"
 )
 
+// guiAgent is the User-Agent of a GNS3 GUI of a 2.2 release (a 2.1 GUI
+// keeps templates itself and a 3.x GUI speaks /v3: those get the
+// configured version, which they refuse).
+var guiAgent = regexp.MustCompile(`^GNS3 QT Client v(2\.2\.\d+[.+a-z0-9-]*)$`)
+
 func (a *API) version(c *fiber.Ctx) error {
 	// "local" stays false: it is GNS3's --local mode, which labtap has not.
-	return c.JSON(versionJSON{Version: a.cfg.Version})
+	v := a.cfg.Version
+	ua := c.Get(fiber.HeaderUserAgent)
+	if m := guiAgent.FindStringSubmatch(ua); m != nil && !a.cfg.PinVersion {
+		v = m[1] // its own version, exactly: no mismatch warning either
+	}
+	if strings.HasPrefix(ua, "GNS3 QT Client") {
+		a.log.Info("GNS3 GUI connecting", "client", ua, "answered", v, "remote", c.IP())
+	}
+	return c.JSON(versionJSON{Version: v})
 }
 
 func (a *API) listComputes(c *fiber.Ctx) error {

@@ -288,7 +288,12 @@ type templateJSON struct {
 	TemplateType      string         `json:"template_type"`
 }
 
-func templateFrom(t project.Template) templateJSON {
+// templateFrom is a template as GNS3 shows it: a user template is its
+// whole flat object.
+func templateFrom(t project.Template) any {
+	if t.Settings != nil {
+		return t.Settings
+	}
 	return templateJSON{
 		Builtin: t.Builtin, Category: t.Category, ConsoleType: t.ConsoleType, DefaultNameFormat: t.DefaultNameFormat,
 		Name: t.Name, Properties: t.Properties, Symbol: t.Symbol, TemplateID: t.ID, TemplateType: t.Type,

@@ -55,12 +55,20 @@ func (e *Events) Emit(ev project.Event) {
 		payload = linkFrom(*ev.Link)
 	case ev.Project != nil:
 		payload = projectFrom(*ev.Project)
+	case ev.Drawing != nil:
+		d := drawingFrom(*ev.Drawing)
+		if ev.OmitSVG {
+			d.SVG = nil
+		}
+		payload = d
+	case ev.Template != nil:
+		payload = templateFrom(*ev.Template)
 	default:
 		payload = map[string]string{"message": ev.Message}
 	}
 	stream := ev.ProjectID
-	if strings.HasPrefix(ev.Action, "project.") {
-		stream = notify.Controller // project lifecycle is not on the project stream (GNS3)
+	if strings.HasPrefix(ev.Action, "project.") || strings.HasPrefix(ev.Action, "template.") {
+		stream = notify.Controller // project lifecycle and templates are not on a project stream (GNS3)
 	}
 	e.Hub.Publish(stream, encodeMessage(ev.Action, payload))
 }

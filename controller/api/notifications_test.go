@@ -52,7 +52,8 @@ func newLive(t *testing.T, grace time.Duration) *live {
 	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
-	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir}})
+	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir},
+		TemplatesFile: filepath.Join(data, "templates.json")})
 	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Hub: l.hub, Context: ctx, Version: "2.2.59",
 		Load: func() (float64, float64) { return 12.5, 40 }})
 	if err != nil {

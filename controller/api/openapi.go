@@ -174,15 +174,18 @@ var placeholder = regexp.MustCompile(`\{([a-z_]+)(:[^}]*)?\}`)
 // OpenAPI builds the OpenAPI 3.1 document of the routes registered.
 func (a *API) OpenAPI() map[string]any {
 	schemas := map[string]any{}
-	for name, src := range schemaSources {
+	for name, src := range allSchemas() {
 		schemas[name] = openAPISchema(src)
 	}
-	for name, src := range responseSchemas {
+	for name, src := range allResponseSchemas() {
 		schemas[name] = openAPISchema(src)
 	}
 	paths := map[string]map[string]any{}
 	for _, r := range a.routes {
 		doc, ok := routeDocs[r.Method+" "+r.Template]
+		if !ok {
+			doc, ok = guiRouteDocs[r.Method+" "+r.Template]
+		}
 		if !ok {
 			doc = routeDoc{summary: "undocumented", status: 200}
 		}
@@ -241,6 +244,8 @@ func responsesOf(doc routeDoc) map[string]any {
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "pcapng":
 		ok["content"] = map[string]any{"application/x-pcapng": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "file":
+		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "image":
 		ok["content"] = map[string]any{"image/svg+xml": map[string]any{}, "image/png": map[string]any{}, "image/jpeg": map[string]any{}, "image/gif": map[string]any{}}
 	default:

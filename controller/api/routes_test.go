@@ -405,7 +405,7 @@ func fiberPathOf(path string) string {
 	parts := strings.Split(path, "/")
 	for i, p := range parts {
 		if strings.HasPrefix(p, "{") {
-			if p == "{symbol_id}" {
+			if p == "{symbol_id}" || p == "{path}" {
 				parts[i] = "*"
 			} else {
 				parts[i] = ":" + strings.Trim(p, "{}")

@@ -577,3 +577,22 @@ func (r *Registry) runningOn(ctx context.Context, id string) []project.Running {
 	}
 	return out
 }
+
+// NodeFile reads a file of a node's directory on its compute.
+func (r *Registry) NodeFile(ctx context.Context, computeID, projectID, nodeID, name string) ([]byte, error) {
+	var f proto.NodeFile
+	if err := r.do(ctx, computeID, "GET", proto.NodeFilePath(projectID, nodeID, name), nil, &f); err != nil {
+		return nil, err
+	}
+	return f.Content, nil
+}
+
+// WriteNodeFile replaces a file of a node's directory on its compute.
+func (r *Registry) WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error {
+	return r.do(ctx, computeID, "PUT", proto.NodeFilePath(projectID, nodeID, name), proto.NodeFile{Content: data}, nil)
+}
+
+// ResetConsole disconnects every client of a node's console.
+func (r *Registry) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
+	return r.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)
+}

@@ -42,6 +42,12 @@ type Computes interface {
 	// TunnelHost is the address other computes send a compute's tunnel
 	// traffic to.
 	TunnelHost(computeID string) string
+	// NodeFile reads a file of a node's directory (name relative to it);
+	// WriteNodeFile replaces one. The compute keeps paths inside.
+	NodeFile(ctx context.Context, computeID, projectID, nodeID, name string) ([]byte, error)
+	WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error
+	// ResetConsole disconnects every client of a node's console.
+	ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error
 }
 
 // ProjectRef names a project to a compute.
@@ -161,14 +167,19 @@ const (
 )
 
 // Event is something that happened to a project. Exactly one of Node,
-// Link, Project and Message is set: Message for the log.* actions.
+// Link, Project, Drawing and Message is set: Message for the log.* actions.
 type Event struct {
 	Action    string
 	ProjectID string
 	Node      *Node
 	Link      *Link
 	Project   *Project
-	Message   string
+	Drawing   *Drawing
+	Template  *Template
+	// OmitSVG leaves the drawing's SVG out of a drawing.updated that did
+	// not change it (GNS3).
+	OmitSVG bool
+	Message string
 }
 
 // Emitter receives events, in the order they happened within a project.

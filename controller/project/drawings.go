@@ -1,6 +1,28 @@
 package project
 
-import "encoding/json"
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/gif" // pictures GNS3 stored
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/labtap/labtap/internal/atomicfile"
+)
 
 // Extra holds the members of a stored entry that labtap does not model
 // (what a newer GNS3 writes, properties of other tools), kept as the JSON
@@ -25,4 +47,278 @@ type Drawing struct {
 	// project-files/images/ holding it (GNS3 offloads pictures there).
 	SVG   string
 	Extra Extra
+}
+
+// Drawing events, on the project's stream.
+const (
+	DrawingCreated = "drawing.created"
+	DrawingUpdated = "drawing.updated"
+	DrawingDeleted = "drawing.deleted"
+)
+
+// imagesDir is where a project keeps drawings' pictures and long SVGs, by
+// content hash, as GNS3 does (the .gns3 file stays small, and archives and
+// snapshots carry them).
+const imagesDir = "project-files/images"
+
+// inlineSVG is the longest SVG kept in the project file; a longer one goes
+// to imagesDir (GNS3's limit).
+const inlineSVG = 1000
+
+// DrawingUpdate sets a drawing's members; nil members stay (or take their
+// default at creation: x, y 0, z 2, unlocked, no rotation, "<svg></svg>").
+type DrawingUpdate struct {
+	X, Y, Z, Rotation *int
+	Locked            *bool
+	SVG               *string
+}
+
+// Drawings lists a project's drawings in creation order. An opened
+// project's carry their SVG text; a closed project's are as stored (the
+// SVG may be a file name), as GNS3 answers.
+func (s *Service) Drawings(projectID string) ([]Drawing, error) {
+	st, err := s.lookup(projectID)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.RLock()
+	p, list := st.p, slices.Clone(st.drawings)
+	st.mu.RUnlock()
+	if p.Status == Opened {
+		for i := range list {
+			list[i].SVG = s.resolveSVG(p, list[i].SVG)
+		}
+	}
+	return list, nil
+}
+
+// Drawing returns one drawing of an opened project.
+func (s *Service) Drawing(projectID, id string) (Drawing, error) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Drawing{}, err
+	}
+	st.mu.RLock()
+	i := st.drawingLocked(id)
+	var d Drawing
+	if i >= 0 {
+		d = st.drawings[i]
+	}
+	p := st.p
+	st.mu.RUnlock()
+	if i < 0 {
+		return Drawing{}, drawingNotFound(id)
+	}
+	d.SVG = s.resolveSVG(p, d.SVG)
+	return d, nil
+}
+
+func drawingNotFound(id string) error {
+	return errorf(ErrNotFound, "Drawing ID %s doesn't exist", id)
+}
+
+// drawingLocked is the index of a drawing, -1 if none. st.mu must be held.
+func (st *state) drawingLocked(id string) int {
+	return slices.IndexFunc(st.drawings, func(d Drawing) bool { return d.ID == id })
+}
+
+// CreateDrawing adds a drawing to an opened project (id "" picks one). An
+// id that exists returns that drawing unchanged, as GNS3 does (the GUI
+// re-sends drawings it believes lost).
+func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+	st, err := s.lockOpened(projectID)
+	if err != nil {
+		return Drawing{}, err
+	}
+	defer st.ops.Unlock()
+	if id == "" {
+		id = uuid.NewString()
+	}
+	st.mu.RLock()
+	i := st.drawingLocked(id)
+	p := st.p
+	var existing Drawing
+	if i >= 0 {
+		existing = st.drawings[i]
+	}
+	st.mu.RUnlock()
+	if i >= 0 {
+		existing.SVG = s.resolveSVG(p, existing.SVG)
+		return existing, nil
+	}
+	d := Drawing{ID: id, ProjectID: projectID, Z: 2, SVG: "<svg></svg>"}
+	full, err := s.applyDrawing(p, &d, u)
+	if err != nil {
+		return Drawing{}, err
+	}
+	st.mu.Lock()
+	st.drawings = append(st.drawings, d)
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		st.mu.Lock()
+		st.drawings = slices.DeleteFunc(st.drawings, func(x Drawing) bool { return x.ID == id })
+		st.mu.Unlock()
+		return Drawing{}, err
+	}
+	out := d
+	out.SVG = full
+	s.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
+	return out, nil
+}
+
+// UpdateDrawing changes a drawing. A change announces drawing.updated,
+// with the SVG only when it changed (GNS3); a request that changes nothing
+// announces nothing (the GUI sends one for every mouse release).
+func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+	st, err := s.lockOpened(projectID)
+	if err != nil {
+		return Drawing{}, err
+	}
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	i := st.drawingLocked(id)
+	p := st.p
+	var old Drawing
+	if i >= 0 {
+		old = st.drawings[i]
+	}
+	st.mu.RUnlock()
+	if i < 0 {
+		return Drawing{}, drawingNotFound(id)
+	}
+	d := old
+	full, err := s.applyDrawing(p, &d, u)
+	if err != nil {
+		return Drawing{}, err
+	}
+	out := d
+	out.SVG = full
+	if reflect.DeepEqual(d, old) {
+		return out, nil
+	}
+	st.mu.Lock()
+	st.drawings[st.drawingLocked(id)] = d
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		st.mu.Lock()
+		st.drawings[st.drawingLocked(id)] = old
+		st.mu.Unlock()
+		return Drawing{}, err
+	}
+	ev := out
+	s.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
+	return out, nil
+}
+
+// DeleteDrawing removes a drawing that is not locked.
+func (s *Service) DeleteDrawing(ctx context.Context, projectID, id string) error {
+	st, err := s.lockOpened(projectID)
+	if err != nil {
+		return err
+	}
+	defer st.ops.Unlock()
+	st.mu.RLock()
+	i := st.drawingLocked(id)
+	p := st.p
+	var old Drawing
+	if i >= 0 {
+		old = st.drawings[i]
+	}
+	st.mu.RUnlock()
+	if i < 0 {
+		return drawingNotFound(id)
+	}
+	if old.Locked {
+		return errorf(ErrConflict, "Drawing ID %s cannot be deleted because it is locked", id)
+	}
+	before := slices.Clone(st.drawings)
+	st.mu.Lock()
+	st.drawings = slices.Delete(slices.Clone(st.drawings), i, i+1)
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		st.mu.Lock()
+		st.drawings = before
+		st.mu.Unlock()
+		return err
+	}
+	old.SVG = s.resolveSVG(p, old.SVG)
+	s.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
+	return nil
+}
+
+// applyDrawing sets u's members on d, checking and storing a new SVG; it
+// returns d's SVG text (d.SVG may be a file name).
+func (s *Service) applyDrawing(p Project, d *Drawing, u DrawingUpdate) (string, error) {
+	if u.Rotation != nil && (*u.Rotation < -359 || *u.Rotation > 360) {
+		return "", errorf(ErrInvalid, "rotation %d is not within -359..360", *u.Rotation)
+	}
+	set(&d.X, u.X)
+	set(&d.Y, u.Y)
+	set(&d.Z, u.Z)
+	set(&d.Rotation, u.Rotation)
+	set(&d.Locked, u.Locked)
+	if u.SVG == nil {
+		return s.resolveSVG(p, d.SVG), nil
+	}
+	text, err := sanitizeSVG(*u.SVG)
+	if err != nil {
+		return "", err
+	}
+	if text == s.resolveSVG(p, d.SVG) {
+		return text, nil // unchanged: keep how it is stored
+	}
+	d.SVG = text
+	if len(text) > inlineSVG {
+		sum := md5.Sum([]byte(text))
+		name := hex.EncodeToString(sum[:]) + ".svg"
+		dir := filepath.Join(p.Path, filepath.FromSlash(imagesDir))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
+		}
+		if err := atomicfile.Write(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return "", &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
+		}
+		d.SVG = name
+	}
+	return text, nil
+}
+
+// resolveSVG returns a stored drawing's SVG text: the value itself, or for
+// a file name (GNS3 offloads pictures and long SVGs) the file's SVG, a
+// picture wrapped in an SVG of its size, or "<svg></svg>" when the file is
+// missing or unreadable.
+func (s *Service) resolveSVG(p Project, stored string) string {
+	if strings.Contains(stored, "<svg") {
+		return stored
+	}
+	const empty = "<svg></svg>"
+	name := filepath.Base(filepath.Clean("/" + stored))
+	if name == "/" || name == "." {
+		return empty
+	}
+	root, err := os.OpenRoot(filepath.Join(p.Path, filepath.FromSlash(imagesDir)))
+	if err != nil {
+		return empty
+	}
+	defer root.Close()
+	f, err := root.Open(name)
+	if err != nil {
+		s.log.Warn("drawing picture missing", "project", p.ID, "file", name)
+		return empty
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSVG+1))
+	if err != nil || len(data) > MaxSVG {
+		return empty
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".svg") {
+		return string(data)
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return empty
+	}
+	return fmt.Sprintf("<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" height=\"%d\" width=\"%d\">\n"+
+		"<image height=\"%d\" width=\"%d\" xlink:href=\"data:image/%s;base64,%s\" />\n</svg>",
+		cfg.Height, cfg.Width, cfg.Height, cfg.Width, format, base64.StdEncoding.EncodeToString(data))
 }

@@ -359,7 +359,7 @@ func (s *Service) ProjectStats(id string) (Stats, error) {
 	if st.p.Status != Opened {
 		return Stats{}, nil
 	}
-	return Stats{Nodes: len(st.nodes), Links: len(st.links)}, nil
+	return Stats{Nodes: len(st.nodes), Links: len(st.links), Drawings: len(st.drawings)}, nil
 }
 
 // AutoCloseIdle closes a project whose notification listeners have all

@@ -26,6 +26,9 @@ type Config struct {
 	Store Store
 	// Events receives what happens; nil discards it.
 	Events Emitter
+	// TemplatesFile keeps user templates (Service.LoadTemplates reads
+	// it); "" keeps them in memory only.
+	TemplatesFile string
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
 	Symbols SymbolSizes
 	Logger  *slog.Logger
@@ -42,6 +45,8 @@ type Service struct {
 	mu       sync.RWMutex // guards projects and order
 	projects map[string]*state
 	order    []string // creation order of project ids
+
+	templates templateStore
 
 	// Work a request starts and does not wait for (a project's
 	// auto-start) runs in bg, on bgCtx, and Close waits for it.
@@ -96,7 +101,7 @@ func NewService(cfg Config) *Service {
 	if cfg.Symbols == nil {
 		cfg.Symbols = func(string) (int, int) { return 65, 59 }
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+	s := &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state), templates: templateStore{path: cfg.TemplatesFile}}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s
 }

@@ -180,6 +180,16 @@ func (f *fakeComputes) TunnelHost(c string) string {
 	return map[string]string{"local": "192.0.2.1", "remote": "192.0.2.2"}[c]
 }
 
+func (f *fakeComputes) NodeFile(context.Context, string, string, string, string) ([]byte, error) {
+	return nil, errorf(ErrNotFound, "no files here")
+}
+
+func (f *fakeComputes) WriteNodeFile(context.Context, string, string, string, string, []byte) error {
+	return nil
+}
+
+func (f *fakeComputes) ResetConsole(context.Context, string, string, string) error { return nil }
+
 func (f *fakeComputes) CaptureStream(context.Context, string, string, string) (io.ReadCloser, error) {
 	return io.NopCloser(strings.NewReader("pcap")), nil
 }

@@ -15,10 +15,14 @@ type Template struct {
 	Type              string // node type it creates
 	DefaultNameFormat string // e.g. "PC{0}"
 	Symbol            string
-	Category          string // "guest", "switch", ...
-	ConsoleType       string // "" when the template does not set one
-	Properties        map[string]any
+	Category          string         // "guest", "switch", ...
+	ConsoleType       string         // "" when the template does not set one
+	Properties        map[string]any // what nodes made from it get
 	Builtin           bool
+	ComputeID         string // "" is null: the client picks
+	// Settings is a user template's whole object as GNS3 shows it (flat:
+	// the type's members beside the common ones); nil for a built-in one.
+	Settings map[string]any
 }
 
 // builtinTemplate makes GNS3's built-in template of a node type. Its id is
@@ -45,12 +49,19 @@ func builtinTemplates() []Template {
 	return all
 }
 
-// Templates lists the templates.
-func (s *Service) Templates() []Template { return builtinTemplates() }
+// Templates lists the templates: built-in ones, then the users', in
+// creation order.
+func (s *Service) Templates() []Template {
+	out := builtinTemplates()
+	for _, m := range s.templates.all() {
+		out = append(out, userTemplate(m))
+	}
+	return out
+}
 
 // Template returns one template.
 func (s *Service) Template(id string) (Template, error) {
-	for _, t := range builtinTemplates() {
+	for _, t := range s.Templates() {
 		if t.ID == id {
 			return t, nil
 		}
@@ -75,6 +86,9 @@ func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID 
 	if err != nil {
 		return Node{}, err
 	}
+	if t.ComputeID != "" {
+		req.ComputeID = t.ComputeID // a user template names its compute
+	}
 	if req.ComputeID == "" {
 		return Node{}, errorf(ErrNotFound, "Compute ID None doesn't exist")
 	}
@@ -84,7 +98,13 @@ func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID 
 	}
 	nc := NewNodeCreate()
 	nc.ComputeID, nc.Type, nc.Name = req.ComputeID, t.Type, name
-	nc.TemplateID, nc.Symbol, nc.X, nc.Y = t.ID, t.Symbol, req.X, req.Y
+	nc.TemplateID, nc.X, nc.Y = t.ID, req.X, req.Y
+	if t.Symbol != "" {
+		nc.Symbol = t.Symbol
+	}
+	if b, ok := t.Settings["console_auto_start"].(bool); ok {
+		nc.ConsoleAutoStart = b
+	}
 	for k, v := range t.Properties {
 		nc.Properties[k] = v
 	}

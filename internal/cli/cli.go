@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -92,4 +94,18 @@ func Exit(name string, err error) {
 		os.Exit(ExitUsage)
 	}
 	os.Exit(1)
+}
+
+// PortRange parses "LO-HI" (TCP or UDP ports, LO ≤ HI); "" is no range.
+func PortRange(s string) ([2]int, error) {
+	if s == "" {
+		return [2]int{}, nil
+	}
+	lo, hi, ok := strings.Cut(s, "-")
+	a, errA := strconv.Atoi(strings.TrimSpace(lo))
+	b, errB := strconv.Atoi(strings.TrimSpace(hi))
+	if !ok || errA != nil || errB != nil || a < 1 || b > 65535 || a > b {
+		return [2]int{}, fmt.Errorf("port range %q: want LO-HI within 1-65535", s)
+	}
+	return [2]int{a, b}, nil
 }

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"maps"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// The routes GNS3's GUI and web UI call beyond the core of projects,
+// nodes and links (api-v2-gui-complete.md): drawings, template editing,
+// settings pages, files, console resets and the listings their dialogs
+// open with.
+
+func (a *API) registerGUI(app *fiber.App) {
+	const (
+		project  = "/v2/projects/{project_id}"
+		drawings = project + "/drawings"
+		drawing  = drawings + "/{drawing_id}"
+	)
+	a.handle(app, "GET", drawings, a.listDrawings)
+	a.handle(app, "POST", drawings, a.createDrawing)
+	a.handle(app, "GET", drawing, a.getDrawing)
+	a.handle(app, "PUT", drawing, a.updateDrawing)
+	a.handle(app, "DELETE", drawing, a.deleteDrawing)
+	a.handle(app, "POST", "/v2/templates", a.createTemplate)
+	a.handle(app, "PUT", "/v2/templates/{template_id}", a.updateTemplate)
+	a.handle(app, "DELETE", "/v2/templates/{template_id}", a.deleteTemplate)
+	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", a.duplicateTemplate)
+
+	a.handle(app, "GET", project+"/files/{path:.+}", a.getProjectFile)
+	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
+	a.handle(app, "POST", project+"/nodes/console/reset", a.resetConsoles)
+	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", a.resetConsole)
+	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", a.duplicateNode)
+	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
+	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)
+
+	a.handle(app, "GET", "/v2/appliances", emptyList)
+	a.handle(app, "GET", "/v2/gns3vm", a.getGNS3VM)
+	a.handle(app, "PUT", "/v2/gns3vm", a.putGNS3VM)
+	a.handle(app, "GET", "/v2/gns3vm/engines", emptyList)
+	a.handle(app, "GET", "/v2/gns3vm/engines/{engine}/vms", a.gns3VMEngineVMs)
+	a.handle(app, "GET", "/v2/iou_license", a.getIOULicense)
+	a.handle(app, "PUT", "/v2/iou_license", a.putIOULicense)
+	a.handle(app, "GET", "/v2/statistics", a.statistics)
+	a.handle(app, "POST", "/v2/projects/load", a.loadProject)
+	// Emulators labtap does not run: their dialogs' listings are empty.
+	// (Docker and QEMU have routes of their own.)
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms", "network/interfaces"} {
+		a.handle(app, "GET", "/v2/computes/{compute_id}/"+l, a.computeEmptyList)
+	}
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
+		a.handle(app, "GET", "/v2/compute/"+l, emptyList)
+	}
+}
+
+// guiRouteDocs documents the routes of registerGUI (see routeDocs).
+var guiRouteDocs = map[string]routeDoc{
+	"GET /v2/projects/{project_id}/files/{path:.+}":                  {"Read a file of the project's directory (README.txt); paths stay inside it", "", 200, "file", []int{400, 403, 404, 413}},
+	"POST /v2/projects/{project_id}/files/{path:.+}":                 {"Write a file of the project's directory, atomically (raw body, 10 MiB at most; not the project file)", "raw", 201, "", []int{400, 403, 404, 413}},
+	"POST /v2/projects/{project_id}/nodes/console/reset":             {"Disconnect every client of every started node's console", "", 204, "", []int{403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/console/reset":   {"Disconnect every client of a node's console", "", 204, "", []int{403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/duplicate":       {"Copy a stopped node (VPCS: with its startup.vpc) at x, y, z; links are not copied", "node_duplicate", 201, "node", bodyErrs},
+	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
+	"GET /v2/appliances":                                     {"The appliance catalogue: empty (labtap fetches nothing; its node types are built-in templates)", "", 200, "list", nil},
+	"GET /v2/gns3vm":                                         {"GNS3 VM settings, kept for clients (labtap runs no GNS3 VM)", "", 200, "settings", nil},
+	"PUT /v2/gns3vm":                                         {"Store GNS3 VM settings (merged); enable: true is 409", "gns3vm", 201, "settings", []int{400, 409, 413}},
+	"GET /v2/gns3vm/engines":                                 {"GNS3 VM engines: none", "", 200, "list", nil},
+	"GET /v2/gns3vm/engines/{engine}/vms":                    {"VMs of a GNS3 VM engine: none", "", 200, "list", []int{404}},
+	"GET /v2/iou_license":                                    {"IOU license settings, kept for clients", "", 200, "settings", nil},
+	"PUT /v2/iou_license":                                    {"Store IOU license settings (merged)", "iou_license", 201, "settings", []int{400, 409, 413}},
+	"GET /v2/statistics":                                     {"Load of each connected compute", "", 200, "list", nil},
+	"POST /v2/projects/load":                                 {"Open a .gns3 by path: only a GUI's own local server does (403)", "", 403, "", nil},
+	"GET /v2/computes/{compute_id}/iou/images":               {"IOU images of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/dynamips/images":          {"Dynamips images of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/virtualbox/vms":           {"VirtualBox VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/vmware/vms":               {"VMware VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
+	"GET /v2/computes/{compute_id}/network/interfaces":       {"Host interfaces a cloud could use: none (clouds carry UDP ports)", "", 200, "list", []int{404}},
+	"GET /v2/compute/iou/images":                             {"The web UI's IOU image list: none", "", 200, "list", nil},
+	"GET /v2/compute/dynamips/images":                        {"The web UI's Dynamips image list: none", "", 200, "list", nil},
+	"GET /v2/compute/virtualbox/vms":                         {"The web UI's VirtualBox VM list: none", "", 200, "list", nil},
+	"GET /v2/compute/vmware/vms":                             {"The web UI's VMware VM list: none", "", 200, "list", nil},
+	"POST /v2/templates":                                     {"Create a template from the type's defaults and the members given; template.created on the controller stream", "template", 201, "template", []int{400, 409, 413}},
+	"PUT /v2/templates/{template_id}":                        {"Change a user template (merged, then checked whole); built-in templates are read-only", "template_update", 200, "template", []int{400, 404, 409, 413}},
+	"DELETE /v2/templates/{template_id}":                     {"Delete a user template", "", 204, "", []int{404, 409}},
+	"POST /v2/templates/{template_id}/duplicate":             {"Copy a user template under a new id", "", 201, "template", []int{400, 404, 409}},
+	"GET /v2/projects/{project_id}/drawings":                 {"List drawings (a closed project lists its file's entries)", "", 200, "drawings", []int{404}},
+	"POST /v2/projects/{project_id}/drawings":                {"Add a drawing (an existing drawing_id returns that drawing); the SVG is checked and cleaned", "drawing", 201, "drawing", bodyErrs},
+	"GET /v2/projects/{project_id}/drawings/{drawing_id}":    {"Get a drawing", "", 200, "drawing", projectErrs},
+	"PUT /v2/projects/{project_id}/drawings/{drawing_id}":    {"Change a drawing (answers 201, as GNS3)", "drawing", 201, "drawing", bodyErrs},
+	"DELETE /v2/projects/{project_id}/drawings/{drawing_id}": {"Delete a drawing that is not locked", "", 204, "", []int{403, 404, 409}},
+}
+
+// guiSchemas are the request schemas of registerGUI's routes.
+var guiSchemas = map[string]string{
+	// A template's own members are checked against its type once merged
+	// with the type's defaults (package project).
+	"template": `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}},
+		"required": ["name", "template_type"]}`,
+	"template_update": `{"type": "object"}`,
+	"node_duplicate": `{"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
+		"required": ["x", "y"], "additionalProperties": false}`,
+	"gns3vm": `{"type": "object", "properties": {
+			"enable": {"type": "boolean"}, "vmname": {"type": ["string", "null"], "maxLength": 255},
+			"when_exit": {"enum": ["stop", "suspend", "keep"]}, "headless": {"type": "boolean"},
+			"engine": {"enum": ["vmware", "virtualbox", "hyper-v", "remote", null]},
+			"allocate_vcpus_ram": {"type": "boolean"}, "ram": {"type": "integer", "minimum": 0},
+			"vcpus": {"type": "integer", "minimum": 0}, "port": {"type": "integer", "minimum": 1, "maximum": 65535}},
+		"additionalProperties": false}`,
+	"iou_license": `{"type": "object", "properties": {
+			"iourc_content": {"type": "string", "maxLength": 65536}, "license_check": {"type": "boolean"}},
+		"additionalProperties": false}`,
+	"drawing": `{"type": "object",
+		"properties": {
+			"drawing_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
+			"project_id": {"$ref": "uuid.json"},
+			"svg": {"type": "string"},
+			"x": {"type": "integer"},
+			"y": {"type": "integer"},
+			"z": {"type": "integer"},
+			"locked": {"type": "boolean"},
+			"rotation": {"type": "integer", "minimum": -359, "maximum": 360}
+		},
+		"additionalProperties": false}`,
+}
+
+// guiResponseSchemas describe registerGUI's replies.
+var guiResponseSchemas = map[string]string{
+	"list":     `{"type": "array"}`,
+	"settings": `{"type": "object"}`,
+	"drawing": `{"type": "object", "properties": {
+		"drawing_id": {"type": "string", "format": "uuid"}, "project_id": {"type": "string", "format": "uuid"},
+		"svg": {"type": "string"}, "x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"},
+		"locked": {"type": "boolean"}, "rotation": {"type": "integer"}}}`,
+	"drawings": `{"type": "array", "items": {"$ref": "#/components/schemas/drawing"}}`,
+}
+
+func allSchemas() map[string]string {
+	out := maps.Clone(schemaSources)
+	maps.Copy(out, guiSchemas)
+	return out
+}
+
+func allResponseSchemas() map[string]string {
+	out := maps.Clone(responseSchemas)
+	maps.Copy(out, guiResponseSchemas)
+	return out
+}

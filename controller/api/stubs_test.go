@@ -1,0 +1,77 @@
+package api_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/labtap/labtap/controller/api"
+	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/project"
+)
+
+// What the GUI asks at every connect and every time Preferences opens
+// answers without an error (api-v2-gui-complete.md 1.1, 5.3, 2.13-2.16).
+func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
+	s := newServer(t)
+	for _, path := range []string{"/v2/appliances", "/v2/appliances?symbol_theme=Classic", "/v2/appliances?update=yes&symbol_theme=nope",
+		"/v2/gns3vm/engines", "/v2/gns3vm/engines/vmware/vms", "/v2/gns3vm/engines/remote/vms",
+		"/v2/computes/local/iou/images", "/v2/computes/local/dynamips/images", "/v2/computes/local/virtualbox/vms",
+		"/v2/computes/local/vmware/vms", "/v2/computes/local/network/interfaces", "/v2/compute/iou/images", "/v2/compute/vmware/vms"} {
+		r := s.do("GET", path, nil)
+		if r.status != 200 || string(r.raw) != "[]" || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s = %d %s", path, r.status, r.raw)
+		}
+	}
+	s.must("GET", "/v2/gns3vm/engines/nope/vms", nil, 404, "/v2/gns3vm/engines/{engine}/vms")
+	s.must("GET", "/v2/computes/ghost/iou/images", nil, 404, "/v2/computes/{compute_id}/iou/images")
+	vm := s.must("GET", "/v2/gns3vm", nil, 200, "/v2/gns3vm")
+	want := map[string]any{"allocate_vcpus_ram": true, "enable": false, "engine": "vmware", "headless": false,
+		"port": 80.0, "ram": 2048.0, "vcpus": 1.0, "vmname": nil, "when_exit": "stop"}
+	if d := jsonDiff("", want, vm.body); len(d) > 0 {
+		t.Fatalf("GNS3 VM defaults: %v", d)
+	}
+	iou := s.must("GET", "/v2/iou_license", nil, 200, "/v2/iou_license")
+	if iou.body["iourc_content"] != "" || iou.body["license_check"] != true || len(iou.body) != 2 {
+		t.Fatalf("IOU license defaults %s", iou.raw)
+	}
+	if r := s.must("POST", "/v2/projects/load", map[string]any{"path": "/tmp/x.gns3"}, 403, "/v2/projects/load"); r.body["message"] != "Loading a project by path is only possible on a local server" {
+		t.Fatalf("load %s", r.raw)
+	}
+	st := s.must("GET", "/v2/statistics", nil, 200, "/v2/statistics")
+	if len(st.list) != 1 || st.list[0].(map[string]any)["compute_id"] != "local" || st.list[0].(map[string]any)["statistics"] == nil {
+		t.Fatalf("statistics %s", st.raw)
+	}
+}
+
+// Settings pages save: merged (GNS3 replaced them whole, then crashed),
+// validated, kept across a restart; enabling a GNS3 VM is refused.
+func TestPreferencesAreValidatedMergedAndKept(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "settings.json")
+	newAPI := func() *server {
+		reg := compute.NewRegistry(compute.RegistryConfig{})
+		svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg})
+		app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", SettingsFile: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &server{t: t, app: app}
+	}
+	s := newAPI()
+	if r := s.must("PUT", "/v2/gns3vm", map[string]any{"enable": false, "vmname": "GNS3 VM"}, 201, "/v2/gns3vm"); r.body["engine"] != "vmware" || r.body["vmname"] != "GNS3 VM" {
+		t.Fatalf("merged %s", r.raw)
+	}
+	s.must("PUT", "/v2/gns3vm", map[string]any{"engine": "qemu"}, 400, "/v2/gns3vm")
+	s.must("PUT", "/v2/gns3vm", map[string]any{"foo": 1}, 400, "/v2/gns3vm")
+	if r := s.must("PUT", "/v2/gns3vm", map[string]any{"enable": true}, 409, "/v2/gns3vm"); r.body["message"] != "labtap does not run a GNS3 VM" {
+		t.Fatalf("enable %s", r.raw)
+	}
+	s.must("PUT", "/v2/iou_license", map[string]any{"iourc_content": "[license]\nhost = 0123;\n"}, 201, "/v2/iou_license")
+	s.must("PUT", "/v2/iou_license", map[string]any{"license_check": "yes"}, 400, "/v2/iou_license")
+	again := newAPI()
+	if r := again.must("GET", "/v2/gns3vm", nil, 200, "/v2/gns3vm"); r.body["vmname"] != "GNS3 VM" || r.body["enable"] != false || r.body["ram"] != 2048.0 {
+		t.Fatalf("after restart %s", r.raw)
+	}
+	if r := again.must("GET", "/v2/iou_license", nil, 200, "/v2/iou_license"); r.body["iourc_content"] != "[license]\nhost = 0123;\n" || r.body["license_check"] != true {
+		t.Fatalf("license after restart %s", r.raw)
+	}
+}
