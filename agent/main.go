@@ -32,10 +32,12 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
+	"github.com/labtap/labtap/internal/netguard"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -49,23 +51,32 @@ func main() {
 // options are the agent's settings, from flags and environment; the tags
 // are the flags' names, variables, defaults and help.
 type options struct {
-	Listen          string     `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
-	Advertise       string     `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
-	Controller      string     `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
-	TunnelBind      string     `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
-	DataDir         string     `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
-	ComputeID       string     `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
-	VPCS            string     `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
-	ConsoleHost     string     `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
-	ConsolePorts    string     `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
-	UDPGRO          bool       `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
-	CaptureDirectIO bool       `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
-	SocketBuffer    int        `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
-	LogLevel        slog.Level `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	Listen          string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
+	Advertise       string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
+	Controller      string        `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
+	TunnelBind      string        `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
+	DataDir         string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
+	ComputeID       string        `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
+	VPCS            string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
+	ConsoleHost     string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
+	ConsolePorts    string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
+	UDPGRO          bool          `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
+	CaptureDirectIO bool          `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
+	SocketBuffer    int           `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
+	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
+	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
+	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
 func (o *options) Validate() error {
+	if o.FilterDeadline <= 0 {
+		return fmt.Errorf("--filter-deadline must be positive, not %v", o.FilterDeadline)
+	}
+	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
+		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
+	}
 	if o.SocketBuffer <= 0 {
 		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
 	}
@@ -89,6 +100,11 @@ func run(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
+	if limit, err := netguard.RaiseFileLimit(); err != nil {
+		log.Warn("raise the open-file limit", "limit", limit, "err", err)
+	} else {
+		log.Info("open-file limit", "limit", limit)
+	}
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -120,7 +136,7 @@ func run(args []string) error {
 		g.Go(func() error {
 			err := server.Register(gctx, server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
-				Host: consoleHost, Port: port, Logger: log,
+				Host: consoleHost, Port: port, Secret: secret, Logger: log,
 			})
 			if err != nil && gctx.Err() == nil {
 				// The agent serves on: the controller can still add it.
@@ -147,6 +163,9 @@ func run(args []string) error {
 			NoUDPGRO:         !o.UDPGRO,
 			BufferedCaptures: !o.CaptureDirectIO,
 			TunnelBind:       o.TunnelBind,
+			FilterDeadline:   o.FilterDeadline,
+			MaxConns:         o.MaxConns,
+			MaxConnsPerIP:    o.MaxConnsPerIP,
 			Secret:           secret,
 			Logger:           log,
 		}, ln)

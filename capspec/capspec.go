@@ -238,6 +238,25 @@ func RingName(name string, n int) string {
 	return fmt.Sprintf("%s-%0*d%s", strings.TrimSuffix(name, ext), RingDigits, n, ext)
 }
 
+// IsRingName reports whether name is one of the files RingName(base, n)
+// names, for some n.
+func IsRingName(name, base string) bool {
+	ext := ".pcap"
+	if strings.HasSuffix(base, ".pcapng") {
+		ext = ".pcapng"
+	}
+	stem := strings.TrimSuffix(base, ext) + "-"
+	if !strings.HasPrefix(name, stem) || !strings.HasSuffix(name, ext) || len(name) < len(stem)+RingDigits+len(ext) {
+		return false
+	}
+	for _, c := range name[len(stem) : len(name)-len(ext)] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // State is what a capture reports: the reply of the agent's capture routes,
 // and what the controller's link representation shows of it.
 type State struct {

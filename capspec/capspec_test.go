@@ -54,6 +54,21 @@ func TestRingNameNumbersBeforeTheExtension(t *testing.T) {
 	}
 }
 
+func TestIsRingNameKnowsARingsFilesOnly(t *testing.T) {
+	for _, n := range []int{1, 42, MaxRingFiles} {
+		for _, base := range []string{"x.pcap", "x.pcapng", "a-2.pcap"} {
+			if !IsRingName(RingName(base, n), base) {
+				t.Errorf("IsRingName(%q, %q) = false", RingName(base, n), base)
+			}
+		}
+	}
+	for _, name := range []string{"x.pcap", "x-1.pcap", "x-2.pcap", "x-0000a.pcap", "x-00001.pcapng", "y-00001.pcap", "x-00001-00001.pcap"} {
+		if IsRingName(name, "x.pcap") {
+			t.Errorf("IsRingName(%q, x.pcap) = true", name)
+		}
+	}
+}
+
 func TestCheckRefusesWhatNoCaptureCanDo(t *testing.T) {
 	tests := []struct {
 		name string

@@ -39,6 +39,7 @@ import (
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/internal/cli"
+	"github.com/labtap/labtap/internal/netguard"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -66,6 +67,10 @@ type options struct {
 	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
 	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
+	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP  int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
+	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent; longer is refused as too complex."`
 	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	pinVersion     bool          // --gns3-version or its variable was given
@@ -75,6 +80,12 @@ type options struct {
 func (o *options) Validate() error {
 	if o.MaxJSONBody <= 0 {
 		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
+	}
+	if o.FilterDeadline <= 0 {
+		return fmt.Errorf("--filter-deadline must be positive, not %s", o.FilterDeadline)
+	}
+	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
+		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
 	}
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
@@ -109,10 +120,21 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ln, err := net.Listen("tcp", o.Listen)
+	if limit, err := netguard.RaiseFileLimit(); err != nil {
+		log.Warn("raise the open-file limit", "limit", limit, "err", err)
+	} else {
+		log.Info("open-file limit", "limit", limit)
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = netguard.DefaultMaxConns()
+	}
+	tcpLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
+	// Past the caps, or out of descriptors, the API refuses or waits;
+	// it never stops accepting.
+	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
 	projectsDir := filepath.Join(o.DataDir, "projects")
 	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
@@ -139,11 +161,12 @@ func run(args []string) error {
 	defer hub.Close()
 	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
-		Client:   compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, Logger: log}),
-		Path:     filepath.Join(o.DataDir, "computes.json"),
-		Secret:   os.Getenv("LABTAP_SECRET"),
-		OnChange: events.ComputeChanged,
-		Logger:   log.With("component", "computes"),
+		Client:        compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, Logger: log}),
+		Path:          filepath.Join(o.DataDir, "computes.json"),
+		Secret:        os.Getenv("LABTAP_SECRET"),
+		TrustedAgents: o.TrustedAgents,
+		OnChange:      events.ComputeChanged,
+		Logger:        log.With("component", "computes"),
 	})
 	if !o.LocalAgent {
 		close(agentDone)
@@ -184,6 +207,8 @@ func run(args []string) error {
 				VPCS:            o.VPCS,
 				SoftwareVersion: version,
 				TunnelBind:      tunnelBind,
+				FilterDeadline:  o.FilterDeadline,
+				ProtectedPorts:  []int{listenPort},
 				Secret:          secret,
 				Logger:          log.With("component", "local_agent"),
 			}, agentLn)

@@ -304,6 +304,18 @@ type CaptureSpec = capspec.Spec
 // CaptureState describes a link's capture: the reply of the capture routes.
 type CaptureState = capspec.State
 
+// FilterCheck asks an agent to compile bpf filter expressions for a data
+// link type, within its budget, without applying them (PUT FilterCheckPath).
+// The agent keeps the programs, so a PutLink with them that follows does
+// not compile again. A bad or too complex filter is CodeInvalid.
+type FilterCheck struct {
+	DataLinkType string   `json:"data_link_type"`
+	BPF          []string `json:"bpf"`
+}
+
+// FilterCheckPath is the route of [FilterCheck].
+const FilterCheckPath = "/v1/filter-check"
+
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 

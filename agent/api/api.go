@@ -31,6 +31,7 @@ type Service interface {
 	SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error)
 	DeleteNode(ctx context.Context, projectID, nodeID string) error
 	PutLink(projectID string, spec proto.LinkSpec) error
+	CheckFilters(dataLinkType string, bpf []string) error
 	Link(projectID, linkID string) (proto.LinkState, error)
 	DeleteLink(projectID, linkID string) error
 	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
@@ -76,6 +77,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
+	mux.HandleFunc("PUT "+proto.FilterCheckPath, h.checkFilters)
 	mux.HandleFunc("PUT "+p, h.openProject)
 	mux.HandleFunc("DELETE "+p, h.closeProject)
 	mux.HandleFunc("PUT "+n, h.createNode)
@@ -189,6 +191,14 @@ func (h *handlers) putLink(w http.ResponseWriter, r *http.Request) {
 	}
 	spec.LinkID = r.PathValue("link")
 	h.reply(w, nil, h.svc.PutLink(r.PathValue("project"), spec))
+}
+
+func (h *handlers) checkFilters(w http.ResponseWriter, r *http.Request) {
+	var fc proto.FilterCheck
+	if !decode(w, r, &fc) {
+		return
+	}
+	h.reply(w, nil, h.svc.CheckFilters(fc.DataLinkType, fc.BPF))
 }
 
 func (h *handlers) link(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -433,5 +434,62 @@ func readPcap(t *testing.T, path string, lt layers.LinkType) [][]byte {
 			t.Fatalf("record %d cut: %d of %d bytes", len(frames), ci.CaptureLength, ci.Length)
 		}
 		frames = append(frames, data)
+	}
+}
+
+func TestATooComplexFilterIsRefusedInBudgetAndBlocksNothing(t *testing.T) {
+	a := linked(t)
+	var slow []string
+	for i := range 400 {
+		slow = append(slow, fmt.Sprintf("host 10.%d.%d.1", i/200, i%200))
+	}
+	expr := strings.Join(slow, " or ")
+	// A link PUT with it, and a check of it, are refused as too complex.
+	var e proto.Error
+	done := make(chan int, 1)
+	go func() {
+		var e proto.Error
+		done <- a.do("PUT", proto.FilterCheckPath, proto.FilterCheck{BPF: []string{expr}}, &e)
+	}()
+	// Meanwhile another link filter compiles and applies: no lock waits
+	// for the slow one.
+	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Filters: proto.Filters{BPF: []string{"icmp"}},
+	}, nil, 204)
+	select {
+	case got := <-done:
+		t.Fatalf("the slow check ended (%d) before a quick filter applied", got)
+	default:
+	}
+	if got := <-done; got != 400 {
+		t.Fatalf("filter check of a slow filter: %d", got)
+	}
+	if got := a.do("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Filters: proto.Filters{BPF: []string{expr}},
+	}, &e); got != 400 || e.Message != "Filter bpf: too complex" {
+		t.Fatalf("link PUT with a slow filter: %d %+v", got, e)
+	}
+	// A capture filter has the same budget, and libpcap's word when it
+	// does not compile; neither starts a capture. (4096 bytes, the most a
+	// capture filter may have, of ports take libpcap seconds.)
+	var ports []string
+	for i := 1; len(strings.Join(ports, " or ")) < 4096-20; i++ {
+		ports = append(ports, fmt.Sprintf("port %d", i))
+	}
+	slowCapture := strings.Join(ports, " or ")
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "slow.pcap", Filter: slowCapture}, &e); got != 400 || e.Message != "Capture filter: too complex" {
+		t.Fatalf("capture with a slow filter: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "bad.pcap", Filter: "host ((("}, &e); got != 400 || !strings.HasPrefix(e.Message, "capture_filter: ") || !strings.Contains(e.Message, "syntax") {
+		t.Fatalf("capture with a filter libpcap refuses: %d %+v", got, e)
+	}
+	var st proto.CaptureState
+	if a.must("GET", proto.CapturePath(projectID, linkID), nil, &st, 200); st.Active || st.FileName != "" {
+		t.Fatalf("a refused capture runs: %+v", st)
+	}
+	// The link kept its filter: icmp is dropped, the rest passes.
+	a.fake(nodeA).Send([]byte("not icmp at all, just bytes"))
+	if _, err := a.fake(nodeB).Recv(5 * time.Second); err != nil {
+		t.Fatalf("after a refused filter the link delivers nothing: %v", err)
 	}
 }

@@ -1,9 +1,12 @@
 package host
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +27,8 @@ import (
 // capture of that name waits for the close.
 
 type hostCapture struct {
-	spec  proto.CaptureSpec // defaults filled in
+	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
+	name  string            // the file's name: spec's, or name-N when spec's was taken (uniqueName)
 	root  *os.Root          // the captures folder holding the files and their .writing marks
 	tap   *captureTap       // nil until the files exist
 	ready chan struct{}     // closed when tap is set, or the start failed
@@ -70,9 +74,11 @@ func (t *captureTap) WritePackets(dir bridge.Direction, frames [][]byte) {
 }
 
 // compileCaptureFilter compiles a capture filter for the capture's data
-// link type, with link filters' budget (package pcapfilter); an expression
-// libpcap refuses is an invalid request, with libpcap's message.
-func compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
+// link type, with link filters' budget (Config.FilterDeadline,
+// pcapfilter.MaxInstructions, in a killable child, programs cached): an
+// expression libpcap refuses is an invalid request with libpcap's message,
+// one over the budget "Capture filter: too complex".
+func (h *Host) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
 	if spec.Filter == "" {
 		return nil, nil
 	}
@@ -80,11 +86,15 @@ func compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	prog, err := pcapfilter.Compile(lt, spec.Filter)
+	progs, err := h.bpf.compile(h.ctx, lt, spec.DataLinkType, []string{spec.Filter}, h.cfg.FilterDeadline)
+	if errors.Is(err, pcapfilter.ErrTooComplex) {
+		h.log.Warn("capture filter over budget", "err", err)
+		return nil, proto.Errorf(proto.CodeInvalid, "Capture filter: too complex")
+	}
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "capture_filter: %v", err)
 	}
-	vm, err := bridge.NewMatcher(prog)
+	vm, err := bridge.NewMatcher(progs[0])
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "capture_filter %q: %v", spec.Filter, err)
 	}
@@ -108,7 +118,7 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
 	// Compiling may take a while: not under the lock.
-	filter, err := compileCaptureFilter(spec)
+	filter, err := h.compileCaptureFilter(spec)
 	if err != nil {
 		return proto.CaptureState{}, err
 	}
@@ -119,7 +129,7 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if c.tap != nil { // the same capture, running already
 		return h.captureStateOf(c), nil
 	}
-	ring, err := captures.CreateRing(c.root, spec.FileName, captures.Options{
+	ring, err := captures.CreateRing(c.root, c.name, captures.Options{
 		Format:     spec.Format,
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
@@ -143,8 +153,8 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		if l.capture == c {
 			l.capture = nil
 		}
-		if p.closing[spec.FileName] == c {
-			delete(p.closing, spec.FileName)
+		if p.closing[c.name] == c {
+			delete(p.closing, c.name)
 		}
 		h.mu.Unlock()
 		close(c.ready)
@@ -172,7 +182,10 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 // claimCapture makes c the link's capture, its files yet to be made, once
 // no capture of the same file name is being closed (it waits for that
 // close). It returns the running capture instead when it has spec, and a
-// conflict when another runs on the link or writes files of that name.
+// conflict when another runs on the link or writes files of that name. A
+// file of an earlier capture is never overwritten: c takes the first free
+// name-N.ext (uniqueName), and holds it in p.closing until its files are
+// closed.
 func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
 	for {
 		h.mu.Lock()
@@ -209,12 +222,86 @@ func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*
 			h.mu.Unlock()
 			return nil, nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 		}
-		c := &hostCapture{spec: spec, root: root, ready: make(chan struct{}), closed: make(chan struct{})}
+		name, err := uniqueName(root, p.closing, spec.FileName, spec.RingFiles > 1)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, nil, nil, err
+		}
+		c := &hostCapture{spec: spec, name: name, root: root, ready: make(chan struct{}), closed: make(chan struct{})}
 		l.capture = c
-		p.closing[spec.FileName] = c // the name is taken until the files are closed
+		p.closing[name] = c // the name is taken until the files are closed
 		h.mu.Unlock()
 		return p, l, c, nil
 	}
+}
+
+// uniqueName is name if no capture's file has it, else the first of
+// "stem-2.ext", "stem-3.ext", ... that is free. A name is free when no file
+// of the captures folder and no capture holding names (by the name it was
+// given, in busy) has it, and when neither it nor, for a ring, its files
+// (capspec.RingName) can be one of another ring's files, or the other way
+// round. h.mu must be held: no other capture claims a name meanwhile, and
+// every file made since the folder was read is a busy capture's.
+func uniqueName(root *os.Root, busy map[string]*hostCapture, name string, ring bool) (string, error) {
+	var files []string // the folder's names, read only for a ring
+	if ring {
+		d, err := root.Open(".")
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+		}
+		files, err = d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+		}
+	}
+	taken := func(candidate string) (bool, error) {
+		if _, ok := busy[candidate]; ok {
+			return true, nil
+		}
+		for b, c := range busy {
+			if c.spec.RingFiles > 1 && capspec.IsRingName(candidate, b) || ring && capspec.IsRingName(b, candidate) {
+				return true, nil
+			}
+		}
+		for _, f := range files {
+			if capspec.IsRingName(f, candidate) {
+				return true, nil
+			}
+		}
+		_, err := root.Lstat(candidate)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return true, proto.Errorf(proto.CodeInternal, "capture file %s: %v", candidate, err)
+		}
+		return true, nil
+	}
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; i <= 10000; i++ {
+		candidate := name
+		if i > 1 {
+			suffix := fmt.Sprintf("-%d", i)
+			candidate = stem[:min(len(stem), capspec.MaxFileName-len(ext)-len(suffix)-ringSuffix(ring))] + suffix + ext
+		}
+		switch t, err := taken(candidate); {
+		case err != nil:
+			return "", err
+		case !t:
+			return candidate, nil
+		}
+	}
+	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)
+}
+
+// ringSuffix is the room a ring's numbers take in its files' names.
+func ringSuffix(ring bool) int {
+	if ring {
+		return 1 + capspec.RingDigits
+	}
+	return 0
 }
 
 // endName names the sender of one direction in a pcapng capture.
@@ -308,7 +395,7 @@ func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error)
 		return proto.CaptureState{}, nil
 	}
 	if last.tap == nil { // a start that failed, or is under way
-		return proto.CaptureState{FileName: last.spec.FileName, Spec: last.spec}, nil
+		return proto.CaptureState{FileName: last.name, Spec: last.spec}, nil
 	}
 	<-last.closed
 	return h.captureStateOf(last), nil
@@ -345,11 +432,11 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 	default:
 	}
 	if err := c.tap.ring.Close(); err != nil {
-		h.log.Warn("capture ended badly", "file", c.spec.FileName, "err", err)
+		h.log.Warn("capture ended badly", "file", c.name, "err", err)
 	}
 	h.mu.Lock()
-	if p.closing[c.spec.FileName] == c {
-		delete(p.closing, c.spec.FileName)
+	if p.closing[c.name] == c {
+		delete(p.closing, c.name)
 	}
 	select {
 	case <-c.closed:
@@ -358,7 +445,7 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 	}
 	h.mu.Unlock()
 	frames, _, dropped, files := c.tap.ring.Stats()
-	h.log.Info("capture stopped", "file", c.spec.FileName, "frames", frames, "dropped", dropped,
+	h.log.Info("capture stopped", "file", c.name, "frames", frames, "dropped", dropped,
 		"filtered", c.tap.filtered.Load(), "files", files)
 }
 

@@ -229,7 +229,66 @@ func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("the capture of the same name, after the close: %v", err)
 	}
-	if st, _ := h.Capture(testProject, testLink); !st.Active {
-		t.Fatalf("the new capture: %+v", st)
+	if st, _ := h.Capture(testProject, testLink); !st.Active || st.FileName != "slow-2.pcap" {
+		t.Fatalf("the new capture, which may not overwrite slow.pcap: %+v", st)
+	}
+}
+
+func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	capture := func(spec proto.CaptureSpec, want string) proto.CaptureState {
+		t.Helper()
+		st, err := h.StartCapture(testProject, testLink, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.FileName != want {
+			t.Fatalf("capture of %s writes %s, want %s", spec.FileName, st.FileName, want)
+		}
+		send(t, fakes, 3, 100)
+		if st, err = h.StopCapture(testProject, testLink); err != nil || st.Frames != 3 {
+			t.Fatalf("stop: %+v, %v", st, err)
+		}
+		return st
+	}
+	ring := proto.CaptureSpec{FileName: "r.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2}
+	first := capture(ring, "r-00001.pcap")
+	before, err := os.ReadFile(first.FilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture(ring, "r-2-00001.pcap")                                        // a ring's files are not another ring's
+	capture(proto.CaptureSpec{FileName: "r-00001.pcap"}, "r-00001-2.pcap") // nor a file's
+	capture(proto.CaptureSpec{FileName: "r-2.pcap"}, "r-2.pcap")           // no file has that name
+	capture(ring, "r-3-00001.pcap")                                        // r-2.pcap is a file now
+	if after, err := os.ReadFile(first.FilePath); err != nil || !slices.Equal(after, before) {
+		t.Fatalf("the first capture's file changed: %v", err)
+	}
+
+	// Running captures hold their names, and a ring the names of its files
+	// to come.
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	busy := map[string]*hostCapture{
+		"q.pcap":       {spec: proto.CaptureSpec{FileName: "q.pcap", RingFiles: 3}},
+		"s-00007.pcap": {spec: proto.CaptureSpec{FileName: "s-00007.pcap"}},
+	}
+	for _, tc := range []struct {
+		name string
+		ring bool
+		want string
+	}{
+		{"q-00002.pcap", false, "q-00002-2.pcap"},
+		{"q.pcap", false, "q-2.pcap"},
+		{"s.pcap", true, "s-2.pcap"},
+		{"s.pcap", false, "s.pcap"},
+		{"s-00007.pcap", false, "s-00007-2.pcap"},
+	} {
+		if got, err := uniqueName(root, busy, tc.name, tc.ring); err != nil || got != tc.want {
+			t.Errorf("uniqueName(%s, ring %v) = %s, %v; want %s", tc.name, tc.ring, got, err, tc.want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
@@ -93,6 +94,10 @@ type Config struct {
 	ConsoleBind string
 	// VPCS is the vpcs executable, a name looked up in PATH or a path.
 	VPCS string
+	// ProtectedPorts are TCP ports node consoles may not rlogin to: the
+	// agent's API (server.Run adds it) and, for the local agent, the
+	// controller's.
+	ProtectedPorts []int
 	// Runners builds nodes by node type; nil means the real runners.
 	Runners map[string]RunnerFactory
 	// SoftwareVersion is reported in AgentInfo.
@@ -113,7 +118,10 @@ type Config struct {
 	// BufferedCaptures writes captures through the page cache even where
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
-	Logger           *slog.Logger
+	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
+	// pcapfilter.DefaultDeadline.
+	FilterDeadline time.Duration
+	Logger         *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -131,6 +139,8 @@ type Host struct {
 	vpcsErr  error
 
 	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
+
+	bpf bpfCache // programs compiled lately
 
 	load loadSampler
 
@@ -812,6 +822,7 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		Agent:        env.Agent,
 		ConsoleHost:  h.cfg.ConsoleBind,
 		ConsolePorts: h.cfg.ConsolePorts,
+		DeniedPorts:  h.cfg.ProtectedPorts,
 		Logger:       env.Logger,
 		OnStop:       env.OnStop,
 	})

@@ -2,10 +2,14 @@ package host
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/capspec"
@@ -52,7 +56,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	}
 	h.mu.Unlock()
 	// Compiling may take a while: not under the lock.
-	progs, err := compileBPF(spec, cached)
+	progs, err := h.compileBPF(spec, cached)
 	if err != nil {
 		return err
 	}
@@ -98,9 +102,12 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 }
 
 // compileBPF compiles the link's bpf filter expressions for its data link
-// type, reusing the previous programs when neither changed. An expression
-// libpcap refuses is an invalid request, with libpcap's message.
-func compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+// type, reusing the previous programs when neither changed and programs
+// compiled before (a CheckFilters, another link). An expression libpcap
+// refuses is an invalid request, with libpcap's message; one over the
+// budget (Config.FilterDeadline, pcapfilter.MaxInstructions) is "Filter
+// bpf: too complex".
+func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
 	if len(out.exprs) == 0 {
 		return out, nil
@@ -113,12 +120,70 @@ func compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	if err != nil {
 		return out, proto.Errorf(proto.CodeInvalid, "link %s: %v", spec.LinkID, err)
 	}
-	for _, expr := range out.exprs {
-		prog, err := pcapfilter.Compile(lt, expr)
-		if err != nil {
-			return out, proto.Errorf(proto.CodeInvalid, "bpf filter: %v", err)
+	out.progs, err = h.bpf.compile(h.ctx, lt, spec.DataLinkType, out.exprs, h.cfg.FilterDeadline)
+	if errors.Is(err, pcapfilter.ErrTooComplex) {
+		h.log.Warn("bpf filter over budget", "link", spec.LinkID, "err", err)
+		return out, proto.Errorf(proto.CodeInvalid, "Filter bpf: too complex")
+	}
+	if err != nil {
+		return out, proto.Errorf(proto.CodeInvalid, "bpf filter: %v", err)
+	}
+	return out, nil
+}
+
+// CheckFilters compiles bpf filter expressions for a data link type, as
+// PutLink would, and keeps the programs for it: the controller checks a
+// filter this way before it takes its project's lock, so the PutLink that
+// follows does not compile.
+func (h *Host) CheckFilters(dataLinkType string, bpfs []string) error {
+	if dataLinkType == "" {
+		dataLinkType = capspec.DefaultDataLinkType
+	}
+	_, err := h.compileBPF(proto.LinkSpec{LinkID: "check", DataLinkType: dataLinkType, Filters: proto.Filters{BPF: bpfs}}, compiledBPF{})
+	return err
+}
+
+// bpfCache keeps programs compiled lately, by data link type and
+// expression. It is safe for concurrent use.
+type bpfCache struct {
+	mu    sync.Mutex
+	progs map[string][]bpf.RawInstruction
+}
+
+// bpfCacheSize bounds the cache; past it, it starts again empty.
+const bpfCacheSize = 256
+
+func (c *bpfCache) compile(ctx context.Context, lt layers.LinkType, dlt string, exprs []string, deadline time.Duration) ([][]bpf.RawInstruction, error) {
+	out := make([][]bpf.RawInstruction, len(exprs))
+	var missing []string
+	c.mu.Lock()
+	for i, e := range exprs {
+		if p, ok := c.progs[dlt+"\x00"+e]; ok {
+			out[i] = p
+		} else {
+			missing = append(missing, e)
 		}
-		out.progs = append(out.progs, prog)
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	progs, err := pcapfilter.CompileAll(ctx, lt, missing, deadline)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progs == nil || len(c.progs)+len(missing) > bpfCacheSize {
+		c.progs = make(map[string][]bpf.RawInstruction)
+	}
+	j := 0
+	for i, e := range exprs {
+		if out[i] == nil {
+			out[i] = progs[j]
+			c.progs[dlt+"\x00"+e] = progs[j]
+			j++
+		}
 	}
 	return out, nil
 }

@@ -16,7 +16,8 @@ type consoleServer struct {
 	ln   net.Listener
 	term io.ReadWriter // the pty master
 
-	mu      sync.Mutex // guards clients, recent and closed
+	mu      sync.Mutex // guards clients, recent, closed and guard
+	guard   *lineGuard // checks command lines; nil passes everything
 	clients map[*consoleClient]struct{}
 	recent  []byte // the last output, replayed to each new client
 	closed  bool
@@ -50,9 +51,10 @@ const (
 // echoes what it gets and edits its own line.
 var greeting = []byte{iac, will, echo, iac, will, sga, iac, do, sga}
 
-// serveConsole starts serving term on ln. Close stops it.
-func serveConsole(ln net.Listener, term io.ReadWriter) *consoleServer {
-	s := &consoleServer{ln: ln, term: term, clients: make(map[*consoleClient]struct{})}
+// serveConsole starts serving term on ln, checking command lines with
+// guard if not nil. Close stops it.
+func serveConsole(ln net.Listener, term io.ReadWriter, guard *lineGuard) *consoleServer {
+	s := &consoleServer{ln: ln, term: term, guard: guard, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -152,7 +154,20 @@ func (s *consoleServer) read(c *consoleClient) {
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
-			if data := f.filter(buf[:n]); len(data) > 0 {
+			data := f.filter(buf[:n])
+			if s.guard != nil {
+				var notice string
+				s.mu.Lock()
+				data, notice = s.guard.feed(data)
+				if _, ok := s.clients[c]; ok && notice != "" {
+					select {
+					case c.out <- []byte(notice):
+					default:
+					}
+				}
+				s.mu.Unlock()
+			}
+			if len(data) > 0 {
 				if _, werr := s.term.Write(data); werr != nil {
 					return
 				}

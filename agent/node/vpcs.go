@@ -81,7 +81,10 @@ type VPCSConfig struct {
 	// from (so a container can publish it).
 	ConsolePorts [2]int
 	Console      int
-	Logger       *slog.Logger
+	// DeniedPorts are TCP ports the console's rlogin may not reach: the
+	// agent's and the controller's own.
+	DeniedPorts []int
+	Logger      *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
 	// wait for whoever called Stop.
@@ -335,7 +338,7 @@ func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 	p := &vpcsProc{
 		cmd:     cmd,
 		tty:     tty,
-		console: serveConsole(ln, teeTerm{tty, logf}),
+		console: serveConsole(ln, teeTerm{tty, logf}, newLineGuard(v.cfg.Dir, v.cfg.DeniedPorts)),
 		nic:     netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(nicPort)),
 		cmdline: strings.Join(append([]string{v.cfg.Program.Path}, args...), " "),
 		exited:  make(chan struct{}),

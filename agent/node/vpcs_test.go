@@ -361,3 +361,85 @@ func TestPCNameFitsWhatVPCSTakes(t *testing.T) {
 		}
 	}
 }
+
+func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
+	prog := findVPCS(t)
+	dir := t.TempDir()
+	protected, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer protected.Close()
+	protectedPort := protected.Addr().(*net.TCPAddr).Port
+	v := startVPCS(t, VPCSConfig{
+		Program:     prog,
+		Dir:         dir,
+		Agent:       testenv.LoopbackUDP(t).LocalAddr().(*net.UDPAddr).AddrPort(),
+		DeniedPorts: []int{protectedPort},
+	})
+	port, _ := v.Console()
+	con, err := DialConsole(t.Context(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	runFor := func(d time.Duration, cmd string) string {
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		out, _ := con.Run(ctx, cmd)
+		return out
+	}
+	run := func(cmd string) string { return runFor(3*time.Second, cmd) }
+	// A refused line never echoes as sent: its Run waits out its deadline.
+	refused := func(cmd string) { runFor(time.Second, cmd) }
+	// The attack: "?" puts VPCS's help, with its "! [command [args]]" line,
+	// into vpcs.log; "load vpcs.log" would run it. Any other file with a
+	// "!" line is as bad: here one names a marker to create.
+	run("?")
+	if log, _ := os.ReadFile(filepath.Join(dir, "vpcs.log")); !strings.Contains(string(log), "! ") {
+		t.Fatalf("vpcs.log does not hold the help's '!' line; the test would prove nothing:\n%s", log)
+	}
+	marker := filepath.Join(t.TempDir(), "pwned")
+	evil := "! touch " + marker + "\n"
+	os.WriteFile(filepath.Join(dir, "evil.vpc"), []byte(evil), 0o644)
+	elsewhere := filepath.Join(t.TempDir(), "evil.vpc")
+	os.WriteFile(elsewhere, []byte(evil), 0o644)
+	for _, cmd := range []string{"load evil.vpc", "load evil", "lo evil.vpc", "LOAD evil.vpc", "load vpcs.log", "load " + elsewhere, "load ../" + filepath.Base(dir) + "/evil.vpc", "save vpcs.log", "save ../x"} {
+		refused(cmd)
+	}
+	// Line editing cannot smuggle the name past the guard either.
+	refused("load x\x7f\x7fevil.vpc")
+	refused("load st\x1b[D\x1b[Devil.vpc")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a file not saved from the console was loaded and its '!' line ran")
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, "vpcs.log")); strings.Contains(string(log), "pwned") && strings.Contains(string(log), "Executing") {
+		t.Fatalf("VPCS executed a refused file:\n%s", log)
+	}
+	// What the console saved loads.
+	run("ip 10.9.9.9/24")
+	run("save mine")
+	if _, err := os.Stat(filepath.Join(dir, "mine.vpc")); err != nil {
+		t.Fatalf("save mine: %v", err)
+	}
+	run("ip 10.8.8.8/24")
+	run("load mine")
+	if out := run("show ip"); !strings.Contains(out, "10.9.9.9") {
+		t.Fatalf("after load mine, show ip = %q", out)
+	}
+	// rlogin to a protected port never connects.
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := protected.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	refused(fmt.Sprintf("rlogin 127.0.0.1 %d", protectedPort))
+	refused(fmt.Sprintf("rl %d", protectedPort))
+	select {
+	case <-accepted:
+		t.Fatal("rlogin reached a protected port")
+	case <-time.After(time.Second):
+	}
+}

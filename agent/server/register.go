@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/labtap/labtap/proto"
 )
 
 // Registration is how an agent announces itself to a controller: the
@@ -26,6 +28,10 @@ type Registration struct {
 	// tunnels) reach this agent.
 	Host string
 	Port int
+	// Secret, when set, is sent (proto.SecretHeader) to prove the agent
+	// shares the controller's secret: only then does the controller call
+	// it with that secret.
+	Secret string
 	// Logger reports attempts; nil discards.
 	Logger *slog.Logger
 	// Transport carries the calls; nil means http.DefaultTransport.
@@ -85,18 +91,18 @@ func registerOnce(ctx context.Context, client *http.Client, endpoint string, use
 		Host string `json:"host"`
 		Port int    `json:"port"`
 	}
-	if err := call(ctx, client, "POST", endpoint, user, body, &got); err != nil {
+	if err := call(ctx, client, "POST", endpoint, user, reg.Secret, body, &got); err != nil {
 		return err
 	}
 	if got.Host == reg.Host && got.Port == reg.Port {
 		return nil
 	}
 	// Known at another address: the agent moved.
-	return call(ctx, client, "PUT", endpoint+"/"+url.PathEscape(reg.ComputeID), user,
+	return call(ctx, client, "PUT", endpoint+"/"+url.PathEscape(reg.ComputeID), user, reg.Secret,
 		map[string]any{"host": reg.Host, "port": reg.Port}, nil)
 }
 
-func call(ctx context.Context, client *http.Client, method, u string, user *url.Userinfo, body, out any) error {
+func call(ctx context.Context, client *http.Client, method, u string, user *url.Userinfo, secret string, body, out any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -106,6 +112,9 @@ func call(ctx context.Context, client *http.Client, method, u string, user *url.
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set(proto.SecretHeader, secret)
+	}
 	if user != nil {
 		pw, _ := user.Password()
 		req.SetBasicAuth(user.Username(), pw)

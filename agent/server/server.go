@@ -10,9 +10,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/internal/netguard"
 )
 
 // Config configures an agent. It is the agent's own, so that who runs one
@@ -46,7 +49,16 @@ type Config struct {
 	NoUDPGRO, BufferedCaptures bool
 	// Secret, when set, is required on every API call.
 	Secret string
-	Logger *slog.Logger
+	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
+	FilterDeadline time.Duration
+	// ProtectedPorts are TCP ports node consoles may not rlogin to (the
+	// controller's, for the local agent); the agent's own API port is
+	// added.
+	ProtectedPorts []int
+	// MaxConns caps the API's open connections (0: netguard.DefaultMaxConns);
+	// MaxConnsPerIP caps them per client address (0: no cap).
+	MaxConns, MaxConnsPerIP int
+	Logger                  *slog.Logger
 }
 
 // Run serves the agent on ln until ctx is done, then stops its captures,
@@ -55,6 +67,14 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = netguard.DefaultMaxConns()
+	}
+	protected := slices.Clone(cfg.ProtectedPorts)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		protected = append(protected, a.Port)
+	}
+	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
 	h := host.New(host.Config{
 		ComputeID:        cfg.ComputeID,
 		DataDir:          cfg.DataDir,
@@ -67,6 +87,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		SocketBuffer:     cfg.SocketBuffer,
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
+		FilterDeadline:   cfg.FilterDeadline,
+		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,
 	})
 	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})

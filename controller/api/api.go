@@ -6,7 +6,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -21,7 +24,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"io"
+	"github.com/valyala/fasthttp"
 )
 
 // Computes is what the API needs of the compute registry.
@@ -29,7 +32,7 @@ import (
 type Computes interface {
 	List() []compute.Compute
 	Get(id string) (compute.Compute, bool)
-	Create(ctx context.Context, c compute.Compute) (compute.Compute, error)
+	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
 }
@@ -90,6 +93,7 @@ const DefaultRequestTimeout = 5 * time.Minute
 type API struct {
 	cfg      Config
 	log      *slog.Logger
+	auth     *authLimiter // failed Basic authentications, by client address
 	projects *project.Service
 	computes Computes
 	hub      *notify.Hub
@@ -124,7 +128,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas,
+	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas,
 		settings: newSettingsStore(cfg.SettingsFile)}
 	if a.settings.broken != nil {
 		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
@@ -149,6 +153,21 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	a.register(app)
 	app.Use(a.unmatched)
+	// Fiber answers a method it does not know in plain text before any
+	// handler runs: answered here in JSON, as every other error.
+	srv := app.Server()
+	next := srv.Handler
+	srv.Handler = func(ctx *fasthttp.RequestCtx) {
+		if !slices.Contains(fiber.DefaultMethods, string(ctx.Method())) {
+			ctx.Response.Header.Set("Allow", strings.Join(fiber.DefaultMethods, ", "))
+			ctx.SetContentType(fiber.MIMEApplicationJSON)
+			ctx.SetStatusCode(fiber.StatusMethodNotAllowed)
+			msg, _ := json.Marshal(fmt.Sprintf("Method %.32q is not allowed", ctx.Method()))
+			fmt.Fprintf(ctx, `{"message":%s,"status":%d}`, msg, fiber.StatusMethodNotAllowed)
+			return
+		}
+		next(ctx)
+	}
 	return app, a, nil
 }
 

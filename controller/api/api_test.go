@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -528,5 +529,114 @@ func TestUnknownRoutesAndMethodsAnswerJSON(t *testing.T) {
 	r = s.do("DELETE", "/v2/version", nil)
 	if r.status != 405 || r.header.Get("Allow") != "GET,POST" || r.body["status"] != 405.0 {
 		t.Fatalf("wrong method: %d %q %s", r.status, r.header.Get("Allow"), r.raw)
+	}
+}
+
+func TestNoCaptureEverOverwritesAnother(t *testing.T) {
+	l := newLab(t, true)
+	// A second link, between two more started nodes.
+	var ids []string
+	for _, name := range []string{"PC3", "PC4"} {
+		n := l.must("POST", "/v2/projects/"+l.project+"/nodes", map[string]any{"name": name, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+		ids = append(ids, n.body["node_id"].(string))
+		l.must("POST", "/v2/projects/"+l.project+"/nodes/"+ids[len(ids)-1]+"/start", nil, 200, rNode+"/start")
+	}
+	other := l.must("POST", "/v2/projects/"+l.project+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": ids[0], "adapter_number": 0, "port_number": 0},
+		{"node_id": ids[1], "adapter_number": 0, "port_number": 0},
+	}}, 201, rLinks).body["link_id"].(string)
+	otherPath := "/v2/projects/" + l.project + "/links/" + other
+
+	// (a) A name another link's running capture writes is refused, naming it.
+	l.must("POST", l.linkPath("/start_capture"), map[string]any{"capture_file_name": "same"}, 201, rStart)
+	r := l.must("POST", otherPath+"/start_capture", map[string]any{"capture_file_name": "same"}, 409, rStart)
+	if msg, _ := r.body["message"].(string); !strings.Contains(msg, l.link) {
+		t.Fatalf("409 does not name the link that writes the file: %s", r.raw)
+	}
+	l.must("POST", l.linkPath("/stop_capture"), nil, 201, rStop)
+	dir := filepath.Join(l.data, "projects", l.project, "project-files", "captures")
+	before, err := os.ReadFile(filepath.Join(dir, "same.pcap"))
+	if err != nil || len(before) < 24 {
+		t.Fatalf("the first capture: %d bytes, %v", len(before), err)
+	}
+
+	// (b) The same name again, on either link: a new file, the old one kept.
+	for i, path := range []string{l.linkPath(""), otherPath} {
+		got := l.must("POST", path+"/start_capture", map[string]any{"capture_file_name": "same"}, 201, rStart)
+		want := fmt.Sprintf("same-%d.pcap", i+2)
+		if got.body["capture_file_name"] != want || !strings.HasSuffix(got.body["capture_file_path"].(string), "/"+want) {
+			t.Fatalf("restarted capture: name %v path %v, want %s", got.body["capture_file_name"], got.body["capture_file_path"], want)
+		}
+		if shown := l.must("GET", path, nil, 200, rLink); shown.body["capture_file_name"] != want {
+			t.Fatalf("the link says %v, want %s", shown.body["capture_file_name"], want)
+		}
+		l.must("POST", path+"/stop_capture", nil, 201, rStop)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "same.pcap")); !bytes.Equal(after, before) {
+		t.Fatalf("the first capture changed: %d bytes, was %d", len(after), len(before))
+	}
+	// The default name too.
+	first := l.must("POST", l.linkPath("/start_capture"), nil, 201, rStart).body["capture_file_name"].(string)
+	l.must("POST", l.linkPath("/stop_capture"), nil, 201, rStop)
+	second := l.must("POST", l.linkPath("/start_capture"), nil, 201, rStart).body["capture_file_name"].(string)
+	if second != strings.TrimSuffix(first, ".pcap")+"-2.pcap" {
+		t.Fatalf("default name again: %s after %s", second, first)
+	}
+}
+
+func TestInputIsBoundedAndARefusedCreateLeavesNothing(t *testing.T) {
+	s := newServer(t)
+	projects := filepath.Join(s.data, "projects")
+	before, _ := os.ReadDir(projects)
+	for name, body := range map[string]map[string]any{
+		"300 characters":           {"name": strings.Repeat("p", 300)},
+		"256 bytes in 128 letters": {"name": strings.Repeat("é", 128)},
+		"a newline":                {"name": "two\nlines"},
+		"a NUL":                    {"name": "nul\x00"},
+		"a C1 control":             {"name": "c1\u0085"},
+		"negative grid":            {"name": "g", "grid_size": -1},
+		"negative drawing grid":    {"name": "g", "drawing_grid_size": -5},
+	} {
+		r := s.do("POST", "/v2/projects", body)
+		if r.status != 400 || r.body["status"] != 400.0 || r.body["message"] == "" {
+			t.Fatalf("project with %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	if after, _ := os.ReadDir(projects); len(after) != len(before) {
+		t.Fatalf("refused creates left %d entries in the projects directory, %d before", len(after), len(before))
+	}
+	// 255 bytes is a name, and its project file fits the file system.
+	long := strings.Repeat("é", 127) + "x"
+	p := s.must("POST", "/v2/projects", map[string]any{"name": long}, 201, rProjects)
+	if _, err := os.Stat(filepath.Join(p.body["path"].(string), p.body["filename"].(string))); err != nil {
+		t.Fatalf("the project file of a 255-byte name: %v", err)
+	}
+	id := p.body["project_id"].(string)
+	s.must("PUT", "/v2/projects/"+id, map[string]any{"name": "tab\there"}, 400, rProject)
+	for name, node := range map[string]string{"300 bytes": strings.Repeat("n", 300), "an escape": "PC\x1b[2J"} {
+		r := s.do("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": node, "node_type": "vpcs", "compute_id": "local"})
+		if r.status != 400 {
+			t.Fatalf("node with %s: %d %s", name, r.status, r.raw)
+		}
+	}
+	// A 255-byte node name that numbering would make longer.
+	n255 := strings.Repeat("n", 254) + "1"
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": n255, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": n255, "node_type": "vpcs", "compute_id": "local"}, 201, rNodes) // n...2
+	s.must("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": strings.Repeat("n", 255), "node_type": "vpcs", "compute_id": "local"}, 201, rNodes)
+	if r := s.do("POST", "/v2/projects/"+id+"/nodes", map[string]any{"name": strings.Repeat("n", 255), "node_type": "vpcs", "compute_id": "local"}); r.status != 400 {
+		t.Fatalf("a taken 255-byte name numbered past 255 bytes: %d %s", r.status, r.raw)
+	}
+	for name, body := range map[string]map[string]any{
+		"a NUL host":          {"protocol": "http", "host": "\u0000", "port": 3081},
+		"a host with a space": {"protocol": "http", "host": "a b", "port": 3081},
+		"port 0":              {"protocol": "http", "host": "127.0.0.1", "port": 0},
+		"port 65536":          {"protocol": "http", "host": "127.0.0.1", "port": 65536},
+		"a long name":         {"protocol": "http", "host": "127.0.0.1", "port": 9, "name": strings.Repeat("c", 256)},
+		"a control name":      {"protocol": "http", "host": "127.0.0.1", "port": 9, "name": "c\x07"},
+	} {
+		if r := s.do("POST", "/v2/computes", body); r.status != 400 {
+			t.Fatalf("compute with %s: %d %s", name, r.status, r.raw)
+		}
 	}
 }

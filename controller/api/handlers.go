@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"regexp"
 	"strings"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/internal/netguard"
 )
 
 // guiAgent is the User-Agent of a GNS3 GUI of a 2.2 release (a 2.1 GUI
@@ -292,13 +295,33 @@ const pcapContentType = "application/vnd.tcpdump.pcap"
 func (a *API) pcap(c *fiber.Ctx) error {
 	// The stream lives as long as the server, not as long as a request
 	// deadline: Fiber reads it after this handler returns.
-	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	ctx, cancel := context.WithCancel(a.cfg.Context)
+	body, err := a.projects.CaptureStream(ctx, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
+		cancel()
 		return err
 	}
+	// A client that goes away is noticed at once, not at the next frame
+	// (which may never come): its relay from the agent and the agent's
+	// file handle are released. The watch reads the connection, so it
+	// closes after the stream.
+	c.Context().SetConnectionClose()
+	netguard.WatchGone(c.Context().Conn(), cancel)
+	body = &cancelOnClose{ReadCloser: body, cancel: cancel}
 	c.Set(fiber.HeaderContentType, pcapContentType)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	// Size -1: chunked, each read flushed; fasthttp closes body when done.
 	c.Context().SetBodyStream(body, -1)
 	return nil
+}
+
+// cancelOnClose ends a stream's context when fasthttp closes its body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	b.cancel()
+	return b.ReadCloser.Close()
 }

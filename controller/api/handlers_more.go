@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
 )
 
 // basicAuth checks HTTP Basic credentials as GNS3 does: a failure is 401
@@ -23,13 +25,22 @@ func (a *API) basicAuth(c *fiber.Ctx) error {
 	if strings.HasSuffix(c.Path(), "console/ws") {
 		return c.Next()
 	}
-	user, pass, ok := parseBasic(c.Get(fiber.HeaderAuthorization))
+	ip := c.Context().RemoteIP().String()
+	if wait := a.auth.blocked(ip); wait > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfter(wait)))
+		return fiber.NewError(fiber.StatusTooManyRequests, "Too many failed authentication attempts from "+ip+": try again later")
+	}
+	header := c.Get(fiber.HeaderAuthorization)
+	user, pass, ok := parseBasic(header)
 	// Compare both, always, in constant time: no early exit tells which
 	// one was wrong.
 	okUser := subtle.ConstantTimeCompare([]byte(user), []byte(a.cfg.User)) == 1
 	okPass := subtle.ConstantTimeCompare([]byte(pass), []byte(a.cfg.Password)) == 1
 	if ok && okUser && okPass {
 		return c.Next()
+	}
+	if header != "" {
+		a.auth.failed(ip, user)
 	}
 	c.Set(fiber.HeaderWWWAuthenticate, `Basic realm="GNS3 server"`)
 	c.Set(fiber.HeaderConnection, "close")
@@ -85,6 +96,13 @@ type computeRequest struct {
 	Port      *int    `json:"port"`
 	User      *string `json:"user"`
 	Password  *string `json:"password"`
+	// UseSecret asks for the controller-wide secret (labtap).
+	UseSecret bool `json:"use_controller_secret"`
+}
+
+// grantOf is what a compute request offers for the controller's secret.
+func grantOf(c *fiber.Ctx, req computeRequest) compute.Grant {
+	return compute.Grant{Presented: c.Get(proto.SecretHeader), Ask: req.UseSecret}
 }
 
 func (a *API) createCompute(c *fiber.Ctx) error {
@@ -103,7 +121,7 @@ func (a *API) createCompute(c *fiber.Ctx) error {
 	if cp.Name == "" {
 		cp.Name = defaultComputeName(cp)
 	}
-	got, err := a.computes.Create(c.UserContext(), cp)
+	got, err := a.computes.Create(c.UserContext(), cp, grantOf(c, req))
 	if err != nil {
 		return err
 	}
@@ -138,6 +156,7 @@ func (a *API) updateCompute(c *fiber.Ctx) error {
 	}
 	got, err := a.computes.Update(c.UserContext(), c.Params("compute_id"), compute.ComputeUpdate{
 		Name: req.Name, Protocol: req.Protocol, Host: req.Host, Port: req.Port, User: req.User, Password: req.Password,
+		Grant: grantOf(c, req),
 	})
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ func TestComputeRoutes(t *testing.T) {
 func TestComputesAreSavedAcrossRestarts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "computes.json")
 	r := compute.NewRegistry(compute.RegistryConfig{Path: path})
-	if _, err := r.Create(t.Context(), compute.Compute{ID: "c1", Name: "one", Protocol: "http", Host: "127.0.0.1", Port: 9, Password: "pw"}); err != nil {
+	if _, err := r.Create(t.Context(), compute.Compute{ID: "c1", Name: "one", Protocol: "http", Host: "127.0.0.1", Port: 9, Password: "pw"}, compute.Grant{}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {

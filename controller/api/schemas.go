@@ -10,70 +10,70 @@ import (
 // Shared member definitions of the request schemas.
 const (
 	projectProperties = `{
-			"name": {"type": "string", "minLength": 1},
+			"name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "at most 255 bytes of UTF-8, no control characters"},
 			"project_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
-			"path": {"type": "string", "minLength": 1},
+			"path": {"type": "string", "minLength": 1, "maxLength": 4096},
 			"auto_close": {"type": "boolean"},
 			"auto_open": {"type": "boolean"},
 			"auto_start": {"type": "boolean"},
-			"scene_height": {"type": "integer"},
-			"scene_width": {"type": "integer"},
-			"zoom": {"type": "integer"},
+			"scene_height": {"type": "integer", "minimum": 0, "maximum": 1000000},
+			"scene_width": {"type": "integer", "minimum": 0, "maximum": 1000000},
+			"zoom": {"type": "integer", "minimum": 1, "maximum": 100000},
 			"show_layers": {"type": "boolean"},
 			"snap_to_grid": {"type": "boolean"},
 			"show_grid": {"type": "boolean"},
-			"grid_size": {"type": "integer"},
-			"drawing_grid_size": {"type": "integer"},
+			"grid_size": {"type": "integer", "minimum": 0, "maximum": 100000},
+			"drawing_grid_size": {"type": "integer", "minimum": 0, "maximum": 100000},
 			"show_interface_labels": {"type": "boolean"},
 			"supplier": {"type": ["object", "null"],
-				"properties": {"logo": {"type": "string"}, "url": {"type": "string"}}},
-			"variables": {"type": ["array", "null"], "items": {"type": "object",
-				"properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string"}},
+				"properties": {"logo": {"type": "string", "maxLength": 2048}, "url": {"type": "string", "maxLength": 2048}}},
+			"variables": {"type": ["array", "null"], "maxItems": 1000, "items": {"type": "object",
+				"properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "at most 255 bytes of UTF-8, no control characters"}, "value": {"type": "string", "maxLength": 4096}},
 				"required": ["name"], "additionalProperties": false}}
 		}`
 
 	nodeProperties = `{
-			"compute_id": {"type": "string"},
+			"compute_id": {"type": "string", "maxLength": 255},
 			"project_id": {"$ref": "uuid.json"},
 			"node_id": {"$ref": "uuid.json"},
 			"template_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
 			"node_type": {"enum": ["cloud", "nat", "ethernet_hub", "ethernet_switch", "frame_relay_switch",
 				"atm_switch", "docker", "dynamips", "vpcs", "traceng", "virtualbox", "vmware", "iou", "qemu"]},
-			"node_directory": {"type": ["string", "null"]},
-			"command_line": {"type": ["string", "null"]},
-			"name": {"type": "string", "minLength": 1},
+			"node_directory": {"type": ["string", "null"], "maxLength": 4096},
+			"command_line": {"type": ["string", "null"], "maxLength": 8192},
+			"name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "at most 255 bytes of UTF-8, no control characters"},
 			"console": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
-			"console_host": {"type": "string", "minLength": 1},
+			"console_host": {"type": "string", "minLength": 1, "maxLength": 253},
 			"console_type": {"enum": ["vnc", "telnet", "http", "https", "spice", "spice+agent", "none", null]},
 			"console_auto_start": {"type": "boolean"},
 			"properties": {"type": "object"},
 			"status": {"enum": ["stopped", "started", "suspended"]},
 			"label": {"$ref": "label.json"},
-			"symbol": {"type": ["string", "null"], "minLength": 1},
-			"width": {"type": "integer"},
-			"height": {"type": "integer"},
-			"x": {"type": "integer"},
-			"y": {"type": "integer"},
-			"z": {"type": "integer"},
+			"symbol": {"type": ["string", "null"], "minLength": 1, "maxLength": 1024},
+			"width": {"type": "integer", "minimum": 0, "maximum": 1000000},
+			"height": {"type": "integer", "minimum": 0, "maximum": 1000000},
+			"x": {"type": "integer", "minimum": -10000000, "maximum": 10000000},
+			"y": {"type": "integer", "minimum": -10000000, "maximum": 10000000},
+			"z": {"type": "integer", "minimum": -1000000, "maximum": 1000000},
 			"locked": {"type": "boolean"},
-			"port_name_format": {"type": "string"},
-			"port_segment_size": {"type": "integer", "minimum": 0},
-			"first_port_name": {"type": ["string", "null"]},
-			"custom_adapters": {"type": "array", "items": {"type": "object",
+			"port_name_format": {"type": "string", "maxLength": 255},
+			"port_segment_size": {"type": "integer", "minimum": 0, "maximum": 1000000},
+			"first_port_name": {"type": ["string", "null"], "maxLength": 255},
+			"custom_adapters": {"type": "array", "maxItems": 1000, "items": {"type": "object",
 				"properties": {
-					"adapter_number": {"type": "integer"},
-					"port_name": {"type": "string", "minLength": 1},
-					"adapter_type": {"type": "string", "minLength": 1},
+					"adapter_number": {"type": "integer", "minimum": 0, "maximum": 65535},
+					"port_name": {"type": "string", "minLength": 1, "maxLength": 255},
+					"adapter_type": {"type": "string", "minLength": 1, "maxLength": 255},
 					"mac_address": {"type": "string", "pattern": "^([0-9a-fA-F]{2}[:]){5}([0-9a-fA-F]{2})$"}
 				},
 				"required": ["adapter_number"], "additionalProperties": false}},
-			"ports": {"type": "array", "items": {"type": "object"}}
+			"ports": {"type": "array", "maxItems": 65536, "items": {"type": "object"}}
 		}`
 
 	linkProperties = `{
-			"capture_file_name": {"type": ["string", "null"]},
-			"capture_file_path": {"type": ["string", "null"]},
-			"capture_compute_id": {"type": ["string", "null"]},
+			"capture_file_name": {"type": ["string", "null"], "maxLength": 255},
+			"capture_file_path": {"type": ["string", "null"], "maxLength": 4096},
+			"capture_compute_id": {"type": ["string", "null"], "maxLength": 255},
 			"capturing": {"type": "boolean"},
 			"capture": {"type": ["object", "null"]},
 			"filters": {"type": "object", "additionalProperties": {"type": "array"}},
@@ -83,8 +83,8 @@ const (
 			"nodes": {"type": "array", "maxItems": 2, "items": {"type": "object",
 				"properties": {
 					"node_id": {"$ref": "uuid.json"},
-					"adapter_number": {"type": "integer"},
-					"port_number": {"type": "integer"},
+					"adapter_number": {"type": "integer", "minimum": 0, "maximum": 65535},
+					"port_number": {"type": "integer", "minimum": 0, "maximum": 65535},
 					"label": {"$ref": "label.json"}
 				},
 				"required": ["node_id", "adapter_number", "port_number"], "additionalProperties": false}},
@@ -93,13 +93,14 @@ const (
 		}`
 
 	computeProperties = `{
-			"compute_id": {"type": "string"},
-			"name": {"type": "string"},
+			"compute_id": {"type": "string", "maxLength": 255},
+			"name": {"type": "string", "maxLength": 255},
 			"protocol": {"enum": ["http", "https"]},
-			"host": {"type": "string", "minLength": 1},
+			"host": {"type": "string", "minLength": 1, "maxLength": 253},
 			"port": {"type": "integer", "minimum": 1, "maximum": 65535},
-			"user": {"type": ["string", "null"]},
-			"password": {"type": ["string", "null"]}
+			"user": {"type": ["string", "null"], "maxLength": 255},
+			"password": {"type": ["string", "null"], "maxLength": 1024},
+			"use_controller_secret": {"type": "boolean", "description": "labtap: give this compute the controller-wide agent secret; only for a host matching the controller's --trusted-agents (403 otherwise). An agent registering itself proves it knows the secret by sending it in X-Labtap-Secret instead."}
 		}`
 )
 
@@ -113,10 +114,10 @@ var schemaSources = map[string]string{
 
 	"label": `{"type": "object",
 		"properties": {
-			"text": {"type": "string"},
-			"style": {"type": ["string", "null"]},
-			"x": {"type": ["integer", "null"]},
-			"y": {"type": "integer"},
+			"text": {"type": "string", "maxLength": 255},
+			"style": {"type": ["string", "null"], "maxLength": 1024},
+			"x": {"type": ["integer", "null"], "minimum": -10000000, "maximum": 10000000},
+			"y": {"type": "integer", "minimum": -10000000, "maximum": 10000000},
 			"rotation": {"type": "integer", "minimum": -359, "maximum": 360}
 		},
 		"required": ["text"], "additionalProperties": false}`,
@@ -139,7 +140,7 @@ var schemaSources = map[string]string{
 	"link_update": `{"type": "object", "properties": ` + linkProperties + `, "additionalProperties": false}`,
 
 	"version_check": `{"type": "object",
-		"properties": {"version": {"type": "string"}, "local": {"type": "boolean"}},
+		"properties": {"version": {"type": "string", "maxLength": 64}, "local": {"type": "boolean"}},
 		"required": ["version"], "additionalProperties": false}`,
 
 	"compute_create": `{"type": "object", "properties": ` + computeProperties + `,
@@ -149,10 +150,10 @@ var schemaSources = map[string]string{
 
 	"template_create": `{"type": "object",
 		"properties": {
-			"x": {"type": "integer"},
-			"y": {"type": "integer"},
-			"name": {"type": ["string", "null"]},
-			"compute_id": {"type": ["string", "null"]}
+			"x": {"type": "integer", "minimum": -10000000, "maximum": 10000000},
+			"y": {"type": "integer", "minimum": -10000000, "maximum": 10000000},
+			"name": {"type": ["string", "null"], "maxLength": 255},
+			"compute_id": {"type": ["string", "null"], "maxLength": 255}
 		},
 		"required": ["x", "y"], "additionalProperties": false}`,
 

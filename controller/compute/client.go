@@ -7,6 +7,7 @@ package compute
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,19 @@ type target struct {
 	id     string // compute id, for messages
 	url    string // e.g. http://127.0.0.1:3081
 	secret string
+	// user and password, both set, go as HTTP Basic credentials (GNS3's
+	// way of calling a compute).
+	user, password string
+}
+
+// authorize sets the credentials of a call to the agent.
+func (t target) authorize(h http.Header) {
+	if t.secret != "" {
+		h.Set(proto.SecretHeader, t.secret)
+	}
+	if t.user != "" && t.password != "" {
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.user+":"+t.password)))
+	}
 }
 
 // call sends one request to an agent and decodes its JSON reply into out
@@ -88,9 +102,7 @@ func (c *Client) call(ctx context.Context, t target, method, path string, in, ou
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if t.secret != "" {
-		req.Header.Set(proto.SecretHeader, t.secret)
-	}
+	t.authorize(req.Header)
 	resp, err := c.rc.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -165,9 +177,7 @@ func (c *Client) stream(ctx context.Context, t target, path string) (io.ReadClos
 	if err != nil {
 		return nil, err
 	}
-	if t.secret != "" {
-		req.Header.Set(proto.SecretHeader, t.secret)
-	}
+	t.authorize(req.Header)
 	resp, err := c.streams.Do(req)
 	if err != nil {
 		return nil, &project.Error{Kind: project.ErrConflict, Err: err,

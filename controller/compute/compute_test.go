@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,7 +154,7 @@ func TestComputesRegisteringAtOnceAreAllSaved(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, err := r.Create(t.Context(), Compute{ID: fmt.Sprintf("agent%d", i), Name: fmt.Sprintf("agent%d", i), Protocol: "http", Host: "127.0.0.1", Port: port})
+			_, err := r.Create(t.Context(), Compute{ID: fmt.Sprintf("agent%d", i), Name: fmt.Sprintf("agent%d", i), Protocol: "http", Host: "127.0.0.1", Port: port}, Grant{})
 			errs <- err
 		})
 	}
@@ -172,5 +174,113 @@ func TestComputesRegisteringAtOnceAreAllSaved(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
 		t.Fatalf("temp files left behind: %v", left)
+	}
+}
+
+// probe is an HTTP listener that records the secret each call carried.
+type probe struct {
+	*httptest.Server
+	mu      sync.Mutex
+	secrets []string
+}
+
+func newProbe(t *testing.T) *probe {
+	p := &probe{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.secrets = append(p.secrets, r.Header.Get(proto.SecretHeader))
+		p.mu.Unlock()
+		w.Write([]byte(`{"node_types":["vpcs"]}`))
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *probe) got() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.secrets)
+}
+
+func (p *probe) hostPort(t *testing.T) (string, int) {
+	host, port, _ := net.SplitHostPort(p.Listener.Addr().String())
+	n, _ := strconv.Atoi(port)
+	return host, n
+}
+
+func TestTheControllerSecretGoesOnlyToComputesItBelongsTo(t *testing.T) {
+	const secret = "controller-wide"
+	tests := []struct {
+		name    string
+		trusted []string
+		pw      string
+		grant   Grant
+		want    string // the secret the compute is called with
+		refused error
+	}{
+		{"added by hand: nothing", nil, "", Grant{}, "", nil},
+		{"added by hand with a password: its password", nil, "pw", Grant{}, "pw", nil},
+		{"asked for an untrusted host", []string{"10.0.0.*"}, "", Grant{Ask: true}, "", project.ErrForbidden},
+		{"asked for a trusted host", []string{"10.0.0.*", "127.0.0.0/8"}, "", Grant{Ask: true}, secret, nil},
+		{"asked for a host a glob trusts", []string{"127.0.0.?"}, "", Grant{Ask: true}, secret, nil},
+		{"an agent proving the secret", nil, "", Grant{Presented: secret}, secret, nil},
+		{"an agent with a wrong secret", nil, "", Grant{Presented: "guess"}, "", project.ErrForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newProbe(t)
+			host, port := p.hostPort(t)
+			r := NewRegistry(RegistryConfig{Secret: secret, TrustedAgents: tt.trusted,
+				Client: NewClient(ClientConfig{Retries: 0, Timeout: 5 * time.Second})})
+			_, err := r.Create(t.Context(), Compute{ID: "probe", Name: "probe", Protocol: "http", Host: host, Port: port, User: "u", Password: tt.pw}, tt.grant)
+			if tt.refused != nil {
+				if !errors.Is(err, tt.refused) {
+					t.Fatalf("Create = %v, want %v", err, tt.refused)
+				}
+				if _, ok := r.Get("probe"); ok {
+					t.Fatal("a refused compute was registered")
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range p.got() {
+				if s != tt.want {
+					t.Fatalf("the probe was called with secret %q, want %q", s, tt.want)
+				}
+			}
+			if tt.refused == nil && len(p.got()) == 0 {
+				t.Fatal("the compute was never called")
+			}
+		})
+	}
+}
+
+func TestAComputeThatMovesKeepsTheSecretOnlyIfTheRequestVouches(t *testing.T) {
+	const secret = "controller-wide"
+	a, b := newProbe(t), newProbe(t)
+	r := NewRegistry(RegistryConfig{Secret: secret, Client: NewClient(ClientConfig{Retries: 0, Timeout: 5 * time.Second})})
+	host, port := a.hostPort(t)
+	if _, err := r.Create(t.Context(), Compute{ID: "ag", Name: "ag", Protocol: "http", Host: host, Port: port}, Grant{Presented: secret}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.got(); len(got) == 0 || got[0] != secret {
+		t.Fatalf("the registered agent was called with %q", got)
+	}
+	// Moved by a request that does not vouch: the new address gets nothing.
+	_, port = b.hostPort(t)
+	if _, err := r.Update(t.Context(), "ag", ComputeUpdate{Port: &port}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range b.got() {
+		if s != "" {
+			t.Fatalf("a compute moved without proof was called with secret %q", s)
+		}
+	}
+	// The agent registering again from there proves it: it gets it back.
+	if _, err := r.Create(t.Context(), Compute{ID: "ag", Protocol: "http", Host: host, Port: port}, Grant{Presented: secret}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.got(); got[len(got)-1] != secret {
+		t.Fatalf("after proving the secret the agent was called with %q", got[len(got)-1])
 	}
 }

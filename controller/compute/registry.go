@@ -2,14 +2,17 @@ package compute
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/labtap/labtap/capspec"
@@ -32,6 +35,11 @@ type Compute struct {
 	// they differ from Host and Port, which name the controller itself.
 	URL    string
 	Secret string
+	// SharedSecret says the compute holds the controller-wide secret: it
+	// proved it knows it (an agent that registered itself), or it was
+	// asked for explicitly for a host the operator trusts. Otherwise
+	// Secret is the compute's own password.
+	SharedSecret bool
 
 	Connected     bool
 	CPUPercent    *float64 // nil until the agent reports
@@ -46,8 +54,9 @@ type Compute struct {
 type Registry struct {
 	client   *Client
 	log      *slog.Logger
-	path     string // where the computes are saved; "" keeps them in memory
-	secret   string // for agents added without one
+	path     string   // where the computes are saved; "" keeps them in memory
+	secret   string   // the controller-wide secret, for computes that hold it
+	trusted  []string // host patterns the secret may be sent to on request
 	onChange func(action string, c Compute)
 
 	saveMu sync.Mutex // serialises persist: the last save holds the newest list
@@ -65,9 +74,14 @@ type RegistryConfig struct {
 	// Path is the file the computes (but the local one) are saved to; empty
 	// keeps them in memory only.
 	Path string
-	// Secret is sent to every agent added without one of its own
-	// (LABTAP_SECRET, shared by the controller and its agents).
+	// Secret is the controller-wide secret (LABTAP_SECRET, shared by the
+	// controller and its agents). It is sent only to computes that hold
+	// it (see Compute.SharedSecret and Grant).
 	Secret string
+	// TrustedAgents are host patterns (path.Match globs, or CIDR
+	// prefixes) a compute added by hand may be given Secret for, when its
+	// request asks for it. Empty: never.
+	TrustedAgents []string
 	// OnChange, if set, hears of every change of a compute:
 	// "compute.created", "compute.updated" (every health report too, as in
 	// GNS3) and "compute.deleted". It must not block.
@@ -86,7 +100,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(string, Compute) {}
 	}
-	return &Registry{client: cfg.Client, log: cfg.Logger, path: cfg.Path, secret: cfg.Secret, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
+	return &Registry{client: cfg.Client, log: cfg.Logger, path: cfg.Path, secret: cfg.Secret, trusted: cfg.TrustedAgents, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
 }
 
 // Add registers a compute, replacing one with the same id, and checks it
@@ -186,7 +200,7 @@ func (r *Registry) target(id string) (target, error) {
 	if !ok {
 		return target{}, &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 	}
-	return target{id: c.ID, url: c.URL, secret: c.Secret}, nil
+	return target{id: c.ID, url: c.URL, secret: c.Secret, user: c.User, password: c.Password}, nil
 }
 
 // do calls an agent by compute id.
@@ -283,6 +297,12 @@ func (r *Registry) PutLink(ctx context.Context, computeID, projectID string, w p
 	return r.do(ctx, computeID, "PUT", proto.LinkPath(projectID, w.LinkID), spec, nil)
 }
 
+// CheckFilters has a compute compile bpf filter expressions (within its
+// budget) without applying them.
+func (r *Registry) CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error {
+	return r.do(ctx, computeID, "PUT", proto.FilterCheckPath, proto.FilterCheck{DataLinkType: dataLinkType, BPF: bpf}, nil)
+}
+
 // DeleteLink removes a link's relay on a compute.
 func (r *Registry) DeleteLink(ctx context.Context, computeID, projectID, linkID string) error {
 	return r.do(ctx, computeID, "DELETE", proto.LinkPath(projectID, linkID), nil, nil)
@@ -350,12 +370,91 @@ const (
 	VMID    = "vm"
 )
 
+// Grant is what a request that adds or moves a compute offers for the
+// controller-wide secret.
+type Grant struct {
+	// Presented is the secret the caller sent (proto.SecretHeader): an
+	// agent registering itself proves it knows the secret this way.
+	Presented string
+	// Ask is an explicit request to give the compute the controller's
+	// secret; granted only for a host matching RegistryConfig.TrustedAgents.
+	Ask bool
+}
+
+// grant decides whether a compute at host may hold the controller-wide
+// secret.
+func (r *Registry) grant(host string, g Grant) (bool, error) {
+	if r.secret == "" {
+		return false, nil
+	}
+	if g.Presented != "" {
+		if subtle.ConstantTimeCompare([]byte(g.Presented), []byte(r.secret)) != 1 {
+			return false, &project.Error{Kind: project.ErrForbidden, Msg: "Wrong shared secret (" + proto.SecretHeader + ")"}
+		}
+		return true, nil
+	}
+	if !g.Ask {
+		return false, nil
+	}
+	if !HostTrusted(host, r.trusted) {
+		return false, &project.Error{Kind: project.ErrForbidden,
+			Msg: fmt.Sprintf("Host %q is not a trusted agent (--trusted-agents): the controller's secret is not sent there", host)}
+	}
+	return true, nil
+}
+
+// HostTrusted reports whether host matches one of patterns: a CIDR prefix
+// (for an IP host) or a path.Match glob, compared without case.
+func HostTrusted(host string, patterns []string) bool {
+	ip := net.ParseIP(host)
+	for _, p := range patterns {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if _, n, err := net.ParseCIDR(p); err == nil {
+			if ip != nil && n.Contains(ip) {
+				return true
+			}
+			continue
+		}
+		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(host)); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// secretFor is what a compute is called with: the controller's secret if
+// it holds it, else its own password.
+func (r *Registry) secretFor(c Compute) string {
+	if c.SharedSecret {
+		return r.secret
+	}
+	return c.Password
+}
+
 // Create registers a new compute, saves the list and checks the compute
 // once (a compute that cannot be reached is still registered, with
 // connected false, as in GNS3). Creating a compute whose id exists returns
-// the existing one unchanged.
-func (r *Registry) Create(ctx context.Context, c Compute) (Compute, error) {
+// the existing one unchanged, except that one which proves it knows the
+// secret (an agent registering again) gets it.
+func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, error) {
 	if existing, ok := r.Get(c.ID); ok {
+		if g.Presented != "" && !existing.SharedSecret {
+			shared, err := r.grant(existing.Host, Grant{Presented: g.Presented})
+			if err != nil {
+				return Compute{}, err
+			}
+			r.mu.Lock()
+			if cur, ok := r.computes[c.ID]; ok && shared {
+				cur.SharedSecret, cur.Secret = true, r.secret
+			}
+			r.mu.Unlock()
+			if err := r.persist(); err != nil {
+				return Compute{}, err
+			}
+		}
 		r.check(ctx, c.ID)
 		got, _ := r.Get(existing.ID)
 		return got, nil
@@ -363,15 +462,21 @@ func (r *Registry) Create(ctx context.Context, c Compute) (Compute, error) {
 	if c.ID == LocalID || c.ID == VMID || c.Name == "gns3vm" {
 		return Compute{}, &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q and name \"gns3vm\" are reserved", c.ID)}
 	}
+	if err := checkCompute(c); err != nil {
+		return Compute{}, err
+	}
 	if err := r.checkName(c.ID, c.Name); err != nil {
+		return Compute{}, err
+	}
+	shared, err := r.grant(c.Host, g)
+	if err != nil {
 		return Compute{}, err
 	}
 	if c.URL == "" {
 		c.URL = agentURL(c)
 	}
-	if c.Secret == "" {
-		c.Secret = r.secret
-	}
+	c.SharedSecret = shared
+	c.Secret = r.secretFor(c)
 	got := r.Add(ctx, c)
 	if err := r.persist(); err != nil {
 		r.Remove(c.ID)
@@ -379,6 +484,25 @@ func (r *Registry) Create(ctx context.Context, c Compute) (Compute, error) {
 	}
 	r.onChange("compute.created", got)
 	return got, nil
+}
+
+// checkCompute refuses a compute whose id or name is not a name
+// (project.CheckName), whose host is neither an address nor a host name,
+// or whose port is out of range.
+func checkCompute(c Compute) error {
+	if err := project.CheckName("Compute id", c.ID); err != nil {
+		return err
+	}
+	if err := project.CheckName("Compute name", c.Name); err != nil {
+		return err
+	}
+	if err := project.CheckHost("Compute host", c.Host); err != nil {
+		return err
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		return &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute port %d is out of range 1 to 65535", c.Port)}
+	}
+	return nil
 }
 
 // checkName refuses a name another compute has.
@@ -396,6 +520,10 @@ type ComputeUpdate struct {
 	Name, Protocol, Host *string
 	Port                 *int
 	User, Password       *string
+	// Grant is what the request offers for the secret: a compute that
+	// holds the controller's secret keeps it at a new address only if the
+	// request proves it or asks for a trusted host.
+	Grant Grant
 }
 
 // Update changes a compute, saves the list and checks the compute again.
@@ -427,11 +555,25 @@ func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Comp
 	if u.Password != nil {
 		next.Password = *u.Password
 	}
+	if err := checkCompute(next); err != nil {
+		return Compute{}, err
+	}
 	if err := r.checkName(id, next.Name); err != nil {
 		return Compute{}, err
 	}
 	if id != LocalID {
 		next.URL = agentURL(next)
+		moved := next.URL != agentURL(cur)
+		if moved || u.Grant.Presented != "" || u.Grant.Ask {
+			shared, err := r.grant(next.Host, u.Grant)
+			if err != nil {
+				return Compute{}, err
+			}
+			// The secret follows a compute to a new address only when the
+			// request vouches for it there.
+			next.SharedSecret = shared || (cur.SharedSecret && !moved)
+		}
+		next.Secret = r.secretFor(next)
 	}
 	r.mu.Lock()
 	if c, ok := r.computes[id]; ok {
@@ -479,6 +621,8 @@ type stored struct {
 	Port     int    `json:"port"`
 	User     string `json:"user,omitempty"`
 	Password string `json:"password,omitempty"`
+	// SharedSecret: the compute holds the controller-wide secret.
+	SharedSecret bool `json:"shared_secret,omitempty"`
 }
 
 // persist writes every compute but the local one to the registry's file,
@@ -496,7 +640,7 @@ func (r *Registry) persist() error {
 		if c.ID == LocalID {
 			continue
 		}
-		list = append(list, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password})
+		list = append(list, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret})
 	}
 	data, err := json.MarshalIndent(list, "", "    ")
 	if err != nil {
@@ -529,8 +673,8 @@ func (r *Registry) Load(ctx context.Context) error {
 	// compute, not for the sum of their timeouts.
 	var wg sync.WaitGroup
 	for _, s := range list {
-		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, Secret: r.secret}
-		c.URL = agentURL(c)
+		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret}
+		c.URL, c.Secret = agentURL(c), r.secretFor(c)
 		r.put(c)
 		wg.Go(func() { r.check(ctx, c.ID) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/labtap/labtap/capspec"
 )
@@ -37,6 +38,19 @@ func captureSide(nodes []*Node) int {
 		}
 	}
 	return -1
+}
+
+// captureUsing is the id of a link other than except whose running capture
+// writes a file named name (or, for a ring, is named name), or "".
+func (st *state) captureUsing(name, except string) string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	for id, l := range st.links {
+		if id != except && l.Capture.Active && (l.Capture.FileName == name || l.Capture.Spec.FileName == name) {
+			return id
+		}
+	}
+	return ""
 }
 
 // StartCapture starts capturing a link's frames into a pcap file on the
@@ -79,6 +93,9 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 			return Link{}, errorf(ErrInvalid, "%v", err)
 		}
 	}
+	if other := st.captureUsing(name, linkID); other != "" {
+		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
+	}
 	req.FileName = name
 	if l.Tunnel != nil && l.FilterSide != side {
 		// Across computes the filters move to the capture side first, so the
@@ -98,6 +115,12 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		return Link{}, err
 	}
 	res.Active = true
+	if res.FileName == "" {
+		// The agent never overwrites a file: it may have taken name-N.
+		if i := strings.LastIndexByte(res.FilePath, '/'); i >= 0 && i+1 < len(res.FilePath) {
+			res.FileName = res.FilePath[i+1:]
+		}
+	}
 	st.mu.Lock()
 	l.Capture = Capture{State: res, ComputeID: computeID, Side: side}
 	out := *l

@@ -24,6 +24,10 @@ type Computes interface {
 	Node(ctx context.Context, computeID, projectID, nodeID string) (NodeRuntime, error)
 	DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error
 	PutLink(ctx context.Context, computeID, projectID string, w Wiring) error
+	// CheckFilters has a compute compile bpf filter expressions for a data
+	// link type, as PutLink would, without applying them; the compute
+	// keeps the programs for the PutLink that follows.
+	CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error
 	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
 	// StartCapture starts a capture of spec (its FileName set) and
 	// returns its state; StopCapture returns the final state.

@@ -307,6 +307,9 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 		if *u.Name == "" {
 			return Project{}, errorf(ErrInvalid, "Project name cannot be empty")
 		}
+		if err := CheckName("Project name", *u.Name); err != nil {
+			return Project{}, err
+		}
 		next.Name = *u.Name
 	}
 	if u.Path != nil && *u.Path != p.Path {

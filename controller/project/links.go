@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labtap/labtap/capspec"
@@ -316,6 +317,65 @@ func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
 	return nil
 }
 
+// pushAll is push that tries every compute even when one fails, and
+// returns the first error.
+func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
+	if !l.Wired {
+		return nil
+	}
+	if l.Tunnel == nil {
+		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+	}
+	ws := crossWirings(l, nodes)
+	var first error
+	for side, n := range nodes {
+		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// checkBPF has every compute of a link compile the bpf filter of an
+// update, without holding the project's lock.
+func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filters map[string][]any) error {
+	f, err := normalizeFilters(filters)
+	if err != nil {
+		return err
+	}
+	exprs := activeFilters(f).BPF
+	if len(exprs) == 0 {
+		return nil
+	}
+	l, err := s.Link(projectID, linkID)
+	if err != nil || !l.Wired {
+		return err
+	}
+	for _, c := range slices.Compact(slices.Clone(l.Computes)) {
+		if err := s.cfg.Computes.CheckFilters(ctx, c, dataLinkTypeOf(l.LinkType), exprs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pushOrRevert sets a link's relays to next, all or nothing: if any
+// compute fails (or times out, and may have applied it anyway), every
+// compute of the link is set back to prev, so that the link's relays do
+// what the link says.
+func (s *Service) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*Node) error {
+	err := s.push(ctx, next, nodes)
+	if err == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if rerr := s.pushAll(rctx, prev, nodes); rerr != nil {
+		s.log.Error("set a link's relays back after a failed update", "project", prev.ProjectID, "link", prev.ID, "err", rerr)
+	}
+	return err
+}
+
 // dataLinkTypeOf is the data link type BPF filters of a link compile for.
 func dataLinkTypeOf(linkType string) string {
 	if linkType == Serial {
@@ -361,6 +421,14 @@ type LinkUpdate struct {
 // and the relay updated, before anything changes: a refused update changes
 // nothing (GNS3 applies the first steps, then fails).
 func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
+	if u.Filters != nil {
+		// A bpf filter can take its compute seconds to compile: it is
+		// compiled (and kept there) before the project is locked, so the
+		// relay update under the lock is quick.
+		if err := s.checkBPF(ctx, projectID, linkID, u.Filters); err != nil {
+			return Link{}, err
+		}
+	}
 	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
@@ -423,7 +491,7 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	steps = append(steps, u.Labels != nil) // GNS3 announces labels even when unchanged
 	relayChanged := steps[0] || steps[2]
 	if relayChanged {
-		if err := s.push(ctx, &next, nodes); err != nil {
+		if err := s.pushOrRevert(ctx, cur, &next, nodes); err != nil {
 			return Link{}, err
 		}
 	}

@@ -16,7 +16,23 @@ const maxNameNumber = 1_000_000
 //  3. otherwise a free name is kept, and a taken one gets its trailing
 //     number replaced, or a number appended, by the first that is free:
 //     "R1" taken gives "R2", "R" taken gives "R1".
+//
+// The requested name and the name given must both pass CheckName.
 func allocateName(requested string, taken func(string) bool) (string, error) {
+	if err := CheckName("Node name", requested); err != nil {
+		return "", err
+	}
+	name, err := allocate(requested, taken)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckName("Node name", name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func allocate(requested string, taken func(string) bool) (string, error) {
 	name := strings.ReplaceAll(requested, " ", "")
 	if strings.Contains(name, "{0}") || strings.Contains(name, "{id}") {
 		tmpl := strings.ReplaceAll(name, "{name}", "Node")

@@ -106,3 +106,51 @@ func TestAHalfBuiltCrossComputeLinkIsRolledBack(t *testing.T) {
 	delete(f.computes.failOn, "put_link@remote")
 	f.link(t, a, b) // nothing was left reserved
 }
+
+func TestAFailedFilterChangeLeavesEveryRelayAsTheLinkSays(t *testing.T) {
+	failure := &Error{Kind: ErrConflict, Msg: "injected"}
+	for _, step := range []string{
+		"check_filters@local", "check_filters@remote",
+		"put_link@local", "put_link@remote",
+		"put_link_applied@local", "put_link_applied@remote",
+	} {
+		t.Run(step, func(t *testing.T) {
+			f := newFixture(t)
+			a, b := f.node(t, "A"), remoteNode(t, f, "B")
+			l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{
+				Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}},
+				Filters:   map[string][]any{"delay": {10.0}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Suspend and a bpf filter: a change both relays take.
+			f.computes.mu.Lock()
+			f.computes.failOn[step] = failure
+			f.computes.mu.Unlock()
+			yes := true
+			_, err = f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{
+				Suspend: &yes, Filters: map[string][]any{"bpf": {"icmp"}, "packet_loss": {50.0}},
+			})
+			if !errors.Is(err, ErrConflict) {
+				t.Fatalf("UpdateLink with %s failing = %v", step, err)
+			}
+			f.computes.mu.Lock()
+			delete(f.computes.failOn, step)
+			f.computes.mu.Unlock()
+			got, _ := f.svc.Link(f.project.ID, l.ID)
+			if got.Suspend || got.Filters["packet_loss"] != nil || got.Filters["delay"] == nil {
+				t.Fatalf("the link after a failed change: suspend %v, filters %v", got.Suspend, got.Filters)
+			}
+			for _, c := range []string{"local", "remote"} {
+				r := f.computes.relays[c+"/"+l.ID]
+				if r.Suspend || r.Filters.PacketLoss != nil || len(r.Filters.BPF) != 0 {
+					t.Fatalf("the %s relay after a failed change: suspend %v, filters %+v", c, r.Suspend, r.Filters)
+				}
+			}
+			if r := f.computes.relays["local/"+l.ID]; r.Filters.Delay == nil {
+				t.Fatalf("the filtering relay lost its delay: %+v", r.Filters)
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package project
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // Node types whose ports are configured by a "ports_mapping" property, and
@@ -103,7 +102,7 @@ func parsePortsMapping(nodeType string, v any) ([]PortSpec, error) {
 			if p.RemotePort, err = integer(m, "rport", 1, 65535, true); err != nil {
 				return nil, errorf(ErrInvalid, "ports_mapping entry %d: %v", i, err)
 			}
-			if p.RemoteHost, err = str(m, "rhost", true); err != nil || strings.ContainsAny(p.RemoteHost, " /") {
+			if p.RemoteHost, err = str(m, "rhost", true); err != nil || CheckHost("rhost", p.RemoteHost) != nil {
 				return nil, errorf(ErrInvalid, "ports_mapping entry %d: rhost must be a host name or address", i)
 			}
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -262,6 +264,9 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 	if req.Name == "" {
 		return Project{}, errorf(ErrInvalid, "Project name cannot be empty")
 	}
+	if err := CheckName("Project name", req.Name); err != nil {
+		return Project{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if req.ID != "" {
@@ -290,10 +295,16 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 		Status:   Opened,
 		Settings: req.Settings,
 	}
+	_, statErr := os.Stat(path)
+	made := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return Project{}, &Error{Kind: ErrInternal, Msg: fmt.Sprintf("Could not create project directory: %v", err), Err: err}
 	}
 	if err := s.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
+		if made {
+			// A refused create leaves nothing behind.
+			os.RemoveAll(path)
+		}
 		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
 	}
 	s.projects[p.ID] = newState(p)
@@ -350,6 +361,12 @@ func fileName(name string) string {
 	base = strings.TrimLeft(base, ".")
 	if base == "" {
 		base = "project"
+	}
+	// Within the 255 bytes a file name may have, with room for the
+	// temporary name it is written under (atomicfile), cut at a character.
+	for len(base) > MaxNameBytes-len(".gns3")-32 {
+		_, size := utf8.DecodeLastRuneInString(base)
+		base = base[:len(base)-size]
 	}
 	return base + ".gns3"
 }

@@ -113,7 +113,21 @@ func (f *fakeComputes) PutLink(_ context.Context, c, p string, w Wiring) error {
 		f.relays = map[string]Wiring{}
 	}
 	f.relays[c+"/"+w.LinkID] = w
+	// A call that timed out after the compute applied it.
+	if err := f.failOn["put_link_applied@"+c]; err != nil {
+		delete(f.failOn, "put_link_applied@"+c)
+		return err
+	}
 	return nil
+}
+
+func (f *fakeComputes) CheckFilters(_ context.Context, c, dlt string, bpf []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.op("check_filters"); err != nil {
+		return err
+	}
+	return f.failOn["check_filters@"+c]
 }
 
 func (f *fakeComputes) DeleteLink(_ context.Context, c, p, id string) error {
