@@ -7,11 +7,11 @@
 //
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
-//	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false]
+//	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
-// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO,
+// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO, LABTAP_QEMU_ACCEL,
 // LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
@@ -66,6 +66,7 @@ type options struct {
 	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
 	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
 	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
+	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
 	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 }
 
@@ -163,6 +164,7 @@ func run(args []string) error {
 			NoUDPGRO:         !o.UDPGRO,
 			BufferedCaptures: !o.CaptureDirectIO,
 			TunnelBind:       o.TunnelBind,
+			QemuAccel:        o.QemuAccel,
 			FilterDeadline:   o.FilterDeadline,
 			MaxConns:         o.MaxConns,
 			MaxConnsPerIP:    o.MaxConnsPerIP,

@@ -39,6 +39,7 @@ const (
 	EventNodeStatus     = "node.status"     // a node's status changed by itself
 	EventCaptureEnded   = "capture.ended"   // a capture ended without a stop request (a failure, or a limit)
 	EventCaptureRotated = "capture.rotated" // a capture's next file began (a ring of files)
+	EventNodeWarning    = "node.warning"    // something users of a node should read (Message)
 )
 
 // Event is one line of the events stream.
@@ -50,6 +51,8 @@ type Event struct {
 	Node      *NodeState    `json:"node,omitempty"`
 	Capture   *CaptureState `json:"capture,omitempty"`
 	Info      *AgentInfo    `json:"info,omitempty"`
+	// Message is the words of an EventNodeWarning.
+	Message string `json:"message,omitempty"`
 }
 
 // StatePath is GET /v1/state: everything the agent runs, for a controller

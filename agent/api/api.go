@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labtap/labtap/captures"
@@ -52,20 +53,33 @@ type Service interface {
 	Subscribe() (events <-chan proto.Event, cancel func())
 }
 
+// ImageService is what a Service adds to serve images and the QEMU
+// wizard's routes. *host.Host satisfies it.
+type ImageService interface {
+	Images(ctx context.Context, nodeType string) ([]proto.Image, error)
+	WriteImage(nodeType, path string, r io.Reader, limit int64) error
+	QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary
+	QemuImgBinaries(ctx context.Context) []proto.QemuBinary
+	QemuCapabilities() proto.QemuCapabilities
+}
+
 // Config configures the handler.
 type Config struct {
 	// Secret, when set, must be sent in proto.SecretHeader on every call.
 	Secret string
-	Logger *slog.Logger
+	// MaxImageBytes bounds one image upload; 0 means 128 GiB.
+	MaxImageBytes int64
+	Logger        *slog.Logger
 }
 
 // maxBody bounds request bodies; every agent request is small JSON.
 const maxBody = 1 << 20
 
 type handlers struct {
-	svc    Service
-	secret []byte
-	log    *slog.Logger
+	svc      Service
+	secret   []byte
+	maxImage int64
+	log      *slog.Logger
 }
 
 // NewHandler returns the agent's HTTP handler.
@@ -73,7 +87,10 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handlers{svc: svc, secret: []byte(cfg.Secret), log: cfg.Logger}
+	if cfg.MaxImageBytes <= 0 {
+		cfg.MaxImageBytes = 128 << 30
+	}
+	h := &handlers{svc: svc, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, log: cfg.Logger}
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
@@ -98,6 +115,9 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
 	mux.HandleFunc("GET "+proto.EventsPath, h.events)
+	if is, ok := svc.(ImageService); ok {
+		h.registerImages(mux, is)
+	}
 	return h.guard(mux)
 }
 
@@ -113,7 +133,9 @@ func (h *handlers) guard(mux *http.ServeMux) http.Handler {
 			writeError(w, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		if limit := int64(maxBody); !(r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/images/")) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }

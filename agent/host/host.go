@@ -118,6 +118,9 @@ type Config struct {
 	// BufferedCaptures writes captures through the page cache even where
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
+	// QemuAccel is the accelerator of QEMU nodes: "auto" (the default: KVM
+	// when /dev/kvm opens, else TCG with a warning), "kvm" or "tcg".
+	QemuAccel string
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
 	// pcapfilter.DefaultDeadline.
 	FilterDeadline time.Duration
@@ -139,6 +142,12 @@ type Host struct {
 	vpcsErr  error
 
 	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
+
+	qemuOnce sync.Once // qemuOK is known
+	qemuOK   bool      // a qemu-system binary runs here
+	// probeQemu: the qemu runner is the real one, listed in node_types only
+	// where QEMU runs.
+	probeQemu bool
 
 	bpf bpfCache // programs compiled lately
 
@@ -186,6 +195,8 @@ type nodePort struct {
 	port bridge.Port
 	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
 	link string          // the link using the port, "" if none; guarded by Host.mu
+	// carrier sets the NIC's carrier, for runners that are LinkSetters.
+	carrier *carrier
 }
 
 // adapters reports whether the node's ports are adapters (endpoint
@@ -209,6 +220,23 @@ func (n *hostNode) portIndex(adapter, port int) int {
 		return -1
 	}
 	return i
+}
+
+// setCarriers gives the node's ports a carrier when its runner is a
+// LinkSetter. Ports that carry no link are down.
+func (n *hostNode) setCarriers() {
+	ls, ok := n.runner.(LinkSetter)
+	if !ok {
+		return
+	}
+	for i, np := range n.ports {
+		if np.carrier == nil {
+			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }}
+			if np.link == "" {
+				np.carrier.request(false)
+			}
+		}
+	}
 }
 
 // adapterCount is how many ports a runner node's spec asks for: one per
@@ -261,7 +289,8 @@ func New(cfg Config) *Host {
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
-		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS}
+		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, TypeQemu: h.newQemu}
+		h.probeQemu = true
 	}
 	return h
 }
@@ -280,7 +309,10 @@ func checkID(kind, id string) error {
 // Info describes the agent.
 func (h *Host) Info() proto.AgentInfo {
 	var types []string
-	for _, t := range []string{TypeCloud, TypeHub, TypeSwitch, "vpcs"} { // GNS3's order, of the types we run
+	for _, t := range []string{TypeCloud, TypeHub, TypeSwitch, "vpcs", TypeQemu} { // GNS3's order, of the types we run
+		if t == TypeQemu && h.probeQemu && !h.qemuUsable() {
+			continue // listed only where a qemu-system binary runs
+		}
 		if _, ok := h.runners[t]; ok || builtin(t) {
 			types = append(types, t)
 		}
@@ -366,7 +398,15 @@ func (h *Host) stopNodes(ctx context.Context, p *project) {
 	var wg sync.WaitGroup
 	for _, n := range p.nodes {
 		wg.Go(func() {
-			h.stopNode(ctx, n)
+			if po, ok := n.runner.(PowerOffer); ok { // no waiting for guests at close
+				n.ops.Lock()
+				if err := po.PowerOff(ctx); err != nil {
+					h.log.Warn("power off node", "node", n.spec.NodeID, "err", err)
+				}
+				n.ops.Unlock()
+			} else {
+				h.stopNode(ctx, n)
+			}
 			n.close()
 		})
 	}
@@ -547,6 +587,7 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		return asProtoError(err, proto.CodeConflict)
 	}
 	n.runner = runner
+	n.setCarriers()
 	if rp, ok := runner.(RelayPorter); ok {
 		for i, port := range rp.RelayPorts() {
 			if port != nil && i < len(n.ports) {
@@ -623,6 +664,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	}
 	n.ports = ports
 	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
+	n.setCarriers()
 	h.mu.Unlock()
 	for _, np := range added {
 		h.goServe(np.udp)
@@ -770,6 +812,17 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 	case proto.StatusStopped:
 		h.stopNode(ctx, n)
 		syncPeer(n)
+	case proto.StatusSuspended:
+		s, ok := n.runner.(Suspender)
+		if !ok {
+			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspending a %s node is not supported", n.spec.NodeType)
+		}
+		n.ops.Lock()
+		err := s.Suspend(ctx)
+		n.ops.Unlock()
+		if err != nil {
+			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
+		}
 	default:
 		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "status %q: want %q or %q", status, proto.StatusStarted, proto.StatusStopped)
 	}

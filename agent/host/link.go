@@ -77,6 +77,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		}
 		l.spec, l.bpf = spec, progs
 		l.relay.SetFilters(filters)
+		for _, np := range l.ends {
+			if np != nil {
+				np.carrier.request(!spec.Suspend)
+			}
+		}
 		return nil
 	}
 	l := &hostLink{spec: spec, bpf: progs}
@@ -90,6 +95,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	for _, np := range l.ends {
 		if np != nil {
 			np.link = spec.LinkID
+			np.carrier.request(!spec.Suspend)
 		}
 	}
 	for _, t := range l.tunnels {
@@ -389,6 +395,7 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	for _, np := range l.ends {
 		if np != nil && np.link == l.spec.LinkID {
 			np.link = ""
+			np.carrier.request(false)
 		}
 	}
 	delete(p.links, l.spec.LinkID)

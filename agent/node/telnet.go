@@ -15,6 +15,7 @@ import (
 type consoleServer struct {
 	ln   net.Listener
 	term io.ReadWriter // the pty master
+	opts consoleOptions
 
 	mu      sync.Mutex // guards clients, recent, closed and guard
 	guard   *lineGuard // checks command lines; nil passes everything
@@ -51,10 +52,28 @@ const (
 // echoes what it gets and edits its own line.
 var greeting = []byte{iac, will, echo, iac, will, sga, iac, do, sga}
 
+// consoleOptions tune a console server to its node.
+type consoleOptions struct {
+	// replay is how much recent output a new client gets first
+	// (recentBytes when 0).
+	replay int
+	// keepBang passes '!' through (VPCS's console drops it: see
+	// telnetFilter).
+	keepBang bool
+}
+
 // serveConsole starts serving term on ln, checking command lines with
 // guard if not nil. Close stops it.
 func serveConsole(ln net.Listener, term io.ReadWriter, guard *lineGuard) *consoleServer {
-	s := &consoleServer{ln: ln, term: term, guard: guard, clients: make(map[*consoleClient]struct{})}
+	return serveConsoleWith(ln, term, guard, consoleOptions{})
+}
+
+// serveConsoleWith starts serving term on ln with options.
+func serveConsoleWith(ln net.Listener, term io.ReadWriter, guard *lineGuard, opts consoleOptions) *consoleServer {
+	if opts.replay <= 0 {
+		opts.replay = recentBytes
+	}
+	s := &consoleServer{ln: ln, term: term, guard: guard, opts: opts, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -102,7 +121,7 @@ func (s *consoleServer) readTerm() {
 			chunk := bytes.Clone(buf[:n])
 			s.mu.Lock()
 			s.recent = append(s.recent, chunk...)
-			if over := len(s.recent) - recentBytes; over > 0 {
+			if over := len(s.recent) - s.opts.replay; over > 0 {
 				s.recent = s.recent[over:]
 			}
 			for c := range s.clients {
@@ -149,7 +168,7 @@ func (s *consoleServer) read(c *consoleClient) {
 		s.dropLocked(c)
 		s.mu.Unlock()
 	}()
-	var f telnetFilter
+	f := telnetFilter{keepBang: s.opts.keepBang}
 	buf := make([]byte, 1024)
 	for {
 		n, err := c.conn.Read(buf)
@@ -199,8 +218,9 @@ func (s *consoleServer) Close() {
 // no other VPCS command needs the character. It keeps state across calls,
 // since a command may be split between reads.
 type telnetFilter struct {
-	state  int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
-	lastCR bool
+	keepBang bool
+	state    int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
+	lastCR   bool
 }
 
 func (f *telnetFilter) filter(in []byte) []byte {
@@ -217,7 +237,7 @@ func (f *telnetFilter) filter(in []byte) []byte {
 				continue
 			}
 			f.lastCR = b == '\r'
-			if b == '!' {
+			if b == '!' && !f.keepBang {
 				continue
 			}
 			out = append(out, b)

@@ -47,6 +47,9 @@ type Config struct {
 	// measurements); BufferedCaptures writes captures through the page
 	// cache even where direct I/O is possible.
 	NoUDPGRO, BufferedCaptures bool
+	// QemuAccel is the accelerator of QEMU nodes: "auto" (default), "kvm"
+	// or "tcg" (host.Config.QemuAccel).
+	QemuAccel string
 	// Secret, when set, is required on every API call.
 	Secret string
 	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
@@ -87,6 +90,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		SocketBuffer:     cfg.SocketBuffer,
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
+		QemuAccel:        cfg.QemuAccel,
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,

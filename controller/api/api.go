@@ -139,6 +139,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          a.handleError,
 		BodyLimit:             10 << 20, // symbol uploads; JSON bodies are held to 1 MiB in decode
+		// Bodies over BodyLimit are streamed, and refused but on the image
+		// upload route (streamOnlyUploads).
+		StreamRequestBody: true,
 		// go-json writes the same bytes as encoding/json (a test holds it to
 		// that) 5x faster: encoding/json re-validates every raw member (labels,
 		// styles) and allocates per map; 1,000 links took 11 ms against 2.3.
@@ -148,6 +151,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
+	app.Use(a.streamOnlyUploads)
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
@@ -265,6 +269,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", node+"/suspend", a.nodeStatus(a.projects.SuspendNode))
 	a.handle(app, "POST", node+"/reload", a.nodeStatus(a.projects.ReloadNode))
 	a.handle(app, "GET", node+"/links", a.nodeLinks)
+	a.registerQemu(app)
 	a.handle(app, "GET", templates, a.listTemplates)
 	a.handle(app, "GET", templates+"/{template_id}", a.getTemplate)
 	a.handle(app, "POST", project+"/templates/{template_id}", a.createFromTemplate)

@@ -146,6 +146,7 @@ type nodeCreateRequest struct {
 	PortSegmentSize  *int              `json:"port_segment_size"`
 	FirstPortName    *string           `json:"first_port_name"`
 	CustomAdapters   []json.RawMessage `json:"custom_adapters"`
+	ConsoleType      *string           `json:"console_type"`
 }
 
 func (r *nodeCreateRequest) toCreate() project.NodeCreate {
@@ -161,6 +162,7 @@ func (r *nodeCreateRequest) toCreate() project.NodeCreate {
 	set(&n.Locked, r.Locked)
 	set(&n.PortNameFormat, r.PortNameFormat)
 	set(&n.PortSegmentSize, r.PortSegmentSize)
+	set(&n.ConsoleType, r.ConsoleType)
 	if r.Properties != nil {
 		n.Properties = r.Properties
 	}

@@ -79,6 +79,11 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/symbols/{symbol_id:.+}/raw":                             {"Upload a symbol under the base name of its id", "raw", 204, "", []int{400, 409, 413}},
 	"GET /v2/symbols/{symbol_id:.+}/dimensions":                       {"Width and height of a symbol", "", 200, "dimensions", []int{404}},
 	"GET /v2/openapi.json":                                            {"This document", "", 200, "openapi", nil},
+	"GET /v2/computes/{compute_id}/qemu/images":                       {"List a compute's QEMU images with their md5", "", 200, "images", []int{404, 409}},
+	"POST /v2/computes/{compute_id}/qemu/images/{filename}":           {"Upload a QEMU image (raw body, streamed; confined to the images folder)", "raw", 200, "empty", []int{400, 403, 404, 409}},
+	"GET /v2/computes/{compute_id}/qemu/binaries":                     {"List a compute's qemu-system executables (?archs=x86_64,...)", "", 200, "qemu_binaries", []int{404, 409}},
+	"GET /v2/computes/{compute_id}/qemu/img-binaries":                 {"List a compute's qemu-img executables", "", 200, "qemu_binaries", []int{404, 409}},
+	"GET /v2/computes/{compute_id}/qemu/capabilities":                 {"Platforms a compute's QEMU runs with KVM", "", 200, "qemu_capabilities", []int{404, 409}},
 }
 
 // responseSchemas describe the replies (OpenAPI 3.1, JSON Schema 2020-12).
@@ -167,6 +172,11 @@ var responseSchemas = map[string]string{
 		"frames": {"type": "integer"}, "bytes": {"type": "integer"}}}`,
 	"dimensions": `{"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}`,
 	"openapi":    `{"type": "object"}`,
+	"images": `{"type": "array", "items": {"type": "object", "properties": {"filename": {"type": "string"},
+		"path": {"type": "string"}, "md5sum": {"type": "string"}, "filesize": {"type": "integer"}}}}`,
+	"empty":             `{"type": "object"}`,
+	"qemu_binaries":     `{"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"}, "version": {"type": "string"}}}}`,
+	"qemu_capabilities": `{"type": "object", "properties": {"kvm": {"type": "array", "items": {"type": "string"}}}}`,
 }
 
 var placeholder = regexp.MustCompile(`\{([a-z_]+)(:[^}]*)?\}`)

@@ -25,6 +25,12 @@ type Listener interface {
 	ComputeBack(ctx context.Context, computeID string, running []project.Running)
 }
 
+// Warner is a Listener that also hears what an agent tells a node's users
+// in words (a VM that runs without KVM). *project.Service satisfies it.
+type Warner interface {
+	NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string)
+}
+
 // silence is how long an events stream may stay quiet before its agent is
 // taken for lost: three pings.
 const silence = 3 * proto.PingInterval
@@ -163,6 +169,10 @@ func (r *Registry) dispatch(ctx context.Context, id string, l Listener, line []b
 	case proto.EventNodeStatus:
 		if ev.Node != nil {
 			l.NodeChanged(ctx, id, ev.ProjectID, ev.NodeID, runtimeOf(*ev.Node))
+		}
+	case proto.EventNodeWarning:
+		if w, ok := l.(Warner); ok && ev.Message != "" {
+			w.NodeWarning(ctx, id, ev.ProjectID, ev.NodeID, ev.Message)
 		}
 	}
 }

@@ -61,6 +61,22 @@ func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, link
 	s.emit(st, LinkUpdated, nil, &out)
 }
 
+// NodeWarning relays what a compute tells a node's users (a VM that runs
+// without KVM) as a log.warning notification of the node's project.
+func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string) {
+	st, err := s.opened(projectID)
+	if err != nil {
+		return
+	}
+	st.mu.RLock()
+	n, ok := st.nodes[nodeID]
+	st.mu.RUnlock()
+	if !ok || n.ComputeID != computeID {
+		return
+	}
+	s.emitLog(st, message)
+}
+
 // emitLog announces, after the change it explains, why something happened
 // by itself.
 func (s *Service) emitLog(st *state, msg string) { s.emitLogAt(st, LogWarning, msg) }

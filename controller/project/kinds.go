@@ -94,6 +94,7 @@ var kinds = []*kind{
 		template:      ptr(builtinTemplate(TypeHub, "Ethernet hub", "Hub{0}", ":/symbols/hub.svg", "switch")),
 		defaults:      mappingDefaults(TypeHub),
 	},
+	qemuKind, // kind_qemu.go
 }
 
 func ptr[T any](v T) *T { return &v }

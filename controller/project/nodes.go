@@ -30,6 +30,9 @@ type NodeCreate struct {
 	PortSegmentSize  int
 	FirstPortName    *string
 	CustomAdapters   []json.RawMessage
+	// ConsoleType is the console a node with adapters asks for ("" is its
+	// default: telnet).
+	ConsoleType string
 }
 
 // NewNodeCreate returns a request holding GNS3's defaults.
@@ -131,6 +134,9 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
 		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+	}
+	if hasAdapters(req.Type) {
+		n.ConsoleType = req.ConsoleType
 	}
 	spec, err := s.nodeSpec(n)
 	if err != nil {
@@ -238,7 +244,10 @@ func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
 		if err := s.resolveAdapters(n); err != nil {
 			return spec, err
 		}
-		spec.Properties, spec.Adapters = n.Properties, n.Adapters
+		spec.Properties, spec.Adapters = maps.Clone(n.Properties), n.Adapters
+		if n.ConsoleType != "" {
+			spec.Properties["console_type"] = n.ConsoleType
+		}
 	}
 	return spec, nil
 }
@@ -257,6 +266,14 @@ func (s *Service) resolveAdapters(n *Node) error {
 	}
 	if scheme, ok := s.cfg.Computes.(MACScheme); ok {
 		base, _ := n.Properties["mac_address"].(string)
+		if base == "" { // shown as the node's mac_address, as GNS3's compute does
+			macs, err := scheme.AdapterMACs(n.Type, n.ID, "", 1)
+			if err != nil {
+				return errorf(ErrConflict, "Node %s: %v", n.Name, err)
+			}
+			n.Properties = maps.Clone(n.Properties)
+			n.Properties["mac_address"] = macs[0]
+		}
 		macs, err := scheme.AdapterMACs(n.Type, n.ID, base, len(adapters))
 		if err != nil {
 			return errorf(ErrConflict, "Node %s: %v", n.Name, err)

@@ -1,0 +1,220 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/labtap/labtap/proto"
+)
+
+// DefaultMaxImageBytes bounds one image upload: 128 GiB.
+const DefaultMaxImageBytes = 128 << 30
+
+// imageTypes are the node types with an images folder.
+func imageType(nodeType string) error {
+	if nodeType != TypeQemu {
+		return proto.Errorf(proto.CodeNotFound, "node type %q has no images", nodeType)
+	}
+	return nil
+}
+
+// Images lists the images of a node type (GNS3's rules): every regular file
+// under the images folder, sorted by file name, but hidden ones, md5
+// caches, partial uploads, files under 7 bytes and ELF executables. Each
+// md5 is computed once and cached next to its file in <file>.md5sum.
+func (h *Host) Images(ctx context.Context, nodeType string) ([]proto.Image, error) {
+	if err := imageType(nodeType); err != nil {
+		return nil, err
+	}
+	dir := h.ImagesDir(nodeType)
+	out := []proto.Image{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == dir {
+				return fs.SkipAll
+			}
+			return err
+		}
+		name := d.Name()
+		if strings.HasPrefix(name, ".") && p != dir {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(name, ".md5sum") || strings.HasSuffix(name, ".tmp") {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() < 7 {
+			return nil
+		}
+		if head, err := readHead(p, 4); err != nil || bytes.Equal(head, []byte("\x7fELF")) {
+			return nil
+		}
+		sum, err := md5Of(p, info)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, proto.Image{Filename: name, Path: filepath.ToSlash(rel), MD5Sum: sum, FileSize: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInternal, "list images: %v", err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Filename < out[j].Filename })
+	return out, nil
+}
+
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	_, err = io.ReadFull(f, b)
+	return b, err
+}
+
+// md5Of returns a file's md5 from its cache when the cache is newer than
+// the file, else computes it and refreshes the cache.
+func md5Of(p string, info fs.FileInfo) (string, error) {
+	cache := p + ".md5sum"
+	if st, err := os.Stat(cache); err == nil && !st.ModTime().Before(info.ModTime()) {
+		if b, err := os.ReadFile(cache); err == nil {
+			if s := strings.TrimSpace(string(b)); len(s) == 32 {
+				return s, nil
+			}
+		}
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	m := md5.New()
+	if _, err := io.Copy(m, f); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(m.Sum(nil))
+	_ = os.WriteFile(cache, []byte(sum), 0o644) // a cache: failing to write it costs time only
+	return sum, nil
+}
+
+// WriteImage stores an upload as the image at rel (a path inside the
+// images folder, which it can never leave: os.Root) from r, at most limit
+// bytes: into <rel>.tmp, renamed over the image once whole, with its md5
+// cached. A failed or oversized upload leaves the previous image as it
+// was.
+func (h *Host) WriteImage(nodeType, rel string, r io.Reader, limit int64) error {
+	if err := imageType(nodeType); err != nil {
+		return err
+	}
+	if limit <= 0 {
+		limit = DefaultMaxImageBytes
+	}
+	clean := path.Clean(rel)
+	if rel == "" || !filepath.IsLocal(clean) || strings.HasPrefix(path.Base(clean), ".") || strings.HasSuffix(clean, ".md5sum") || strings.ContainsRune(rel, 0) {
+		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden", rel)
+	}
+	dir := h.ImagesDir(nodeType)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
+	}
+	defer root.Close()
+	if d := path.Dir(clean); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, err)
+		}
+	}
+	tmp := clean + ".tmp"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, err)
+	}
+	m := md5.New()
+	n, err := io.Copy(io.MultiWriter(f, m), io.LimitReader(r, limit+1))
+	if err == nil && n > limit {
+		err = errTooLarge
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, clean)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		if errors.Is(err, errTooLarge) {
+			return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is larger than %d bytes", rel, limit)
+		}
+		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
+	}
+	_ = root.WriteFile(clean+".md5sum", []byte(hex.EncodeToString(m.Sum(nil))), 0o644)
+	h.log.Info("image written", "type", nodeType, "path", clean, "bytes", n)
+	return nil
+}
+
+var errTooLarge = errors.New("too large")
+
+// QemuCapabilities reports KVM where /dev/kvm opens read-write.
+func (h *Host) QemuCapabilities() proto.QemuCapabilities {
+	caps := proto.QemuCapabilities{KVM: []string{}}
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+		f.Close()
+		caps.KVM = []string{"x86_64", "i386"}
+	}
+	return caps
+}
+
+// QemuImgBinaries lists the qemu-img executables in PATH with versions.
+func (h *Host) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
+	out := []proto.QemuBinary{}
+	seen := map[string]bool{}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, "qemu-img")
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		if v, err := qemuVersion(ctx, p); err == nil {
+			out = append(out, proto.QemuBinary{Path: p, Version: v})
+		}
+	}
+	return out
+}
+
+// QemuBinariesList is QemuBinaries as wire data.
+func (h *Host) QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary {
+	var out []proto.QemuBinary
+	for _, b := range QemuBinaries(ctx, archs) {
+		out = append(out, proto.QemuBinary{Path: b.Path, Version: b.Version})
+	}
+	if out == nil {
+		out = []proto.QemuBinary{}
+	}
+	return out
+}

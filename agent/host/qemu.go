@@ -1,0 +1,211 @@
+package host
+
+import (
+	"context"
+
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/proto"
+)
+
+// TypeQemu is GNS3's node type of QEMU virtual machines.
+const TypeQemu = "qemu"
+
+// LinkSetter is a runner whose NICs have a carrier the host sets: up while
+// a link that is not suspended uses the adapter, down otherwise (QEMU's
+// set_link, GNS3's replicate_network_connection_state).
+type LinkSetter interface {
+	SetLink(adapter int, up bool) error
+}
+
+// Suspender is a runner that can pause and resume (Start resumes).
+type Suspender interface {
+	Suspend(ctx context.Context) error
+}
+
+// PowerOffer is a runner whose Stop may ask its guest first (ACPI); a
+// closing project uses PowerOff instead, which does not wait for it.
+type PowerOffer interface {
+	PowerOff(ctx context.Context) error
+}
+
+// carrier applies a port's wanted carrier state through its runner, in
+// the background (QMP calls must not run under Host.mu), the last wish
+// winning.
+type carrier struct {
+	set     func(up bool) error
+	mu      sync.Mutex // guards want
+	want    bool
+	applyMu sync.Mutex // one apply at a time
+}
+
+func (c *carrier) request(up bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.want = up
+	c.mu.Unlock()
+	go func() {
+		c.applyMu.Lock()
+		defer c.applyMu.Unlock()
+		c.mu.Lock()
+		up := c.want
+		c.mu.Unlock()
+		_ = c.set(up) // a stopped VM remembers it; a gone one does not matter
+	}()
+}
+
+// qemuBinaries lists the qemu-system-* executables in PATH, each once
+// (by real path), in PATH order.
+func qemuBinaries() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		matches, _ := filepath.Glob(filepath.Join(dir, "qemu-system-*"))
+		for _, m := range matches {
+			real, err := filepath.EvalSymlinks(m)
+			if err != nil || seen[real] {
+				continue
+			}
+			if st, err := os.Stat(real); err != nil || st.Mode()&0o111 == 0 || !st.Mode().IsRegular() {
+				continue
+			}
+			seen[real] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// QemuBinary is one QEMU executable and its version.
+type QemuBinary struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+}
+
+// QemuBinaries lists the QEMU executables that run (-version), for GNS3's
+// /qemu/binaries; archs, when not empty, keeps those whose name ends with
+// one of them.
+func QemuBinaries(ctx context.Context, archs []string) []QemuBinary {
+	out := []QemuBinary{}
+	for _, b := range qemuBinaries() {
+		if len(archs) > 0 {
+			keep := false
+			for _, a := range archs {
+				keep = keep || strings.HasSuffix(b, a)
+			}
+			if !keep {
+				continue
+			}
+		}
+		v, err := qemuVersion(ctx, b)
+		if err != nil {
+			continue
+		}
+		out = append(out, QemuBinary{Path: b, Version: v})
+	}
+	return out
+}
+
+// qemuVersion runs bin -version and returns its version number.
+func qemuVersion(ctx context.Context, bin string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "-version").Output()
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(out))
+	for i, w := range f {
+		if w == "version" && i+1 < len(f) {
+			return f[i+1], nil
+		}
+	}
+	return "", fmt.Errorf("%s: no version in %q", bin, out)
+}
+
+// qemuUsable reports whether a qemu-system binary runs here, once.
+func (h *Host) qemuUsable() bool {
+	h.qemuOnce.Do(func() {
+		for _, b := range qemuBinaries() {
+			if _, err := qemuVersion(context.Background(), b); err == nil {
+				h.qemuOK = true
+				return
+			}
+		}
+	})
+	return h.qemuOK
+}
+
+// ImagesDir is where the agent keeps the images of a node type
+// (<data dir>/images/QEMU for qemu, GNS3's layout).
+func (h *Host) ImagesDir(nodeType string) string {
+	sub := nodeType
+	if nodeType == TypeQemu {
+		sub = "QEMU"
+	}
+	return filepath.Join(h.cfg.DataDir, "images", sub)
+}
+
+// runtimeDir is the private folder of a node's sockets.
+func (h *Host) runtimeDir(nodeID string) string {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base == "" {
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("labtap-%d", os.Getuid()))
+	}
+	return filepath.Join(base, "labtap", nodeID)
+}
+
+// qemuAdapters pairs the spec's adapters with the agent's ports.
+func qemuAdapters(spec proto.NodeSpec, ports []netip.AddrPort) []node.QemuAdapter {
+	out := make([]node.QemuAdapter, len(spec.Adapters))
+	for i, a := range spec.Adapters {
+		out[i] = node.QemuAdapter{MAC: a.MACAddress, Model: a.AdapterType}
+		if i < len(ports) {
+			out[i].Agent = ports[i]
+		}
+	}
+	return out
+}
+
+// qemuRunner adapts node.Qemu to the host's optional interfaces.
+type qemuRunner struct{ *node.Qemu }
+
+func (r qemuRunner) Update(_ context.Context, spec proto.NodeSpec, ports []netip.AddrPort) error {
+	return r.Qemu.Update(spec.Properties, qemuAdapters(spec, ports))
+}
+
+func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+	var props node.QemuProps
+	if err := props.Merge(env.Spec.Properties); err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	projectDir := filepath.Dir(filepath.Dir(filepath.Dir(env.Dir))) // <project>/project-files/qemu/<node>
+	projectID := filepath.Base(projectDir)
+	q, err := node.NewQemu(node.QemuConfig{
+		NodeID: env.Spec.NodeID, Name: env.Spec.Name,
+		ProjectID: projectID, ProjectDir: projectDir,
+		Dir:         env.Dir,
+		RuntimeDir:  h.runtimeDir(env.Spec.NodeID),
+		ImagesDir:   h.ImagesDir(TypeQemu),
+		ConsoleHost: h.cfg.ConsoleBind,
+		Accel:       h.cfg.QemuAccel,
+		Props:       props,
+		Adapters:    qemuAdapters(env.Spec, env.Ports),
+		Logger:      env.Logger,
+		OnStop:      env.OnStop,
+		OnWarning: func(msg string) {
+			h.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
+		},
+	})
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	return qemuRunner{q}, nil
+}

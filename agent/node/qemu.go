@@ -1,0 +1,668 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/digitalocean/go-qemu/qmp"
+)
+
+// QemuAdapter is one NIC of a QEMU node.
+type QemuAdapter struct {
+	MAC   string // e.g. 0c:47:9c:97:00:00
+	Model string // QEMU -device model (e1000, virtio-net-pci, ...)
+	// Agent is the agent's UDP address facing this adapter: QEMU sends the
+	// adapter's frames there.
+	Agent netip.AddrPort
+}
+
+// QemuConfig configures a QEMU node. The properties are GNS3's, already
+// checked by the controller; the runner checks what touches the host
+// again (options, image paths).
+type QemuConfig struct {
+	NodeID, Name string
+	// ProjectID and ProjectDir are for the %project-id% and %project-path%
+	// substitutions of options.
+	ProjectID, ProjectDir string
+	// Dir is the node's folder: qemu.log and the disks' overlays.
+	Dir string
+	// RuntimeDir is a private (0700) folder for the console and QMP
+	// sockets; it is created and removed by the runner.
+	RuntimeDir string
+	// ImagesDir is where relative image names are found.
+	ImagesDir string
+	// ConsoleHost is where the console (telnet or VNC) listens.
+	ConsoleHost string
+	// Accel is "auto" (KVM when /dev/kvm opens read-write, else TCG),
+	// "kvm" or "tcg".
+	Accel    string
+	Props    QemuProps
+	Adapters []QemuAdapter
+	Logger   *slog.Logger
+	// OnStop is called each time the process ends, asked to or not.
+	OnStop func()
+	// OnWarning tells the users of the node something in words (the
+	// controller shows it as a log.warning notification).
+	OnWarning func(msg string)
+}
+
+// QemuProps are the GNS3 properties of a QEMU node the runner uses
+// (nodes-docker-qemu.md 4.1).
+type QemuProps struct {
+	QemuPath          string `json:"qemu_path"`
+	Platform          string `json:"platform"`
+	RAM               int    `json:"ram"`
+	CPUs              int    `json:"cpus"`
+	BootPriority      string `json:"boot_priority"`
+	HDA               string `json:"hda_disk_image"`
+	HDB               string `json:"hdb_disk_image"`
+	HDC               string `json:"hdc_disk_image"`
+	HDD               string `json:"hdd_disk_image"`
+	HDAInterface      string `json:"hda_disk_interface"`
+	HDBInterface      string `json:"hdb_disk_interface"`
+	HDCInterface      string `json:"hdc_disk_interface"`
+	HDDInterface      string `json:"hdd_disk_interface"`
+	CDROM             string `json:"cdrom_image"`
+	BIOS              string `json:"bios_image"`
+	Initrd            string `json:"initrd"`
+	Kernel            string `json:"kernel_image"`
+	KernelCommandLine string `json:"kernel_command_line"`
+	LinkedClone       *bool  `json:"linked_clone"`
+	OnClose           string `json:"on_close"`
+	Options           string `json:"options"`
+	ConsoleType       string `json:"console_type"`
+	ReplicateLinks    *bool  `json:"replicate_network_connection_state"`
+}
+
+// Merge applies the members present in a JSON object of properties (a
+// node PUT sends only the changed ones).
+func (p *QemuProps) Merge(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	// Nulls leave members as they are; numbers must be integers.
+	if err := json.Unmarshal(raw, p); err != nil {
+		return fmt.Errorf("qemu properties: %w", err)
+	}
+	return nil
+}
+
+// Qemu runs a QEMU virtual machine: one process, each NIC a UDP tunnel to
+// the agent (-netdev socket), the serial console and QMP on unix sockets in
+// a private folder; the agent serves the serial console as telnet.
+type Qemu struct {
+	cfg QemuConfig
+	log *slog.Logger
+
+	ops sync.Mutex // serialises Start, Stop and Update
+
+	mu      sync.Mutex // guards the fields below
+	console int
+	links   []bool // wanted link state per adapter (set_link)
+	proc    *qemuProc
+	binary  string // resolved qemu_path
+	paused  bool
+}
+
+type qemuProc struct {
+	cmd     *exec.Cmd
+	cmdline string
+	nics    []netip.AddrPort // where QEMU listens, per adapter
+	mon     *qmp.SocketMonitor
+	con     net.Conn // the serial chardev, nil for VNC
+	console *consoleServer
+	exited  chan struct{}
+	reaped  chan struct{}
+	err     error // the process's exit status, once exited
+}
+
+// NewQemu prepares a QEMU node; nothing runs until Start.
+func NewQemu(cfg QemuConfig) (*Qemu, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ConsoleHost == "" {
+		cfg.ConsoleHost = "127.0.0.1"
+	}
+	if cfg.OnWarning == nil {
+		cfg.OnWarning = func(string) {}
+	}
+	q := &Qemu{cfg: cfg, log: cfg.Logger, links: make([]bool, len(cfg.Adapters))}
+	bin, err := q.resolveBinary()
+	if err != nil {
+		return nil, err
+	}
+	q.binary = bin
+	if _, err := QemuOptions(cfg.Props.Options, nil); err != nil {
+		return nil, err
+	}
+	if err := q.pickConsole(); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// resolveBinary finds the QEMU executable: qemu_path, a name looked up in
+// PATH, or qemu-system-<platform> (x86_64 when neither is set).
+func (q *Qemu) resolveBinary() (string, error) {
+	p := q.cfg.Props.QemuPath
+	if p == "" {
+		plat := q.cfg.Props.Platform
+		if plat == "" {
+			plat = "x86_64"
+		}
+		p = "qemu-system-" + plat
+	}
+	if !strings.Contains(p, "/") {
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("QEMU binary path %s is not found in the path", p)
+		}
+		p = found
+	}
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("QEMU binary '%s' is not accessible", p)
+	}
+	if st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("QEMU binary '%s' is not executable", p)
+	}
+	return p, nil
+}
+
+// pickConsole picks the console port: any free port for telnet, one from
+// 5900 up for VNC (the display number is the port minus 5900).
+func (q *Qemu) pickConsole() error {
+	switch q.consoleType() {
+	case "none":
+		q.console = 0
+		return nil
+	case "vnc":
+		for port := 5900; port < 10000; port++ {
+			ln, err := net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, strconv.Itoa(port)))
+			if err == nil {
+				ln.Close()
+				q.console = port
+				return nil
+			}
+		}
+		return errors.New("qemu: no free VNC port from 5900 to 9999")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, "0"))
+	if err != nil {
+		return fmt.Errorf("qemu: console: %w", err)
+	}
+	q.console = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return nil
+}
+
+func (q *Qemu) consoleType() string {
+	if t := q.cfg.Props.ConsoleType; t != "" {
+		return t
+	}
+	return "telnet"
+}
+
+// Status returns Started, Stopped or Suspended.
+func (q *Qemu) Status() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.proc == nil:
+		return Stopped
+	case q.paused:
+		return "suspended"
+	}
+	return Started
+}
+
+// Console returns the console port and type.
+func (q *Qemu) Console() (int, string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.console, q.consoleType()
+}
+
+// CommandLine returns the running command, "" while stopped.
+func (q *Qemu) CommandLine() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.proc == nil {
+		return ""
+	}
+	return q.proc.cmdline
+}
+
+// NIC returns where QEMU receives the frames of adapter (port 0).
+func (q *Qemu) NIC(adapter, port int) (netip.AddrPort, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.proc == nil || port != 0 || adapter < 0 || adapter >= len(q.proc.nics) {
+		return netip.AddrPort{}, false
+	}
+	return q.proc.nics[adapter], true
+}
+
+// Properties reports what the runner computed: the absolute qemu_path.
+func (q *Qemu) Properties() map[string]any {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return map[string]any{"qemu_path": q.binary}
+}
+
+// Update takes new properties and adapters; they apply at the next start.
+// Adapters cannot change while the VM runs.
+func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
+	q.ops.Lock()
+	defer q.ops.Unlock()
+	next := q.cfg.Props
+	if err := next.Merge(props); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	running := q.proc != nil
+	q.mu.Unlock()
+	if running && len(adapters) != len(q.cfg.Adapters) {
+		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
+	}
+	if _, err := QemuOptions(next.Options, nil); err != nil {
+		return err
+	}
+	old := q.cfg
+	q.cfg.Props, q.cfg.Adapters = next, adapters
+	bin, err := q.resolveBinary()
+	if err != nil {
+		q.cfg = old
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.binary = bin
+	links := make([]bool, len(adapters))
+	copy(links, q.links)
+	q.links = links
+	if !running && old.Props.ConsoleType != next.ConsoleType {
+		return q.pickConsole()
+	}
+	return nil
+}
+
+// SetLink sets the carrier of an adapter's NIC (QMP set_link): up while a
+// link that is not suspended uses it. It is remembered while the VM is
+// stopped and applied at start.
+func (q *Qemu) SetLink(adapter int, up bool) error {
+	q.mu.Lock()
+	if adapter < 0 || adapter >= len(q.links) {
+		q.mu.Unlock()
+		return fmt.Errorf("qemu: no adapter %d", adapter)
+	}
+	q.links[adapter] = up
+	p := q.proc
+	q.mu.Unlock()
+	if p == nil || !q.replicate() {
+		return nil
+	}
+	return setLink(p.mon, adapter, up)
+}
+
+func (q *Qemu) replicate() bool {
+	r := q.cfg.Props.ReplicateLinks
+	return r == nil || *r
+}
+
+func setLink(mon *qmp.SocketMonitor, adapter int, up bool) error {
+	cmd, _ := json.Marshal(map[string]any{"execute": "set_link", "arguments": map[string]any{"name": fmt.Sprintf("gns3-%d", adapter), "up": up}})
+	if _, err := mon.Run(cmd); err != nil {
+		return fmt.Errorf("qemu: set_link gns3-%d: %w", adapter, err)
+	}
+	return nil
+}
+
+// startTimeout bounds how long QEMU may take to open its sockets: under
+// TCG on a busy host it can take seconds.
+const startTimeout = 60 * time.Second
+
+// Start runs QEMU and returns once its console and QMP answer and the VM
+// runs. A QEMU that fails to start is an error carrying its own message.
+// A suspended VM resumes.
+func (q *Qemu) Start(ctx context.Context) error {
+	q.ops.Lock()
+	defer q.ops.Unlock()
+	q.mu.Lock()
+	p, paused := q.proc, q.paused
+	q.mu.Unlock()
+	if p != nil {
+		if paused {
+			if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+				return fmt.Errorf("qemu: resume: %w", err)
+			}
+			q.mu.Lock()
+			q.paused = false
+			q.mu.Unlock()
+		}
+		return nil
+	}
+	var lastErr error
+	for range startAttempts {
+		p, err := q.launch(ctx)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if p == nil || !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+	}
+	return lastErr
+}
+
+// Suspend pauses the VM (QMP stop).
+func (q *Qemu) Suspend(ctx context.Context) error {
+	q.ops.Lock()
+	defer q.ops.Unlock()
+	q.mu.Lock()
+	p := q.proc
+	q.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%q is not running", q.cfg.Name)
+	}
+	if _, err := p.mon.Run([]byte(`{"execute": "stop"}`)); err != nil {
+		return fmt.Errorf("qemu: suspend: %w", err)
+	}
+	q.mu.Lock()
+	q.paused = true
+	q.mu.Unlock()
+	return nil
+}
+
+// launch builds the command, starts QEMU paused (-S), connects the console
+// and QMP, sets the links' state and lets the VM run.
+func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
+	if err := os.MkdirAll(q.cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	if err := os.MkdirAll(q.cfg.RuntimeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("qemu: runtime dir: %w", err)
+	}
+	if err := os.Chmod(q.cfg.RuntimeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("qemu: runtime dir: %w", err)
+	}
+	conSock := filepath.Join(q.cfg.RuntimeDir, "console.sock")
+	qmpSock := filepath.Join(q.cfg.RuntimeDir, "qmp.sock")
+	os.Remove(conSock)
+	os.Remove(qmpSock)
+	accel, warn := q.accel()
+	if warn != "" {
+		q.cfg.OnWarning(warn)
+	}
+	args, nics, err := q.buildArgs(accel, conSock, qmpSock)
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(q.cfg.Dir, "qemu.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
+	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
+	cmd := exec.Command(q.binary, args...)
+	cmd.Dir = q.cfg.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, and gone with the agent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("Could not start QEMU %s: %v", q.binary, err)
+	}
+	p := &qemuProc{cmd: cmd, cmdline: cmdline, nics: nics, exited: make(chan struct{}), reaped: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	fail := func(err error) (*qemuProc, error) {
+		// QEMU that refuses its arguments exits by itself: let it say why.
+		select {
+		case <-p.exited:
+		case <-time.After(3 * time.Second):
+		}
+		q.end(p, 0)
+		if p.console != nil {
+			p.console.Close()
+		}
+		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", q.binary, err, q.logText())
+	}
+	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
+		return fail(err)
+	}
+	q.mu.Lock()
+	links := append([]bool(nil), q.links...)
+	q.mu.Unlock()
+	if q.replicate() {
+		for i, up := range links {
+			if !up {
+				if err := setLink(p.mon, i, false); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+		return fail(err)
+	}
+	q.mu.Lock()
+	q.proc, q.paused = p, false
+	q.mu.Unlock()
+	go q.reap(p)
+	q.log.Info("qemu started", "pid", cmd.Process.Pid, "console", q.console, "accel", accel)
+	return p, nil
+}
+
+// connect waits for QEMU's sockets and connects to them: the serial
+// console first (the VM is paused, so nothing it prints is lost), then QMP.
+func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	ready := func(path string) bool { _, err := os.Stat(path); return err == nil }
+	for !(ready(qmpSock) && (q.consoleType() != "telnet" || ready(conSock))) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("QEMU exited: %v", p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("QEMU opened no QMP socket within %v", startTimeout)
+		case <-tick.C:
+		}
+	}
+	if q.consoleType() == "telnet" {
+		c, err := net.Dial("unix", conSock)
+		if err != nil {
+			return fmt.Errorf("console socket: %w", err)
+		}
+		p.con = c
+		ln, err := q.listenConsole()
+		if err != nil {
+			c.Close()
+			return err
+		}
+		p.console = serveConsoleWith(ln, c, nil, consoleOptions{replay: qemuReplayBytes, keepBang: true})
+	}
+	mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("QMP: %w", err)
+	}
+	if err := mon.Connect(); err != nil {
+		return fmt.Errorf("QMP: %w", err)
+	}
+	p.mon = mon
+	return nil
+}
+
+// qemuReplayBytes is how much console output a new telnet client gets
+// first: enough for a whole boot log.
+const qemuReplayBytes = 256 << 10
+
+// listenConsole binds the telnet console port, or another one when someone
+// took it while the node was stopped.
+func (q *Qemu) listenConsole() (net.Listener, error) {
+	q.mu.Lock()
+	port := q.console
+	q.mu.Unlock()
+	ln, err := net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, strconv.Itoa(port)))
+	if err != nil {
+		ln, err = net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		q.mu.Lock()
+		q.console = ln.Addr().(*net.TCPAddr).Port
+		q.mu.Unlock()
+	}
+	return ln, nil
+}
+
+// ResetConsole disconnects the telnet console's clients; the VM keeps
+// running and the replay buffer is kept.
+func (q *Qemu) ResetConsole() {
+	q.mu.Lock()
+	p := q.proc
+	q.mu.Unlock()
+	if p != nil && p.console != nil {
+		p.console.dropClients()
+	}
+}
+
+// accel picks the accelerator, and the warning to give when a VM runs
+// without KVM though KVM was not ruled out.
+func (q *Qemu) accel() (accel, warning string) {
+	opts := q.cfg.Props.Options
+	switch {
+	case strings.Contains(opts, "accel=tcg") || strings.Contains(opts, "-no-kvm"):
+		return "tcg", ""
+	case q.cfg.Accel == "tcg":
+		return "tcg", ""
+	case q.cfg.Accel == "kvm":
+		return "kvm", ""
+	}
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+		f.Close()
+		return "kvm", ""
+	}
+	return "tcg", fmt.Sprintf("%s runs without KVM (TCG): expect a slow guest", q.cfg.Name)
+}
+
+// logText is qemu.log without its first line (the command), bounded.
+func (q *Qemu) logText() string {
+	data, _ := os.ReadFile(filepath.Join(q.cfg.Dir, "qemu.log"))
+	if i := bytes.Index(data, []byte("Execution log:\n")); i >= 0 {
+		data = data[i+len("Execution log:\n"):]
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return string(data)
+}
+
+// reap waits for the process to end, then marks the node stopped.
+func (q *Qemu) reap(p *qemuProc) {
+	<-p.exited
+	if p.console != nil {
+		p.console.Close()
+	}
+	if p.mon != nil {
+		p.mon.Disconnect()
+	}
+	q.mu.Lock()
+	if q.proc == p {
+		q.proc, q.paused = nil, false
+	}
+	q.mu.Unlock()
+	os.RemoveAll(q.cfg.RuntimeDir)
+	q.log.Info("qemu stopped", "pid", p.cmd.Process.Pid, "status", p.err)
+	if q.cfg.OnStop != nil {
+		q.cfg.OnStop()
+	}
+	close(p.reaped)
+}
+
+// powerdownWait bounds an ACPI shutdown (on_close shutdown_signal).
+const powerdownWait = 120 * time.Second
+
+// Stop stops the VM and waits for QEMU to be gone: with on_close
+// "shutdown_signal" an ACPI power button press first (the guest shuts
+// down cleanly) for up to 120 s or until ctx ends, then SIGTERM, and
+// SIGKILL after 3 s.
+func (q *Qemu) Stop(ctx context.Context) error {
+	return q.stop(ctx, q.cfg.Props.OnClose == "shutdown_signal")
+}
+
+// PowerOff stops the VM without asking the guest (a project closing).
+func (q *Qemu) PowerOff(ctx context.Context) error { return q.stop(ctx, false) }
+
+func (q *Qemu) stop(ctx context.Context, acpi bool) error {
+	q.ops.Lock()
+	defer q.ops.Unlock()
+	q.mu.Lock()
+	p := q.proc
+	q.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if acpi && p.mon != nil {
+		if _, err := p.mon.Run([]byte(`{"execute": "system_powerdown"}`)); err == nil {
+			t := time.NewTimer(powerdownWait)
+			select {
+			case <-p.exited:
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	q.end(p, 3*time.Second)
+	<-p.reaped
+	return nil
+}
+
+// end stops a process: SIGTERM, then SIGKILL if it is still there after
+// grace, and waits until it is gone.
+func (q *Qemu) end(p *qemuProc, grace time.Duration) {
+	if grace > 0 {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(grace):
+		}
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// PID returns the QEMU process id, 0 while stopped (for tests).
+func (q *Qemu) PID() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.proc == nil {
+		return 0
+	}
+	return q.proc.cmd.Process.Pid
+}

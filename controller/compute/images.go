@@ -1,0 +1,82 @@
+package compute
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
+)
+
+// The image and QEMU wizard types are the agents' own.
+type (
+	Image            = proto.Image
+	QemuBinary       = proto.QemuBinary
+	QemuCapabilities = proto.QemuCapabilities
+)
+
+// Images lists a compute's images of a node type.
+func (r *Registry) Images(ctx context.Context, computeID, nodeType string) ([]Image, error) {
+	out := []Image{}
+	err := r.do(ctx, computeID, "GET", proto.ImagesPath(nodeType), nil, &out)
+	return out, err
+}
+
+// UploadImage streams an image to a compute (not retried: a body cannot
+// be replayed); size is the body's length, -1 when unknown.
+func (r *Registry) UploadImage(ctx context.Context, computeID, nodeType, path string, body io.Reader, size int64) error {
+	t, err := r.target(computeID)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, t.url+proto.ImagePath(nodeType, path), body)
+	if err != nil {
+		return &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Could not write image: %s is forbidden", path), Err: err}
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if t.secret != "" {
+		req.Header.Set(proto.SecretHeader, t.secret)
+	}
+	resp, err := r.client.streams.Do(req)
+	if err != nil {
+		return &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request PUT %s", t.id, req.URL.Path)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return agentError(t, resp.StatusCode, data)
+	}
+	return nil
+}
+
+// QemuBinaries lists a compute's QEMU executables; archs keeps those whose
+// name ends with one of them.
+func (r *Registry) QemuBinaries(ctx context.Context, computeID string, archs []string) ([]QemuBinary, error) {
+	path := proto.QemuBinariesPath
+	if len(archs) > 0 {
+		path += "?archs=" + url.QueryEscape(strings.Join(archs, ","))
+	}
+	out := []QemuBinary{}
+	err := r.do(ctx, computeID, "GET", path, nil, &out)
+	return out, err
+}
+
+// QemuImgBinaries lists a compute's qemu-img executables.
+func (r *Registry) QemuImgBinaries(ctx context.Context, computeID string) ([]QemuBinary, error) {
+	out := []QemuBinary{}
+	err := r.do(ctx, computeID, "GET", proto.QemuImgBinariesPath, nil, &out)
+	return out, err
+}
+
+// QemuCapabilities reports what a compute's QEMU can do (KVM).
+func (r *Registry) QemuCapabilities(ctx context.Context, computeID string) (QemuCapabilities, error) {
+	out := QemuCapabilities{KVM: []string{}}
+	err := r.do(ctx, computeID, "GET", proto.QemuCapabilitiesPath, nil, &out)
+	return out, err
+}

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/testenv"
+)
+
+// These tests boot the tiny guest of scripts/tiny-guest (Debian's kernel
+// and a busybox initramfs) under the real qemu-system-x86_64, with TCG
+// where there is no KVM. scripts/test builds the guest and points
+// LABTAP_TINY_GUEST at it.
+
+// tinyGuest returns the folder holding the tiny guest's vmlinuz and
+// initrd.img, or skips (fails under LABTAP_REQUIRE_TOOLS) without it.
+func tinyGuest(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots QEMU guests")
+	}
+	testenv.RequireTools(t, "qemu-system-x86_64", "qemu-img")
+	dir := os.Getenv("LABTAP_TINY_GUEST")
+	if dir == "" {
+		cache, _ := os.UserCacheDir()
+		dir = filepath.Join(cache, "labtap", "tiny-guest")
+	}
+	for _, f := range []string{"vmlinuz", "initrd.img"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			testenv.SkipOrFail(t, "LABTAP_REQUIRE_TOOLS", "no tiny guest in "+dir+": run scripts/tiny-guest")
+		}
+	}
+	return dir
+}
+
+// copyImages puts the tiny guest's files in the controller's QEMU images
+// folder.
+func copyImages(t *testing.T, c *controller, guest string) {
+	t.Helper()
+	images := filepath.Join(c.data, "images", "QEMU")
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"vmlinuz", "initrd.img"} {
+		data := mustRead(t, filepath.Join(guest, f))
+		if err := os.WriteFile(filepath.Join(images, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// guestConsole reads a guest's telnet console continuously; tests wait
+// for what it printed and type lines.
+type guestConsole struct {
+	conn net.Conn
+	mu   sync.Mutex
+	buf  []byte
+	more chan struct{}
+}
+
+func dialGuest(t *testing.T, host string, port int) *guestConsole {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guestConsole{conn: conn, more: make(chan struct{}, 1)}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := conn.Read(b)
+			g.mu.Lock()
+			g.buf = append(g.buf, b[:n]...)
+			g.mu.Unlock()
+			select {
+			case g.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { conn.Close() })
+	return g
+}
+
+// text is everything the console printed, without telnet negotiation,
+// carriage returns and ash's cursor position queries.
+func (g *guestConsole) text() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out bytes.Buffer
+	b := g.buf
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == 0xff && i+2 < len(b):
+			i += 2
+		case b[i] == '\r':
+		default:
+			out.WriteByte(b[i])
+		}
+	}
+	return strings.ReplaceAll(out.String(), "\x1b[6n", "")
+}
+
+// expect waits until the console's output after offset from matches re,
+// and returns the match and where it ends.
+func (g *guestConsole) expect(t *testing.T, from int, re *regexp.Regexp, within time.Duration) (string, int) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		text := g.text()
+		if from > len(text) {
+			from = len(text)
+		}
+		if loc := re.FindStringIndex(text[from:]); loc != nil {
+			return text[from+loc[0] : from+loc[1]], from + loc[1]
+		}
+		select {
+		case <-g.more:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("console: no %q within %v; it printed:\n%s", re, within, text)
+		}
+	}
+}
+
+func (g *guestConsole) send(t *testing.T, line string) int {
+	t.Helper()
+	at := len(g.text())
+	if _, err := io.WriteString(g.conn, line+"\r"); err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// run types a command and returns what it printed between two markers, so
+// the echo of the command line never counts as its output.
+func (g *guestConsole) run(t *testing.T, cmd string, within time.Duration) string {
+	t.Helper()
+	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+	at := g.send(t, fmt.Sprintf("echo B$((%s+1)); %s; echo E$((%s+1))", tag, cmd, tag))
+	n, _ := strconv.Atoi(tag)
+	re := regexp.MustCompile(fmt.Sprintf(`(?s)\nB%d\n(.*?)E%d\n`, n+1, n+1))
+	m, _ := g.expect(t, at, re, within)
+	return re.FindStringSubmatch(m)[1]
+}
+
+// followNotifications reads a notification stream into a buffer until
+// the test ends.
+func followNotifications(t *testing.T, url string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuffer{}
+	go func() {
+		defer resp.Body.Close()
+		b := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(b)
+			buf.WriteString(string(b[:n]))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return buf
+}
+
+// qemuPIDs returns the PIDs of the QEMU processes of a node (its -uuid).
+func qemuPID(nodeID string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 0 && strings.Contains(filepath.Base(args[0]), "qemu-system") && strings.Contains(string(cmdline), "\x00-uuid\x00"+nodeID+"\x00") {
+			return pid
+		}
+	}
+	return 0
+}
+
+func processGone(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return os.IsNotExist(err)
+}
+
+// TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS boots two tiny
+// guests linked through labtap (g1 eth0 ↔ g2 eth0) and a VPCS linked to
+// g1's eth1: the guests ping each other while the link is captured, the
+// pcap holds their ICMP frames; suspending the link takes g1's carrier
+// down, resuming brings it back; g1 pings the VPCS; the console replayed
+// the boot log from the kernel's first line and runs what is typed; no
+// QEMU process outlives the project's close.
+func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
+	guest := tinyGuest(t)
+	testenv.RequireTools(t, "vpcs", "tshark")
+	c := startController(t)
+	copyImages(t, c, guest)
+
+	var info struct {
+		Capabilities struct {
+			NodeTypes []string `json:"node_types"`
+		} `json:"capabilities"`
+	}
+	c.call("GET", "/v2/computes/local", nil, 200, &info)
+	if !strings.Contains(strings.Join(info.Capabilities.NodeTypes, ","), "qemu") {
+		t.Fatalf("compute local lists node types %v, want qemu where qemu-system-x86_64 runs", info.Capabilities.NodeTypes)
+	}
+
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "qemu-e2e"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	events := followNotifications(t, c.url+base+"/notifications")
+	type port struct {
+		Name        string `json:"name"`
+		ShortName   string `json:"short_name"`
+		MACAddress  string `json:"mac_address"`
+		AdapterType string `json:"adapter_type"`
+	}
+	type vm struct {
+		nodeReply
+		Ports      []port         `json:"ports"`
+		Properties map[string]any `json:"properties"`
+	}
+	vms := make([]vm, 2)
+	for i, adapters := range []int{2, 1} {
+		name := fmt.Sprint("g", i+1)
+		c.call("POST", base+"/nodes", map[string]any{"name": name, "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
+			"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": adapters,
+			"kernel_command_line": fmt.Sprintf("console=ttyS0 labtap.name=%s labtap.ip=10.0.0.%d/24", name, i+1),
+		}}, 201, &vms[i])
+		id := strings.ReplaceAll(vms[i].NodeID, "-", "")
+		wantMAC := "0c:" + id[2:4] + ":" + id[4:6] + ":" + id[6:8] + ":00:00"
+		if len(vms[i].Ports) != adapters || vms[i].Ports[0].Name != "Ethernet0" || vms[i].Ports[0].ShortName != "e0" ||
+			vms[i].Ports[0].MACAddress != wantMAC || vms[i].Ports[0].AdapterType != "e1000" || vms[i].Properties["mac_address"] != wantMAC {
+			t.Fatalf("%s: ports %+v, mac_address %v; want %d ports Ethernet0/e0, e1000, MAC %s", name, vms[i].Ports, vms[i].Properties["mac_address"], adapters, wantMAC)
+		}
+	}
+	if vms[0].Ports[1].Name != "Ethernet1" || vms[0].Ports[1].MACAddress[15:] != "01" {
+		t.Fatalf("g1 adapter 1: %+v", vms[0].Ports[1])
+	}
+	var pc1 nodeReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201, &pc1)
+	var link, vpcsLink linkReply
+	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": vms[0].NodeID, "adapter_number": 0, "port_number": 0},
+		{"node_id": vms[1].NodeID, "adapter_number": 0, "port_number": 0},
+	}}, 201, &link)
+	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": vms[0].NodeID, "adapter_number": 1, "port_number": 0},
+		{"node_id": pc1.NodeID, "adapter_number": 0, "port_number": 0},
+	}}, 201, &vpcsLink)
+
+	cons := make([]*guestConsole, 2)
+	pids := make([]int, 2)
+	for i := range vms {
+		c.call("POST", base+"/nodes/"+vms[i].NodeID+"/start", nil, 200, &vms[i])
+		if vms[i].Status != "started" || vms[i].Console == 0 {
+			t.Fatalf("started %s: %+v", vms[i].NodeID, vms[i].nodeReply)
+		}
+		if pids[i] = qemuPID(vms[i].NodeID); pids[i] == 0 {
+			t.Fatalf("no qemu-system process with -uuid %s", vms[i].NodeID)
+		}
+		cons[i] = dialGuest(t, vms[i].ConsoleHost, vms[i].Console)
+	}
+	c.call("POST", base+"/nodes/"+pc1.NodeID+"/start", nil, 200, &pc1)
+	// The guests were started before anyone connected: the console
+	// replays their boot from the kernel's first line.
+	ready := regexp.MustCompile(`labtap-guest ready g\d`)
+	for i, con := range cons {
+		_, end := con.expect(t, 0, ready, 3*time.Minute)
+		text := con.text()
+		first := strings.Index(text, "Linux version")
+		if first < 0 || first > end {
+			t.Fatalf("g%d console: the boot log's first line (Linux version) is not replayed before the ready line:\n%s", i+1, text)
+		}
+	}
+	if out := cons[0].run(t, "echo $((6*7))", time.Minute); strings.TrimSpace(out) != "42" {
+		t.Fatalf("typed command printed %q, want 42", out)
+	}
+
+	// A ping from g1 to g2 while the link is captured.
+	linkPath := base + "/links/" + link.LinkID
+	var started linkReply
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, &started)
+	out := cons[0].run(t, "ping -c 3 -W 5 10.0.0.2", 2*time.Minute)
+	got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out)
+	if got == nil || got[1] == "0" {
+		t.Fatalf("g1 pinging g2 through labtap: %s", out)
+	}
+	c.call("POST", linkPath+"/stop_capture", nil, 201, nil)
+	capt := readCapture(t, deref(started.CaptureFilePath), layers.LinkTypeEthernet)
+	replies, _ := strconv.Atoi(got[1])
+	if capt.echoRequests < replies || capt.echoReplies < replies {
+		t.Fatalf("capture holds %d echo requests and %d replies; g1 got %d replies", capt.echoRequests, capt.echoReplies, replies)
+	}
+	if n := tsharkCount(t, deref(started.CaptureFilePath), "icmp"); n != capt.icmp {
+		t.Fatalf("tshark counts %d ICMP frames, gopacket %d", n, capt.icmp)
+	}
+
+	// Suspending the link takes g1's carrier down; resuming brings it up.
+	carrier := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			got := strings.TrimSpace(cons[0].run(t, "cat /sys/class/net/eth0/carrier", time.Minute))
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("g1 eth0 carrier %q, want %q", got, want)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	carrier("1")
+	c.call("PUT", linkPath, map[string]any{"suspend": true}, 201, nil)
+	carrier("0")
+	c.call("PUT", linkPath, map[string]any{"suspend": false}, 201, nil)
+	carrier("1")
+
+	// g1's second adapter reaches the VPCS.
+	pcCon, err := node.DialConsole(t.Context(), net.JoinHostPort(pc1.ConsoleHost, fmt.Sprint(pc1.Console)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcCon.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := pcCon.Run(ctx, "ip 10.0.1.2/24"); err != nil {
+		t.Fatal(err)
+	}
+	cons[0].run(t, "ip addr add 10.0.1.1/24 dev eth1", time.Minute)
+	out = cons[0].run(t, "ping -c 3 -W 5 10.0.1.2", 2*time.Minute)
+	if got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out); got == nil || got[1] == "0" {
+		t.Fatalf("g1 pinging the VPCS: %s", out)
+	}
+
+	// A guest that powers off is a stopped node, announced; without KVM
+	// the project was told the guests run under TCG.
+	cons[1].send(t, "poweroff -f")
+	stopped := regexp.MustCompile(`"action": ?"node.updated".*"node_id": ?"` + vms[1].NodeID + `".*"status": ?"stopped"|"action": ?"node.updated".*"status": ?"stopped".*"node_id": ?"` + vms[1].NodeID + `"`)
+	deadline := time.Now().Add(time.Minute)
+	for !stopped.MatchString(events.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no node.updated with g2 stopped after it powered off; notifications:\n%s", events.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !processGone(pids[1]) {
+		t.Fatalf("g2 powered off but its QEMU (pid %d) runs", pids[1])
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil && !strings.Contains(events.String(), "runs without KVM (TCG)") {
+		t.Fatalf("no log.warning about TCG on a host without /dev/kvm; notifications:\n%s", events.String())
+	}
+
+	// Closing the project ends every QEMU process.
+	c.call("POST", base+"/close", nil, 204, nil)
+	for i, pid := range pids {
+		deadline := time.Now().Add(30 * time.Second)
+		for !processGone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("g%d's QEMU (pid %d) outlived its project's close", i+1, pid)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder uploads an image
+// through the controller (streamed to the local agent), finds it in the
+// list with the md5 of what was sent, and sees names that would leave the
+// images folder refused with nothing written outside.
+func TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the controller binary")
+	}
+	c := startController(t)
+	body := bytes.Repeat([]byte("labtap image "), 100000) // 1.3 MB
+	body = append(body, []byte(strconv.FormatInt(time.Now().UnixNano(), 10))...)
+	post := func(name string, data []byte) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", c.url+"/v2/computes/local/qemu/images/"+name, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, out := post("disk.qcow2", body); code != 200 || strings.TrimSpace(out) != "{}" {
+		t.Fatalf("upload: %d %s, want 200 {}", code, out)
+	}
+	var list []struct {
+		Filename string `json:"filename"`
+		Path     string `json:"path"`
+		MD5Sum   string `json:"md5sum"`
+		FileSize int64  `json:"filesize"`
+	}
+	c.call("GET", "/v2/computes/local/qemu/images", nil, 200, &list)
+	want := fmt.Sprintf("%x", md5.Sum(body))
+	if len(list) != 1 || list[0].Filename != "disk.qcow2" || list[0].Path != "disk.qcow2" || list[0].MD5Sum != want || list[0].FileSize != int64(len(body)) {
+		t.Fatalf("image list %+v, want disk.qcow2 with md5 %s and %d bytes", list, want, len(body))
+	}
+	if got := mustRead(t, filepath.Join(c.data, "images", "QEMU", "disk.qcow2")); !bytes.Equal(got, body) {
+		t.Fatal("the stored image differs from the upload")
+	}
+	// Names that leave the folder, encoded so that no client or server
+	// normalises them away first.
+	for _, name := range []string{"..%2Fescape.img", "..%2F..%2Fescape.img", ".hidden", "%2Fetc%2Fescape.img"} {
+		if code, out := post(name, []byte("escape attempt")); code != 403 && code != 404 {
+			t.Errorf("upload as %s: %d %s, want 403", name, code, out)
+		}
+	}
+	err := filepath.WalkDir(c.data, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), "escape") {
+			t.Errorf("an upload escaped to %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins []struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+	}
+	c.call("GET", "/v2/computes/local/qemu/binaries", nil, 200, &bins)
+	seen := map[string]bool{}
+	for _, b := range bins {
+		real, _ := filepath.EvalSymlinks(b.Path)
+		if seen[real] || b.Version == "" {
+			t.Errorf("qemu binaries %+v: duplicate or without version", bins)
+		}
+		seen[real] = true
+	}
+}
+
+// TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked starts a VM
+// QEMU refuses (an unknown NIC model in options): the start is a 409
+// carrying QEMU's own message and the node stays stopped, with no process
+// left. Options that would open host files or sockets are refused when
+// the node is created or changed, and nothing changes.
+func TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs QEMU")
+	}
+	testenv.RequireTools(t, "qemu-system-x86_64")
+	c := startController(t)
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "qemu-fail"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	var bad nodeReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "bad", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"options": "-device labtap-no-such-nic", "ram": 64}}, 201, &bad)
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("POST", base+"/nodes/"+bad.NodeID+"/start", nil, 409, &e)
+	if !strings.Contains(e.Message, "labtap-no-such-nic") || !strings.Contains(e.Message, "not a valid device model name") {
+		t.Fatalf("start failure message %q, want QEMU's own words about the device model", e.Message)
+	}
+	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &bad)
+	if bad.Status != "stopped" {
+		t.Fatalf("a VM that failed to start is %q, want stopped", bad.Status)
+	}
+	if pid := qemuPID(bad.NodeID); pid != 0 {
+		t.Fatalf("a QEMU process (pid %d) is left of the failed start", pid)
+	}
+
+	for _, opt := range []string{"-chardev socket,id=x,path=/tmp/labtap-x", "-drive file=/etc/passwd", "-device e1000,netdev=x", "--monitor stdio"} {
+		c.call("POST", base+"/nodes", map[string]any{"name": "evil", "node_type": "qemu", "compute_id": "local",
+			"properties": map[string]any{"options": opt}}, 409, &e)
+		if !strings.Contains(e.Message, "Forbidden additional option") {
+			t.Errorf("options %q: %q, want Forbidden additional option", opt, e.Message)
+		}
+	}
+	var got struct {
+		Properties map[string]any `json:"properties"`
+	}
+	c.call("PUT", base+"/nodes/"+bad.NodeID, map[string]any{"properties": map[string]any{"options": "-kernel /etc/passwd"}}, 409, &e)
+	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &got)
+	if got.Properties["options"] != "-device labtap-no-such-nic" {
+		t.Fatalf("a refused PUT changed options to %v", got.Properties["options"])
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"ram": "lots"}}, 400, &e)
+	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",
+		"properties": map[string]any{"no_such_property": 1}}, 400, &e)
+}
