@@ -6,6 +6,7 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/creack/pty v1.1.24
 	github.com/digitalocean/go-qemu v0.0.0-20250212194115-ee9b0668d242
+	github.com/dsnet/compress v0.0.1
 	github.com/fasthttp/websocket v1.5.8
 	github.com/goccy/go-json v0.12.0
 	github.com/gofiber/contrib/websocket v1.3.4
@@ -15,6 +16,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/ulikunitz/xz v0.5.15
 	github.com/valyala/fasthttp v1.69.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.24.0

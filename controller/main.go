@@ -64,6 +64,7 @@ type options struct {
 	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
 	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
 	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
+	MaxImportSize  int64         `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
 	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
 	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
@@ -86,6 +87,9 @@ func (o *options) Validate() error {
 	}
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
+	}
+	if o.MaxImportSize <= 0 {
+		return fmt.Errorf("--max-import-size must be a positive number of bytes, not %d", o.MaxImportSize)
 	}
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
@@ -266,8 +270,10 @@ func run(args []string) error {
 		Version:         o.GNS3Version,
 		PinVersion:      o.pinVersion,
 		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
-		Context:         streamCtx,
-		Logger:          log.With("component", "api"),
+		// The import streams to disk: its bound is a disk's, not memory's.
+		MaxImportSize: o.MaxImportSize,
+		Context:       streamCtx,
+		Logger:        log.With("component", "api"),
 	})
 	if err != nil {
 		return err

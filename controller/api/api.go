@@ -60,6 +60,8 @@ type Config struct {
 	User, Password string
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
+	// MaxImportSize bounds a project archive upload; 0 means 10 GiB.
+	MaxImportSize int64
 	// SettingsFile keeps the GNS3 VM and IOU license settings clients
 	// edit; "" keeps them in memory.
 	SettingsFile string
@@ -110,6 +112,39 @@ type Route struct {
 // requestKey is where decode leaves the parsed request for error replies.
 const requestKey = "labtap.request"
 
+// maxBody bounds the body of every request but a project import.
+const maxBody = 10 << 20
+
+// boundBody reads a request's body into memory, at most maxBody bytes
+// (413 beyond), for every route but the two that stream theirs to disk: a
+// project import and a QEMU image upload. The
+// server streams every body (Config.StreamRequestBody), so this is where
+// the bound of other routes holds.
+func (a *API) boundBody(c *fiber.Ctx) error {
+	req := c.Request()
+	if !req.IsBodyStream() || c.Method() == fiber.MethodPost && (matchTemplate(rImport, c.Path()) || isImageUpload(c.Path())) {
+		return c.Next()
+	}
+	if req.Header.ContentLength() > maxBody {
+		c.Context().SetConnectionClose() // the body stays unread
+		return fiber.NewError(fiber.StatusRequestEntityTooLarge, "Request Entity Too Large")
+	}
+	body, err := io.ReadAll(io.LimitReader(req.BodyStream(), maxBody+1))
+	if err != nil {
+		c.Context().SetConnectionClose()
+		return fiber.NewError(fiber.StatusBadRequest, "Cannot read the request body")
+	}
+	if len(body) > maxBody {
+		// Read on a little, so that closing the connection does not reset
+		// it under the reply (a few bytes of a body's end are often left).
+		io.CopyN(io.Discard, req.BodyStream(), 64<<10)
+		c.Context().SetConnectionClose()
+		return fiber.NewError(fiber.StatusRequestEntityTooLarge, "Request Entity Too Large")
+	}
+	req.SetBodyRaw(body)
+	return c.Next()
+}
+
 // New builds the Fiber app serving the /v2 API.
 func New(cfg Config) (*fiber.App, *API, error) {
 	if cfg.Logger == nil {
@@ -138,10 +173,13 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		Immutable:             true, // handler strings outlive the request buffers
 		DisableStartupMessage: true,
 		ErrorHandler:          a.handleError,
-		BodyLimit:             10 << 20, // symbol uploads; JSON bodies are held to 1 MiB in decode
-		// Bodies over BodyLimit are streamed, and refused but on the image
-		// upload route (streamOnlyUploads).
-		StreamRequestBody: true,
+		BodyLimit:             maxBody, // symbol uploads; JSON bodies are held to 1 MiB in decode
+		// Bodies are streamed so that a project import (up to
+		// MaxImportSize) never sits in memory; boundBody reads every other
+		// route's body, up to BodyLimit. Multipart bodies are the import's
+		// to parse, as a stream.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 		// go-json writes the same bytes as encoding/json (a test holds it to
 		// that) 5x faster: encoding/json re-validates every raw member (labels,
 		// styles) and allocates per map; 1,000 links took 11 ms against 2.3.
@@ -151,10 +189,10 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
-	app.Use(a.streamOnlyUploads)
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
+	app.Use(a.boundBody)
 	a.register(app)
 	app.Use(a.unmatched)
 	// Fiber answers a method it does not know in plain text before any
@@ -286,6 +324,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
 	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)
 	a.registerSymbols(app)
+	a.registerArchive(app)
 	a.registerGUI(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 }

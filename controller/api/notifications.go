@@ -55,6 +55,8 @@ func (e *Events) Emit(ev project.Event) {
 		payload = linkFrom(*ev.Link)
 	case ev.Project != nil:
 		payload = projectFrom(*ev.Project)
+	case ev.Snapshot != nil:
+		payload = ev.Snapshot
 	case ev.Drawing != nil:
 		d := drawingFrom(*ev.Drawing)
 		if ev.OmitSVG {

@@ -218,6 +218,11 @@ func (a *API) OpenAPI() map[string]any {
 		}
 		switch doc.body {
 		case "":
+		case "archive":
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
+				"multipart/form-data": map[string]any{"schema": map[string]any{"type": "object",
+					"properties": map[string]any{"file": map[string]any{"type": "string", "format": "binary"}}}}}}
 		case "raw":
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
@@ -250,6 +255,8 @@ func responsesOf(doc routeDoc) map[string]any {
 	case "stream":
 		ok["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{
 			"type": "string", "description": "one JSON object {action, event} per line"}}}
+	case "gns3project":
+		ok["content"] = map[string]any{"application/gns3project": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "pcapng":

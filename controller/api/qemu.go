@@ -115,26 +115,8 @@ func (a *API) uploadImage(q QemuComputes, c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{})
 }
 
-// streamOnlyUploads holds every body but an image upload's to BodyLimit,
-// as fasthttp did before streaming was on: a longer one is 413, a chunked
-// one is read whole up to the limit.
-func (a *API) streamOnlyUploads(c *fiber.Ctx) error {
-	if c.Method() == fiber.MethodPost && strings.HasPrefix(c.Path(), imageUploadPrefix) && strings.Contains(c.Path(), "/qemu/images/") {
-		return c.Next()
-	}
-	limit := c.App().Config().BodyLimit
-	cl := c.Request().Header.ContentLength()
-	if cl > limit {
-		return fiber.NewError(fiber.StatusRequestEntityTooLarge, "Request Entity Too Large")
-	}
-	if cl == -1 && c.Request().IsBodyStream() { // chunked
-		data, err := io.ReadAll(io.LimitReader(c.Context().RequestBodyStream(), int64(limit)+1))
-		// A stream cut short is what a chunk announced over the limit
-		// gives (fasthttp refused it from its size line when it buffered).
-		if err != nil || len(data) > limit {
-			return fiber.NewError(fiber.StatusRequestEntityTooLarge, "Request Entity Too Large (or a chunked body cut short)")
-		}
-		c.Request().SetBody(data)
-	}
-	return c.Next()
+// isImageUpload reports a QEMU image upload's path, whose body is streamed
+// to disk under its own cap (boundBody lets it through).
+func isImageUpload(path string) bool {
+	return strings.HasPrefix(path, imageUploadPrefix) && strings.Contains(path, "/qemu/images/")
 }

@@ -496,10 +496,15 @@ func TestOversizeUploadIs413AndWritesNothing(t *testing.T) {
 		head string
 		body []byte
 	}{
-		{"announced length", fmt.Sprintf("POST /v2/symbols/big.svg/raw HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", symbols.MaxSize+1), nil},
-		// The chunk's size line is enough for the server to refuse.
+		// The body's first bytes are sent: bodies are streamed, and the
+		// server (fasthttp) reads up to 8 KiB of one before any handler
+		// sees it; a client that announced a length and sent nothing gets
+		// a 400 for the body it cut short instead.
+		{"announced length", fmt.Sprintf("POST /v2/symbols/big.svg/raw HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", symbols.MaxSize+1), bytes.Repeat([]byte("a"), 16<<10)},
+		// Request bodies are streamed (so that project imports never sit in
+		// memory): a chunked body is refused once more than the limit came.
 		{"chunked", "POST /v2/symbols/big.svg/raw HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
-			fmt.Appendf(nil, "%x\r\n", symbols.MaxSize+1)},
+			fmt.Appendf(nil, "%x\r\n%s\r\n0\r\n\r\n", symbols.MaxSize+1, bytes.Repeat([]byte("a"), symbols.MaxSize+1))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -166,7 +166,8 @@ const (
 	// happened by itself (GNS3 clients show it in their log pane).
 	LogWarning = "log.warning"
 	// LogInfo tells them something that happened as asked, later: a
-	// capture that stopped at its limit.
+	// capture that stopped at its limit, a long operation (an archive's)
+	// that ended (the GNS3 GUI prints it in its console; spec 6.15).
 	LogInfo = "log.info"
 )
 
@@ -184,6 +185,8 @@ type Event struct {
 	// not change it (GNS3).
 	OmitSVG bool
 	Message string
+	// Snapshot is snapshot.restored's.
+	Snapshot *SnapshotInfo
 }
 
 // Emitter receives events, in the order they happened within a project.

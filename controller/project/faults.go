@@ -194,7 +194,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 	uses := slices.Contains(st.openComputesLocked(), computeID)
 	var nodes []Node
 	for _, id := range st.nodeOrder {
-		if n := st.nodes[id]; n.ComputeID == computeID {
+		if n := st.nodes[id]; n.ComputeID == computeID && !n.Inert {
 			nodes = append(nodes, *n)
 		}
 	}

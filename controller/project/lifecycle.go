@@ -14,6 +14,7 @@ import (
 // it met: projects that could not be read are skipped, projects that could
 // not be opened stay closed.
 func (s *Service) Load(ctx context.Context, running []Running) []error {
+	s.sweepArchiveLeftovers()
 	snaps, errs := s.cfg.Store.LoadAll()
 	var autoOpen []string
 	s.mu.Lock()
@@ -138,6 +139,9 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running []Running) (err error) {
 	for _, stored := range snap.Nodes {
 		n := stored
+		if s.keepInert(st, n) {
+			continue
+		}
 		if !s.cfg.Computes.Exists(n.ComputeID) {
 			return computeNotFound(n.ComputeID)
 		}
@@ -171,6 +175,9 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		st.nodeOrder = append(st.nodeOrder, n.ID)
 	}
 	for _, stored := range snap.Links {
+		if s.keepUnwired(st, stored) {
+			continue
+		}
 		filters, err := normalizeFilters(stored.Filters)
 		if err != nil {
 			s.log.Warn("link filters ignored", "link", stored.ID, "err", err)

@@ -91,6 +91,9 @@ type Node struct {
 	Adapters []Adapter
 	// Extra are the node's stored members labtap does not model.
 	Extra Extra
+	// Inert marks a node kept as its file has it, of a type labtap cannot
+	// run: it stays stopped, and starting it is refused (archive.go).
+	Inert bool
 }
 
 // Port is a network port of a node.

@@ -339,6 +339,7 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 	var computeID, projectID string
 	if err == nil {
 		computeID, projectID = n.ComputeID, n.ProjectID
+		err = inertRefusal(n, status)
 	}
 	st.mu.RUnlock()
 	if err != nil {
@@ -469,6 +470,9 @@ func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Co
 	var g errgroup.Group // no context: one failure does not stop the others
 	g.SetLimit(bulkParallel)
 	for _, n := range nodes {
+		if n.Inert {
+			continue // never runs (archive.go)
+		}
 		g.Go(func() error { return op(ctx, st, n) })
 	}
 	return g.Wait() // the first error
@@ -701,7 +705,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 			s.emitLinkGone(st, old)
 		}
 	}
-	if err := s.cfg.Computes.DeleteNode(ctx, node.ComputeID, projectID, nodeID); err != nil && !isNotFound(err) {
+	if err := s.deleteFromCompute(ctx, node); err != nil {
 		if len(gone) > 0 {
 			if err := s.save(st); err != nil {
 				s.log.Error("save project", "project", projectID, "err", err)

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/labtap/labtap/controller/archive"
 )
 
 // SymbolSizes tells a symbol's width and height in pixels.
@@ -33,7 +35,10 @@ type Config struct {
 	TemplatesFile string
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
 	Symbols SymbolSizes
-	Logger  *slog.Logger
+	// ArchiveLimits bound what an import or a snapshot restore unpacks;
+	// zero members are archive.DefaultLimits'.
+	ArchiveLimits archive.Limits
+	Logger        *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is
@@ -48,6 +53,7 @@ type Service struct {
 	projects map[string]*state
 	order    []string // creation order of project ids
 
+	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
 
 	// Work a request starts and does not wait for (a project's

@@ -1,0 +1,979 @@
+package project
+
+import (
+	"archive/zip"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/labtap/labtap/controller/archive"
+	"github.com/labtap/labtap/internal/atomicfile"
+)
+
+// Portable projects, duplicates and snapshots (spec api-v2-gui-complete.md
+// 2.2-2.5), all made of package archive's export and safe extraction:
+// a duplicate is an export imported under a new id, a snapshot an export
+// kept in snapshots/, a restore an import into the same project.
+//
+// Every one of them is atomic: it unpacks into a temporary directory
+// beside the projects (never into a live one), checks the result, and only
+// then renames it into place; a failure removes the temporary directory
+// and changes nothing else. One archive operation runs per project at a
+// time; another one meanwhile is 409 (spec 6.5).
+
+// ExportOptions are the project export's choices.
+type ExportOptions = archive.ExportOptions
+
+// MaxSnapshotName bounds a snapshot's name, in characters.
+const MaxSnapshotName = 255
+
+// SnapshotInfo is a snapshot as the API shows it.
+type SnapshotInfo = archive.Snapshot
+
+// SnapshotRestored is sent on a project's stream when a restore is done;
+// the GNS3 GUI reloads the project on it.
+const SnapshotRestored = "snapshot.restored"
+
+var errBusy = &Error{Kind: ErrConflict, Msg: "Another operation is running on this project"}
+
+// beginArchiveOp marks project id as running an archive operation; the
+// returned func ends it.
+func (s *Service) beginArchiveOp(id string) (func(), error) {
+	if _, busy := s.archiving.LoadOrStore(id, true); busy {
+		return nil, errBusy
+	}
+	return func() { s.archiving.Delete(id) }, nil
+}
+
+// refusal turns package archive's refusals into API errors: a refused
+// entry or a corrupted file is 409 (GNS3's status), a limit 413.
+func refusal(err error) error {
+	var ae *archive.Error
+	switch {
+	case errors.As(err, &ae):
+		return &Error{Kind: ErrConflict, Msg: ae.Msg, Err: err}
+	case errors.Is(err, archive.ErrTooLarge):
+		return &Error{Kind: ErrTooLarge, Msg: "Cannot import project: " + err.Error(), Err: err}
+	case errors.Is(err, archive.ErrCompression):
+		return &Error{Kind: ErrInvalid, Msg: err.Error(), Err: err}
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &Error{Kind: ErrInternal, Msg: "Could not import the project: " + pathless(err), Err: err}
+}
+
+// pathless is an error's text without the server paths os errors carry.
+func pathless(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + le.Err.Error()
+	}
+	return err.Error()
+}
+
+// checkStopped refuses a project some of whose nodes run (those that
+// always run excepted), as GNS3 does before an export. st.mu must be held.
+func (st *state) checkStoppedLocked(what string) error {
+	for _, id := range st.nodeOrder {
+		n := st.nodes[id]
+		if n.Status != Stopped && !isAlwaysRunning(n.Type) {
+			return errorf(ErrConflict, "Project must be stopped in order to %s it", what)
+		}
+	}
+	return nil
+}
+
+// Export is a project export under way: it holds the project's lock, so
+// nothing changes the files while they are read, until WriteTo returns.
+type Export struct {
+	// Name is the project's name, for the file name clients save.
+	Name string
+	s    *Service
+	st   *state
+	end  func()
+	dir  string
+	opts ExportOptions
+	file []byte
+	// announce sends log.info when done (not for a snapshot or a copy).
+	announce bool
+}
+
+// ExportProject checks that a project can be exported (every node stopped)
+// and returns the export, which holds the project until its WriteTo runs.
+// The caller must call WriteTo exactly once.
+func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptions) (*Export, error) {
+	switch opts.Compression {
+	case archive.Store, archive.Deflate, archive.Bzip2, archive.LZMA:
+	default:
+		return nil, errorf(ErrInvalid, "Unknown compression method %d", opts.Compression)
+	}
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := s.export(id, opts, end)
+	if exp != nil {
+		exp.announce = true
+	}
+	return exp, err
+}
+
+// export is ExportProject for a caller that marked the archive operation;
+// end, called after WriteTo, ends it.
+func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, error) {
+	st, err := s.lockProject(id)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	fail := func(err error) (*Export, error) {
+		st.ops.Unlock()
+		end()
+		return nil, err
+	}
+	st.mu.RLock()
+	p := st.p
+	err = st.checkStoppedLocked("export")
+	st.mu.RUnlock()
+	if err != nil {
+		return fail(err)
+	}
+	if opts.Warn == nil {
+		log := s.log.With("project", id)
+		opts.Warn = func(msg string) {
+			log.Warn("export", "msg", msg)
+			s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
+		}
+	}
+	// Images come only from image directories; labtap has none yet, so
+	// include_images adds nothing (and never reads a path a node names),
+	// and says so.
+	opts.Images = nil
+	if opts.IncludeImages {
+		opts.Warn("include_images: this server keeps no image directories; the export holds no images")
+	}
+	if p.Filename == "" {
+		return fail(errorf(ErrConflict, "Cannot export project: it has no project file"))
+	}
+	// The file as saved: every change is saved before it is acknowledged,
+	// and it holds what labtap does not model (drawings, unknown members).
+	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
+	if err != nil {
+		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+	}
+	return &Export{Name: p.Name, s: s, st: st, end: end, dir: p.Path, opts: opts, file: data}, nil
+}
+
+// WriteTo writes the .gns3project to w and releases the project.
+func (e *Export) WriteTo(w io.Writer) (int64, error) {
+	defer e.end()
+	defer e.st.ops.Unlock()
+	cw := &countWriter{w: w}
+	err := archive.Export(cw, e.dir, e.file, e.opts)
+	id := e.st.project().ID
+	if err != nil {
+		e.s.log.Warn("export ended early", "project", id, "err", err)
+	} else if e.announce {
+		e.s.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
+	}
+	return cw.n, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// importSpec is how an archive becomes a project.
+type importSpec struct {
+	name        string // wanted name; "" takes the archive's
+	keepCompute bool
+	set         map[string]any // project file members to set
+	// withSnapshots keeps the archive's snapshots/.
+	withSnapshots bool
+}
+
+// ImportProject makes project id from a .gns3project archive read from
+// body, which is first written to a temporary file beside the projects
+// (never held in memory): every node, link and drawing gets a new id, every node is placed
+// on the local compute, and the project is registered closed with
+// auto_start and auto_open off and auto_close on (GNS3 2.2). name, when
+// not empty, is the wanted name; a taken name gets "-1", "-2", ... Node
+// types labtap cannot run are kept as they are (they stay stopped). An id
+// in use is 409, the archive is refused whole for any entry that could
+// leave the project (section 3.1), and a failure leaves nothing behind.
+func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, name string) (Project, error) {
+	if err := uuid.Validate(id); err != nil {
+		return Project{}, errorf(ErrInvalid, "Invalid project ID %s", id)
+	}
+	if _, err := s.lookup(id); err == nil {
+		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
+	}
+	if err := os.MkdirAll(s.cfg.ProjectsDir, 0o755); err != nil {
+		return Project{}, refusal(err)
+	}
+	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".upload-*.gns3project")
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	size, err := io.Copy(tmp, body)
+	if err != nil {
+		if _, ok := errors.AsType[*Error](err); ok {
+			return Project{}, err // the caller's limit
+		}
+		return Project{}, &Error{Kind: ErrInvalid, Msg: "Cannot read the project archive: " + pathless(err), Err: err}
+	}
+	set := map[string]any{"auto_start": false, "auto_open": false, "auto_close": true}
+	return s.importArchive(ctx, id, tmp, size, importSpec{name: name, set: set, withSnapshots: true})
+}
+
+func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, size int64, spec importSpec) (Project, error) {
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return Project{}, err
+	}
+	defer end()
+	if _, err := s.lookup(id); err == nil {
+		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
+	}
+	zr, err := archive.Open(r, size)
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+		return Project{}, refusal(err)
+	}
+	data, err := archive.ReadProjectFile(zr)
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	if spec.name == "" {
+		if spec.name = archiveName(data); spec.name == "" {
+			return Project{}, errorf(ErrConflict, "Cannot import project, the project.gns3 file is corrupted")
+		}
+	}
+	if err := checkProjectName(spec.name); err != nil {
+		return Project{}, err
+	}
+	root, err := filepath.Abs(s.cfg.ProjectsDir)
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	final := filepath.Join(root, id)
+	if _, err := os.Lstat(final); err == nil {
+		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
+	}
+	name := s.freeProjectName(spec.name)
+	imp, err := archive.ImportProjectFile(data, archive.ImportRewrite{
+		ProjectID: id, Name: name, NewID: uuid.NewString, KeepComputeIDs: spec.keepCompute, Set: spec.set,
+	})
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Project{}, refusal(err)
+	}
+	tmp, err := os.MkdirTemp(root, ".import-*")
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	skip := func(entry string) bool {
+		return entry == archive.ProjectFile || entry == "images" || strings.HasPrefix(entry, "images/") ||
+			!spec.withSnapshots && (entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/"))
+	}
+	if err := archive.Extract(zr, tmp, s.cfg.ArchiveLimits, skip); err != nil {
+		return Project{}, refusal(err)
+	}
+	if hasImages(zr) {
+		s.log.Warn("import: images in the archive are not installed (labtap has no image directories)", "project", id)
+	}
+	for old, niu := range imp.NodeDirs {
+		if err := os.Rename(filepath.Join(tmp, old), filepath.Join(tmp, niu)); err != nil && !os.IsNotExist(err) {
+			return Project{}, refusal(err)
+		}
+	}
+	if err := retagSnapshots(tmp, id); err != nil {
+		return Project{}, refusal(err)
+	}
+	p := Project{ID: id, Name: name, Path: tmp, Filename: fileName(name), Status: Closed}
+	if err := atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644); err != nil {
+		return Project{}, refusal(err)
+	}
+	snap, err := s.cfg.Store.Load(&p)
+	if err != nil {
+		return Project{}, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return Project{}, refusal(err)
+	}
+	done = true
+	snap.Project.Path, snap.Project.Status = final, Closed
+	s.mu.Lock()
+	if _, taken := s.projects[id]; taken {
+		s.mu.Unlock()
+		os.RemoveAll(final)
+		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
+	}
+	st := newState(snap.Project)
+	st.setStoredLocked(snap)
+	s.projects[id] = st
+	s.order = append(s.order, id)
+	out := st.p
+	s.mu.Unlock()
+	s.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: id, Project: &out})
+	s.log.Info("project imported", "project", id, "name", name, "nodes", len(snap.Nodes), "links", len(snap.Links))
+	if unrun := s.unrunnable(snap.Nodes); len(unrun) > 0 {
+		s.log.Warn("imported project has node types this server cannot run; they stay stopped", "project", id, "types", unrun)
+	}
+	return out, nil
+}
+
+// archiveName is the name a project file gives, "" if none.
+func archiveName(data []byte) string {
+	var doc struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return ""
+	}
+	return doc.Name
+}
+
+func hasImages(zr *zip.Reader) bool {
+	return slices.ContainsFunc(zr.File, func(f *zip.File) bool { return strings.HasPrefix(f.Name, "images/") })
+}
+
+// retagSnapshots points the snapshots of a project copied into dir at
+// its new id.
+func retagSnapshots(dir, id string) error {
+	list, err := archive.ReadSnapshots(dir)
+	if err != nil || len(list) == 0 {
+		return nil // an unreadable list is left as it came; listing reports it
+	}
+	for i := range list {
+		list[i].ProjectID = id
+	}
+	return archive.WriteSnapshots(dir, list)
+}
+
+// unrunnable lists the node types of nodes labtap cannot run.
+func (s *Service) unrunnable(nodes []Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if !runnable(n.Type) && !slices.Contains(out, n.Type) {
+			out = append(out, n.Type)
+		}
+	}
+	return out
+}
+
+// checkProjectName bounds a project name taken from a client or archive.
+func checkProjectName(name string) error {
+	if name == "" {
+		return errorf(ErrInvalid, "Project name cannot be empty")
+	}
+	if utf8.RuneCountInString(name) > 255 || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return errorf(ErrInvalid, "Project name must be 1 to 255 printable characters")
+	}
+	return nil
+}
+
+// freeProjectName is name, or the first of "name-1", "name-2", ... that no
+// project has (GNS3's get_free_project_name).
+func (s *Service) freeProjectName(name string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	taken := func(n string) bool {
+		for _, st := range s.projects {
+			st.mu.RLock()
+			same := st.p.Name == n
+			st.mu.RUnlock()
+			if same {
+				return true
+			}
+		}
+		return false
+	}
+	if !taken(name) {
+		return name
+	}
+	for i := 1; ; i++ {
+		if n := fmt.Sprintf("%s-%d", name, i); !taken(n) {
+			return n
+		}
+	}
+}
+
+// DuplicateRequest is a request to duplicate a project.
+type DuplicateRequest struct {
+	Name      string // "" is the source's name
+	ResetMACs bool
+}
+
+// DuplicateProject copies a project under a new id: its export (snapshots
+// included, compute ids kept, MACs reset if asked) imported as a new,
+// closed project with new node, link and drawing ids. The copy keeps the
+// source's auto_close; auto_start and auto_open are off. Every node must be
+// stopped (GNS3 copies running files as they are); the source is left as
+// it is, opened or closed, and a failure leaves nothing behind.
+func (s *Service) DuplicateProject(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
+	src, err := s.Project(id)
+	if err != nil {
+		return Project{}, err
+	}
+	if req.Name == "" {
+		req.Name = src.Name // "name": null (GNS3 then takes a free name after the source's)
+	}
+	if err := checkProjectName(req.Name); err != nil {
+		return Project{}, err
+	}
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return Project{}, err
+	}
+	exp, err := s.export(id, ExportOptions{
+		IncludeSnapshots: true, KeepComputeIDs: true, ResetMACs: req.ResetMACs, Compression: archive.Store,
+		Warn: func(msg string) { s.log.Warn("duplicate", "project", id, "msg", msg) },
+	}, end)
+	if err != nil {
+		if pe, ok := errors.AsType[*Error](err); ok && strings.HasPrefix(pe.Msg, "Project must be stopped") {
+			return Project{}, errorf(ErrConflict, "Project must be stopped in order to duplicate it")
+		}
+		return Project{}, err
+	}
+	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".duplicate-*.gns3project")
+	if err != nil {
+		exp.WriteTo(io.Discard)
+		return Project{}, refusal(err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := exp.WriteTo(tmp); err != nil {
+		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot duplicate project: " + pathless(err), Err: err}
+	}
+	info, err := tmp.Stat()
+	if err != nil {
+		return Project{}, refusal(err)
+	}
+	set := map[string]any{"auto_start": false, "auto_open": false, "auto_close": src.Settings.AutoClose}
+	return s.importArchive(ctx, uuid.NewString(), tmp, info.Size(), importSpec{name: req.Name, keepCompute: true, set: set, withSnapshots: true})
+}
+
+// Snapshots lists a project's snapshots by creation time, then name. A
+// closed project's too.
+func (s *Service) Snapshots(id string) ([]SnapshotInfo, error) {
+	p, err := s.Project(id)
+	if err != nil {
+		return nil, err
+	}
+	list, err := archive.ReadSnapshots(p.Path)
+	if err != nil {
+		return nil, &Error{Kind: ErrConflict, Msg: err.Error(), Err: err}
+	}
+	slices.SortStableFunc(list, func(a, b SnapshotInfo) int {
+		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), strings.Compare(a.Name, b.Name))
+	})
+	if list == nil {
+		list = []SnapshotInfo{}
+	}
+	return list, nil
+}
+
+// SnapshotCreate asks for a snapshot.
+type SnapshotCreate struct {
+	Name        string
+	Description string // "" is GNS3's generated text
+}
+
+// CreateSnapshot exports an opened project, every node stopped, into
+// snapshots/<snapshot_id>.gns3snapshot (uncompressed, compute ids kept)
+// and adds it to snapshots.conf. Names are 1 to 255 printable characters,
+// unique in the project; they never name a file.
+func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCreate) (SnapshotInfo, error) {
+	if req.Name == "" || utf8.RuneCountInString(req.Name) > MaxSnapshotName || strings.ContainsFunc(req.Name, unicode.IsControl) {
+		return SnapshotInfo{}, errorf(ErrInvalid, "Snapshot name must be 1 to %d printable characters", MaxSnapshotName)
+	}
+	if utf8.RuneCountInString(req.Description) > 1024 {
+		return SnapshotInfo{}, errorf(ErrInvalid, "Snapshot description must be at most 1024 characters")
+	}
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer end()
+	p, err := s.Project(id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if p.Status != Opened {
+		return SnapshotInfo{}, errNotOpened
+	}
+	list, err := archive.ReadSnapshots(p.Path)
+	if err != nil {
+		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: err.Error(), Err: err}
+	}
+	if slices.ContainsFunc(list, func(x SnapshotInfo) bool { return x.Name == req.Name }) {
+		return SnapshotInfo{}, errorf(ErrConflict, "The snapshot name %s already exists", req.Name)
+	}
+	exp, err := s.export(id, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
+		Warn: func(msg string) { s.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	now := time.Now()
+	snap := SnapshotInfo{
+		CreatedAt: now.Unix(), Description: cmp.Or(req.Description, archive.Describe(req.Name, now)),
+		Name: req.Name, ProjectID: id, SnapshotID: uuid.NewString(),
+	}
+	snap.Filename = snap.SnapshotID + archive.SnapshotExt
+	dir := filepath.Join(p.Path, archive.SnapshotsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		exp.WriteTo(io.Discard)
+		return SnapshotInfo{}, &Error{Kind: ErrInternal, Msg: "Could not create the snapshot directory: " + pathless(err), Err: err}
+	}
+	tmp, err := os.CreateTemp(dir, ".snapshot-*.tmp")
+	if err != nil {
+		exp.WriteTo(io.Discard)
+		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	_, err = exp.WriteTo(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, snap.Filename))
+	}
+	if err != nil {
+		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
+	}
+	if err := archive.WriteSnapshots(p.Path, append(list, snap)); err != nil {
+		os.Remove(filepath.Join(dir, snap.Filename))
+		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not write snapshot list: " + pathless(err), Err: err}
+	}
+	s.log.Info("snapshot created", "project", id, "snapshot", snap.SnapshotID)
+	return snap, nil
+}
+
+// snapshot finds one snapshot of an opened project.
+func (s *Service) snapshot(id, snapshotID string) (Project, []SnapshotInfo, SnapshotInfo, error) {
+	p, err := s.Project(id)
+	if err != nil {
+		return Project{}, nil, SnapshotInfo{}, err
+	}
+	if p.Status != Opened {
+		return Project{}, nil, SnapshotInfo{}, errNotOpened
+	}
+	list, err := archive.ReadSnapshots(p.Path)
+	if err != nil {
+		return Project{}, nil, SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: err.Error(), Err: err}
+	}
+	i := slices.IndexFunc(list, func(x SnapshotInfo) bool { return x.SnapshotID == snapshotID })
+	if i < 0 {
+		return Project{}, nil, SnapshotInfo{}, errorf(ErrNotFound, "Snapshot ID %s doesn't exist", snapshotID)
+	}
+	return p, list, list[i], nil
+}
+
+// DeleteSnapshot forgets a snapshot and deletes its file.
+func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) error {
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return err
+	}
+	defer end()
+	p, list, snap, err := s.snapshot(id, snapshotID)
+	if err != nil {
+		return err
+	}
+	list = slices.DeleteFunc(list, func(x SnapshotInfo) bool { return x.SnapshotID == snapshotID })
+	if err := archive.WriteSnapshots(p.Path, list); err != nil {
+		return &Error{Kind: ErrConflict, Msg: "Could not write snapshot list: " + pathless(err), Err: err}
+	}
+	if f := archive.SnapshotPath(p.Path, snap); f != "" {
+		if err := os.Remove(f); err != nil {
+			s.log.Warn("delete snapshot file", "project", id, "snapshot", snapshotID, "err", err)
+		}
+	}
+	return nil
+}
+
+// RestoreSnapshot puts an opened project back as a snapshot has it. The
+// snapshot is unpacked and checked first, beside the project; only then
+// are the project's nodes stopped and its directory swapped with the
+// unpacked one (snapshots/ and captures carried over), and the project
+// built again from it, with the ids and computes the snapshot holds. If
+// anything fails, the project is put back as it was. Listeners get
+// node.deleted and link.deleted for everything that was there, then
+// node.created and link.created for everything restored, then
+// snapshot.restored (the GUI reloads the project on it); never
+// project.closed.
+func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return Project{}, err
+	}
+	defer end()
+	st, err := s.lockOpened(id)
+	if err != nil {
+		return Project{}, err
+	}
+	defer st.ops.Unlock()
+	p, _, snapInfo, err := s.snapshot(id, snapshotID)
+	if err != nil {
+		return Project{}, err
+	}
+	file := archive.SnapshotPath(p.Path, snapInfo)
+	if file == "" {
+		return Project{}, errorf(ErrNotFound, "Snapshot ID %s doesn't exist", snapshotID)
+	}
+	tmp, snap, err := s.unpackSnapshot(p, file)
+	if err != nil {
+		return Project{}, err
+	}
+	aside := restoreOld(p.Path)
+	defer os.RemoveAll(tmp)   // after a failure, the snapshot's files
+	defer os.RemoveAll(aside) // after a success, the project's old files
+
+	// From here the project changes: stop it, swap, build.
+	st.mu.RLock()
+	old := st.snapshotLocked()
+	computes := st.openComputesLocked()
+	st.mu.RUnlock()
+	s.closeOn(ctx, id, computes, "close project for a snapshot restore")
+	if err := exchange(p.Path, tmp, aside); err != nil {
+		s.reopen(ctx, st, old, nil)
+		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
+	}
+	snap.Project.Path = p.Path
+	if err := s.reopen(ctx, st, snap, old); err != nil {
+		s.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
+		if serr := exchange(p.Path, aside, tmp); serr != nil {
+			s.log.Error("put back the project directory", "project", id, "err", serr)
+		}
+		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
+			s.log.Error("reopen the project as it was", "project", id, "err", rerr)
+		}
+		return Project{}, errorf(ErrConflict, "Cannot restore snapshot: %v", err) // 409 whatever the cause, as GNS3
+	}
+	out := st.project()
+	info := snapInfo
+	s.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
+	s.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
+	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
+	return out, nil
+}
+
+// unpackSnapshot unpacks a snapshot file beside project p into a new
+// directory holding its files and p's project file, and reads it back.
+func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", nil, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", nil, refusal(err)
+	}
+	zr, err := archive.Open(f, info.Size())
+	if err != nil {
+		return "", nil, refusal(err)
+	}
+	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+		return "", nil, refusal(err)
+	}
+	data, err := archive.ReadProjectFile(zr)
+	if err != nil {
+		return "", nil, refusal(err)
+	}
+	set := map[string]any{"auto_start": p.Settings.AutoStart, "auto_open": p.Settings.AutoOpen, "auto_close": p.Settings.AutoClose}
+	imp, err := archive.ImportProjectFile(data, archive.ImportRewrite{ProjectID: p.ID, Name: p.Name, KeepComputeIDs: true, Set: set})
+	if err != nil {
+		return "", nil, refusal(err)
+	}
+	tmp := restoreNew(p.Path)
+	os.RemoveAll(tmp) // left by a crash (Load sweeps them too)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", nil, refusal(err)
+	}
+	keep := func(entry string) bool {
+		return entry == archive.ProjectFile || entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/") ||
+			entry == "images" || strings.HasPrefix(entry, "images/") || entry == "project-files/captures" || strings.HasPrefix(entry, "project-files/captures/")
+	}
+	err = archive.Extract(zr, tmp, s.cfg.ArchiveLimits, keep)
+	if err == nil {
+		err = atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, refusal(err)
+	}
+	snap, err := s.cfg.Store.Load(&Project{ID: p.ID, Name: p.Name, Path: tmp, Filename: p.Filename, Settings: p.Settings})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
+	}
+	return tmp, snap, nil
+}
+
+// A restore unpacks the snapshot into .<dir>.restore-new beside the
+// project directory <dir>, then exchanges them; the project's old files
+// wait in .<dir>.restore-old until the new ones are in use. Names derived
+// from the project's directory let Load finish or undo a restore a crash
+// cut short (sweepArchiveLeftovers).
+
+func restoreNew(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".restore-new")
+}
+
+func restoreOld(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".restore-old")
+}
+
+// kept are what a restore carries from the project's old files to its new
+// ones: the snapshots, and the captures (never in a snapshot).
+var kept = []string{archive.SnapshotsDir, filepath.Join("project-files", "captures")}
+
+// exchange puts incoming's files in place of dir's, which go to outgoing,
+// carrying over the kept entries: first the kept entries move into
+// incoming, then dir becomes outgoing and incoming becomes dir. At every
+// step a crash leaves each file in dir, incoming or outgoing, which
+// recoverRestore puts back together.
+func exchange(dir, incoming, outgoing string) error {
+	var moved []string
+	undo := func() {
+		for _, k := range moved {
+			os.Rename(filepath.Join(incoming, k), filepath.Join(dir, k))
+		}
+	}
+	for _, k := range kept {
+		from, to := filepath.Join(dir, k), filepath.Join(incoming, k)
+		if _, err := os.Lstat(from); err != nil {
+			continue
+		}
+		os.RemoveAll(to)
+		os.MkdirAll(filepath.Dir(to), 0o755)
+		if err := os.Rename(from, to); err != nil {
+			undo()
+			return err
+		}
+		moved = append(moved, k)
+	}
+	os.RemoveAll(outgoing)
+	if err := os.Rename(dir, outgoing); err != nil {
+		undo()
+		return err
+	}
+	if err := os.Rename(incoming, dir); err != nil {
+		os.Rename(outgoing, dir)
+		undo()
+		return err
+	}
+	return nil
+}
+
+// sweepArchiveLeftovers removes what archive operations a crash cut short
+// left in the projects directory, before projects load: uploads and
+// unpacked imports (never registered), and restores, each finished as far
+// as it got: the project directory is whichever of its old and new files
+// were in place, with its kept entries wherever they were.
+func (s *Service) sweepArchiveLeftovers() {
+	entries, err := os.ReadDir(s.cfg.ProjectsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := filepath.Join(s.cfg.ProjectsDir, name)
+		switch {
+		case strings.HasPrefix(name, ".upload-"), strings.HasPrefix(name, ".duplicate-"), strings.HasPrefix(name, ".import-"):
+			s.log.Warn("removing what an interrupted import left", "path", p)
+			os.RemoveAll(p)
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-old"):
+			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
+			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-new"):
+			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
+			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+		}
+	}
+}
+
+// recoverRestore puts project directory dir back together after a crash
+// during a restore (see exchange).
+func recoverRestore(dir string) {
+	newDir, oldDir := restoreNew(dir), restoreOld(dir)
+	if _, err := os.Lstat(dir); err != nil {
+		// Between exchange's two renames: the old files are whole.
+		if os.Rename(oldDir, dir) != nil {
+			return // nothing to put back: leave everything for a person
+		}
+	}
+	for _, from := range []string{newDir, oldDir} {
+		for _, k := range kept {
+			src, dst := filepath.Join(from, k), filepath.Join(dir, k)
+			if _, err := os.Lstat(src); err != nil {
+				continue
+			}
+			if _, err := os.Lstat(dst); err == nil {
+				continue
+			}
+			os.MkdirAll(filepath.Dir(dst), 0o755)
+			os.Rename(src, dst)
+		}
+		os.RemoveAll(from)
+	}
+}
+
+// reopen replaces an opened project's nodes and links with snap's, built
+// on their computes, saves it and announces the change: deletions of
+// what was (before, if not nil), then creations. st.ops must be held.
+func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
+	p := st.project()
+	opened := newState(p)
+	opened.p.Status = Opened
+	opened.p.Settings, opened.p.Extra = snap.Project.Settings, snap.Project.Extra
+	for _, d := range snap.Drawings {
+		d.ProjectID = p.ID
+		opened.drawings = append(opened.drawings, d)
+	}
+	if err := s.build(ctx, opened, snap, nil); err != nil {
+		s.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
+		return err
+	}
+	if before != nil {
+		for i := range before.Links {
+			s.emitLocked(st, Event{Action: LinkDeleted, Link: &before.Links[i]})
+		}
+		for i := range before.Nodes {
+			s.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
+		}
+	}
+	st.mu.Lock()
+	st.p = opened.p
+	st.nodes, st.nodeOrder = opened.nodes, opened.nodeOrder
+	st.links, st.linkOrder = opened.links, opened.linkOrder
+	st.drawings = opened.drawings
+	st.onComputes = opened.onComputes
+	snapNow := st.snapshotLocked()
+	st.mu.Unlock()
+	if err := s.save(st); err != nil {
+		s.log.Error("save project", "project", p.ID, "err", err)
+	}
+	if before != nil {
+		for i := range snapNow.Nodes {
+			s.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
+		}
+		for i := range snapNow.Links {
+			s.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
+		}
+	}
+	return nil
+}
+
+// emitLocked sends ev about st's project. st.ops must be held.
+func (s *Service) emitLocked(st *state, ev Event) {
+	ev.ProjectID = st.project().ID
+	s.cfg.Events.Emit(ev)
+}
+
+// runnable says whether labtap can run a node type at all.
+func runnable(nodeType string) bool { return kindOf(nodeType) != nil }
+
+// inertRefusal refuses to start an inert node; stopping one does nothing.
+func inertRefusal(n *Node, status string) error {
+	if !n.Inert || status == Stopped {
+		return nil
+	}
+	return errorf(ErrConflict, "Node type %s is not supported by this server", n.Type)
+}
+
+// deleteFromCompute deletes a node on its compute; an inert node is on
+// none, and a node its compute does not know is gone already.
+func (s *Service) deleteFromCompute(ctx context.Context, n Node) error {
+	if n.Inert {
+		return nil
+	}
+	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// keepInert keeps a stored node of a type labtap cannot run (a GNS3
+// project's iou, dynamips, virtualbox, ... node, or one its compute says
+// it does not run) as it is, stopped, on no compute, so the project opens
+// and its file keeps the node (spec 6.7). It reports whether n was such a
+// node. st is being built.
+func (s *Service) keepInert(st *state, n Node) bool {
+	if runnable(n.Type) && (!s.cfg.Computes.Exists(n.ComputeID) || s.mayRun(n.ComputeID, n.Type)) {
+		return false
+	}
+	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
+	if n.Width == 0 || n.Height == 0 {
+		n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+	}
+	if n.Label == nil {
+		n.Label = nodeLabel(nil, n.Name, n.Height)
+	}
+	st.nodes[n.ID] = &n
+	st.nodeOrder = append(st.nodeOrder, n.ID)
+	s.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
+	return true
+}
+
+// keepUnwired keeps a stored link to an inert node as the file has it,
+// not wired (it carries no frames), so saving the project keeps it. It
+// reports whether l was such a link. st is being built.
+func (s *Service) keepUnwired(st *state, l Link) bool {
+	inert := slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool {
+		n, ok := st.nodes[e.NodeID]
+		return ok && n.Inert
+	})
+	if !inert {
+		return false
+	}
+	l.ProjectID, l.Wired, l.Computes, l.Tunnel, l.Capture = st.p.ID, false, nil, nil, Capture{}
+	if l.LinkType == "" {
+		l.LinkType = Ethernet
+	}
+	st.links[l.ID] = &l
+	st.linkOrder = append(st.linkOrder, l.ID)
+	return true
+}
