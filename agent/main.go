@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
 // LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO, LABTAP_QEMU_ACCEL,
-// LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
@@ -68,6 +68,7 @@ type options struct {
 	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
 	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
 	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	LogFormat       string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
@@ -100,7 +101,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
+	log := cli.Logger(o.LogFormat, o.LogLevel)
 	if limit, err := netguard.RaiseFileLimit(); err != nil {
 		log.Warn("raise the open-file limit", "limit", limit, "err", err)
 	} else {

@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL); a flag wins over its variable, and a bad value of
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
@@ -38,8 +38,12 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/controller/topology"
+	"github.com/labtap/labtap/controller/web"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -67,6 +71,7 @@ type options struct {
 	MaxImportSize  int64         `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
 	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
 	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	LogFormat      string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
 	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
 	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
 	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
@@ -120,7 +125,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.LogLevel}))
+	log := cli.Logger(o.LogFormat, o.LogLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -257,6 +262,30 @@ func run(args []string) error {
 		projectCaptures.Close(context.WithoutCancel(gctx))
 		return nil
 	})
+	reg := metrics.NewRegistry()
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "labtap_notification_listeners",
+			Help: "Listeners of the notification streams now (HTTP and WebSocket, every stream).",
+		}, func() float64 { n, _ := hub.Stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "labtap_notification_listeners_dropped_total",
+			Help: "Notification listeners dropped for falling behind.",
+		}, func() float64 { _, d := hub.Stats(); return float64(d) }),
+	)
+	agents := &metrics.Agents{
+		Computes: func() []string {
+			var ids []string
+			for _, c := range registry.List() {
+				if c.Connected {
+					ids = append(ids, c.ID)
+				}
+			}
+			return ids
+		},
+		Fetch:  registry.Metrics,
+		Logger: log.With("component", "metrics"),
+	}
 	app, _, err := api.New(api.Config{
 		Projects:        projects,
 		ProjectCaptures: projectCaptures,
@@ -273,6 +302,9 @@ func run(args []string) error {
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,
+		View:          web.New(log.With("component", "web")),
+		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{reg, agents}, promhttp.HandlerOpts{}),
+		Requests:      metrics.NewHTTP(reg),
 		Logger:        log.With("component", "api"),
 	})
 	if err != nil {

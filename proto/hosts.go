@@ -79,3 +79,7 @@ type LinkStatus struct {
 	Spec    LinkSpec      `json:"spec"`
 	Capture *CaptureState `json:"capture,omitempty"`
 }
+
+// MetricsPath is GET /metrics: the agent's metrics in Prometheus's text
+// format (behind the shared secret, as every agent route).
+const MetricsPath = "/metrics"

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/metrics"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -69,7 +70,11 @@ type Config struct {
 	Secret string
 	// MaxImageBytes bounds one image upload; 0 means 128 GiB.
 	MaxImageBytes int64
-	Logger        *slog.Logger
+	// Metrics, when set, answers GET /metrics (behind the secret too).
+	Metrics http.Handler
+	// Requests counts the requests answered; nil counts nothing.
+	Requests *metrics.HTTP
+	Logger   *slog.Logger
 }
 
 // maxBody bounds request bodies; every agent request is small JSON.
@@ -79,6 +84,7 @@ type handlers struct {
 	svc      Service
 	secret   []byte
 	maxImage int64
+	requests *metrics.HTTP
 	log      *slog.Logger
 }
 
@@ -90,7 +96,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = 128 << 30
 	}
-	h := &handlers{svc: svc, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, log: cfg.Logger}
+	h := &handlers{svc: svc, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, log: cfg.Logger}
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
@@ -118,27 +124,74 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	if is, ok := svc.(ImageService); ok {
 		h.registerImages(mux, is)
 	}
+	if cfg.Metrics != nil {
+		mux.Handle("GET "+proto.MetricsPath, cfg.Metrics)
+	}
 	return h.guard(mux)
 }
 
 // guard checks the shared secret and answers unknown routes with a proto
-// error instead of the mux's plain text.
+// error instead of the mux's plain text. It counts every request by its
+// route pattern and logs it once answered (the access log).
 func (h *handlers) guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, pattern := mux.Handler(r)
+		route := "unmatched"
+		if _, path, ok := strings.Cut(pattern, " "); ok {
+			route = path
+		}
+		rw := &recorder{ResponseWriter: w}
+		defer func() {
+			if rw.status == 0 {
+				rw.status = http.StatusOK
+			}
+			d := time.Since(start)
+			h.requests.Observe(r.Method, route, rw.status, d)
+			h.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+				slog.String("route", route), slog.Int("status", rw.status),
+				slog.Duration("duration", d), slog.Int64("bytes", rw.bytes))
+		}()
 		if len(h.secret) > 0 && subtle.ConstantTimeCompare([]byte(r.Header.Get(proto.SecretHeader)), h.secret) != 1 {
-			writeError(w, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
+			writeError(rw, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
 			return
 		}
-		if _, pattern := mux.Handler(r); pattern == "" {
-			writeError(w, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		if pattern == "" {
+			writeError(rw, proto.Errorf(proto.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 			return
 		}
 		if limit := int64(maxBody); !(r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/images/")) {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			r.Body = http.MaxBytesReader(rw, r.Body, limit)
 		}
-		mux.ServeHTTP(w, r)
+		mux.ServeHTTP(rw, r)
 	})
 }
+
+// recorder notes the status and the body size of a reply. Unwrap gives
+// http.ResponseController the writer underneath (flushes, deadlines).
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *handlers) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.svc.Info())

@@ -120,25 +120,58 @@ func newVM(prog []bpf.RawInstruction) (*bpf.VM, error) {
 // delays reports whether frames go through the delay line.
 func (f *Filters) delays() bool { return f.cfg.Latency > 0 || f.cfg.Jitter > 0 }
 
-// drop runs bpf, frequency_drop and packet_loss on a frame.
-func (f *Filters) drop(frame []byte) bool {
+// DropReason names what dropped a frame: the filter, or suspend.
+type DropReason int
+
+// The reasons a link drops a frame, in the order the chain runs.
+const (
+	NotDropped DropReason = iota
+	DroppedBySuspend
+	DroppedByBPF
+	DroppedByFrequency
+	DroppedByLoss
+	numDropReasons
+)
+
+// DropReasons are the reasons a frame is dropped, for iterating
+// DirStats.FilteredBy.
+var DropReasons = [...]DropReason{DroppedBySuspend, DroppedByBPF, DroppedByFrequency, DroppedByLoss}
+
+// String is the reason's name, as the filter is named in the API.
+func (r DropReason) String() string {
+	switch r {
+	case DroppedBySuspend:
+		return "suspend"
+	case DroppedByBPF:
+		return "bpf"
+	case DroppedByFrequency:
+		return "frequency_drop"
+	case DroppedByLoss:
+		return "packet_loss"
+	}
+	return "none"
+}
+
+// drop runs bpf, frequency_drop and packet_loss on a frame and reports
+// which dropped it, NotDropped if none did.
+func (f *Filters) drop(frame []byte) DropReason {
 	for _, vm := range f.vms {
 		if n, err := vm.Run(frame); err == nil && n != 0 {
-			return true
+			return DroppedByBPF
 		}
 	}
 	switch n := f.cfg.FrequencyDrop; {
 	case n == -1:
-		return true
+		return DroppedByFrequency
 	case n > 0:
 		if f.count.Add(1)%uint64(n) == 0 {
-			return true
+			return DroppedByFrequency
 		}
 	}
 	if p := f.cfg.PacketLoss; p > 0 && rand.IntN(100) < p {
-		return true
+		return DroppedByLoss
 	}
-	return false
+	return NotDropped
 }
 
 // corrupts reports whether this frame is to be corrupted.

@@ -78,13 +78,17 @@ func (l *Link) Close() {
 
 // DirStats counts what one direction of a link did.
 type DirStats struct {
-	// Received frames entered the direction; Forwarded left it.
-	Received, Forwarded uint64
+	// Received frames entered the direction; Forwarded left it, in
+	// ForwardedBytes bytes.
+	Received, Forwarded, ForwardedBytes uint64
 	// Filtered frames were dropped by suspend or a filter; Delayed is how
 	// many are in the delay line now; DelayDrops found it full (or were in
 	// it when the link closed); SendErrors could not be sent.
 	Filtered, DelayDrops, SendErrors uint64
 	Delayed                          int64
+	// FilteredBy splits Filtered by what dropped the frames, indexed by
+	// DropReason (NotDropped stays 0).
+	FilteredBy [numDropReasons]uint64
 }
 
 // LinkStats counts what a link did, per direction (index AtoB, BtoA).
@@ -95,12 +99,17 @@ func (l *Link) Stats() LinkStats {
 	var s LinkStats
 	for i, d := range l.dirs {
 		s[i] = DirStats{
-			Received:   d.received.Load(),
-			Forwarded:  d.forwarded.Load(),
-			Filtered:   d.filtered.Load(),
-			DelayDrops: d.line.drops.Load(),
-			SendErrors: d.sendErrs.Load(),
-			Delayed:    d.line.pending.Load(),
+			Received:       d.received.Load(),
+			Forwarded:      d.forwarded.Load(),
+			ForwardedBytes: d.forwardedBytes.Load(),
+			DelayDrops:     d.line.drops.Load(),
+			SendErrors:     d.sendErrs.Load(),
+			Delayed:        d.line.pending.Load(),
+		}
+		for r := range d.filteredBy {
+			n := d.filteredBy[r].Load()
+			s[i].FilteredBy[r] = n
+			s[i].Filtered += n
 		}
 	}
 	return s
@@ -117,7 +126,8 @@ type relayDir struct {
 	out     [][]byte // frames of this batch that leave now
 	corrupt [][]byte // copies of this batch's corrupted frames (frames are not ours to change)
 
-	received, forwarded, filtered, sendErrs atomic.Uint64
+	received, forwarded, forwardedBytes, sendErrs atomic.Uint64
+	filteredBy                                    [numDropReasons]atomic.Uint64
 }
 
 func (d *relayDir) HandleFrames(frames [][]byte) {
@@ -128,15 +138,15 @@ func (d *relayDir) HandleFrames(frames [][]byte) {
 		return
 	}
 	if f != nil && f.cfg.Suspend {
-		d.filtered.Add(uint64(len(frames)))
+		d.filteredBy[DroppedBySuspend].Add(uint64(len(frames)))
 		return
 	}
 	out, ncorrupt := d.out[:0], 0
 	for _, fr := range frames {
 		var delay bool
 		if f != nil {
-			if f.drop(fr) {
-				d.filtered.Add(1)
+			if r := f.drop(fr); r != NotDropped {
+				d.filteredBy[r].Add(1)
 				continue
 			}
 			if f.corrupts() {
@@ -184,6 +194,11 @@ func (d *relayDir) emit(frames [][]byte) {
 	}
 	n := d.l.ends[1-d.dir].Send(frames)
 	d.forwarded.Add(uint64(n))
+	var size int
+	for _, fr := range frames[:n] { // a send that fails partway sent the first n
+		size += len(fr)
+	}
+	d.forwardedBytes.Add(uint64(size))
 	if n < len(frames) {
 		d.sendErrs.Add(uint64(len(frames) - n))
 	}
@@ -193,7 +208,7 @@ func (d *relayDir) emit(frames [][]byte) {
 // suspended meanwhile: suspend drops every frame until it is cleared.
 func (d *relayDir) emitDelayed(frames [][]byte) {
 	if f := d.l.filters.Load(); f != nil && f.cfg.Suspend {
-		d.filtered.Add(uint64(len(frames)))
+		d.filteredBy[DroppedBySuspend].Add(uint64(len(frames)))
 		return
 	}
 	d.emit(frames)

@@ -36,6 +36,9 @@ type hostCapture struct {
 	// closed is closed once the capture's files are closed: its name may
 	// be used again.
 	closed chan struct{}
+	// rotations counts the capture.rotated events (Host.captureRotated);
+	// two files may begin between two of them: Metrics counts files.
+	rotations atomic.Uint64
 }
 
 // captureTap is what the relay writes a capturing link's frames to: the
@@ -142,7 +145,8 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		Creating: func(name string) { markWriting(c.root, name) },
 		Closed:   func(name string) { unmarkWriting(c.root, name) },
 		Removed:  func(name string) { unmarkWriting(c.root, name) },
-		Began: func(string) {
+		Began: func(name string) {
+			h.captureRotated(projectID, l, c, name)
 			st := h.captureStateOf(c)
 			h.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
 		},

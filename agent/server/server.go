@@ -16,6 +16,8 @@ import (
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/metrics"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Config configures an agent. It is the agent's own, so that who runs one
@@ -95,7 +97,14 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,
 	})
-	handler := api.NewHandler(h, api.Config{Secret: cfg.Secret, Logger: cfg.Logger})
+	reg := metrics.NewRegistry()
+	reg.MustRegister(newLinkCollector(h))
+	handler := api.NewHandler(h, api.Config{
+		Secret:   cfg.Secret,
+		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Requests: metrics.NewHTTP(reg),
+		Logger:   cfg.Logger,
+	})
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()
 	return err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
+	"github.com/labtap/labtap/metrics"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/valyala/fasthttp"
 )
@@ -84,7 +86,14 @@ type Config struct {
 	// ends then, and the agent calls made for it with it; 0 means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// View, when set, serves the capture view in a browser: the page at /
+	// and at a link's /view, and the decoded packets of its capture.
+	View View
+	// Metrics, when set, answers GET /metrics.
+	Metrics http.Handler
+	// Requests counts the requests answered; nil counts nothing.
+	Requests *metrics.HTTP
+	Logger   *slog.Logger
 }
 
 // DefaultRequestTimeout bounds a request: generous, since opening a
@@ -189,6 +198,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 		// No WriteTimeout: a capture stream lasts as long as the capture.
 	})
 	app.Use(recover.New())
+	app.Use(a.observe)
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
@@ -327,6 +337,7 @@ func (a *API) register(app *fiber.App) {
 	a.registerArchive(app)
 	a.registerGUI(app)
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
+	a.registerObserve(app)
 }
 
 // unmatched answers a request no route took: 405 with Allow when the path

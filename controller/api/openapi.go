@@ -73,6 +73,8 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/stop_capture":                     {"Stop the project's capture; the file is complete when it answers", "", 201, "project_capture", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/pcap":                              {"Stream the project's capture, pcapng, from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcapng", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/pcap":              {"Stream the capture from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcap", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/links/{link_id}/view":              {"The capture view in a browser, opened on this link (HTML)", "", 200, "html", projectErrs},
+	"GET /v2/projects/{project_id}/links/{link_id}/packets":           {"The capture's frames decoded, as Server-Sent Events (info, rows: JSON arrays of rows, end) from its first frame while it runs; ?filter= a protocol name or a tcpdump expression", "", 200, "sse", []int{400, 403, 404, 409}},
 	"GET /v2/symbols":                                                 {"List symbols, built-in and uploaded", "", 200, "symbols", nil},
 	"GET /v2/default_symbols":                                         {"Default symbol of each node role, per theme", "", 200, "default_symbols", nil},
 	"GET /v2/symbols/{symbol_id:.+}/raw":                              {"Download a symbol (unknown ids fall back as in GNS3)", "", 200, "image", []int{404}},
@@ -192,6 +194,9 @@ func (a *API) OpenAPI() map[string]any {
 	}
 	paths := map[string]map[string]any{}
 	for _, r := range a.routes {
+		if !strings.HasPrefix(r.Template, "/v2/") {
+			continue // the page, its files and /metrics are not the API
+		}
 		doc, ok := routeDocs[r.Method+" "+r.Template]
 		if !ok {
 			doc, ok = guiRouteDocs[r.Method+" "+r.Template]
@@ -257,6 +262,11 @@ func responsesOf(doc routeDoc) map[string]any {
 			"type": "string", "description": "one JSON object {action, event} per line"}}}
 	case "gns3project":
 		ok["content"] = map[string]any{"application/gns3project": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "html":
+		ok["content"] = map[string]any{"text/html": map[string]any{"schema": map[string]any{"type": "string"}}}
+	case "sse":
+		ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
+			"type": "string", "description": "event: info {format, link_type, filter}; event: rows [{no, time, abs, iface, src, dst, proto, len, info, layers: [{name, summary}], hex}]; event: end {reason}"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "pcapng":

@@ -342,6 +342,24 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 	return r.streams.track(computeID, body), nil
 }
 
+// Metrics returns a compute's metrics, Prometheus's text format as the
+// agent serves them at proto.MetricsPath, at most 16 MiB of them. The
+// caller closes the reader.
+func (r *Registry) Metrics(ctx context.Context, computeID string) (io.ReadCloser, error) {
+	t, err := r.target(computeID)
+	if err != nil {
+		return nil, err
+	}
+	body, err := r.client.stream(ctx, t, proto.MetricsPath)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(body, 16<<20), body}, nil
+}
+
 // ReserveTunnelPort has a compute hold a UDP port for a tunnel end.
 func (r *Registry) ReserveTunnelPort(ctx context.Context, computeID, projectID, id string) (int, error) {
 	var tp proto.TunnelPort

@@ -34,6 +34,8 @@ type Hub struct {
 	// dispatcher: every listener of that moment must be dropped, since
 	// each would silently miss it.
 	lost atomic.Bool
+	// dropped counts the listeners dropped for falling behind.
+	dropped atomic.Uint64
 
 	grace time.Duration
 
@@ -136,6 +138,7 @@ func (h *Hub) apply(o op) {
 		for _, subs := range h.subs {
 			for s := range subs {
 				h.removeLocked(s)
+				h.dropped.Add(1)
 			}
 		}
 	}
@@ -172,6 +175,7 @@ func (h *Hub) deliverLocked(stream string, msg []byte) {
 		case s.C <- msg:
 		default:
 			h.removeLocked(s)
+			h.dropped.Add(1)
 		}
 	}
 }
@@ -278,4 +282,15 @@ func (h *Hub) Count(stream string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs[stream])
+}
+
+// Stats returns how many listeners the hub has now, on every stream, and
+// how many it has dropped since it began for falling behind.
+func (h *Hub) Stats() (listeners int, dropped uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.subs {
+		listeners += len(subs)
+	}
+	return listeners, h.dropped.Load()
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -108,4 +109,14 @@ func PortRange(s string) ([2]int, error) {
 		return [2]int{}, fmt.Errorf("port range %q: want LO-HI within 1-65535", s)
 	}
 	return [2]int{a, b}, nil
+}
+
+// Logger returns the logger of a command: lines on stderr, as text
+// (key=value) or, with format "json", one JSON object each.
+func Logger(format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+)
+
+// View is the browser's capture view. *web.View satisfies it.
+type View interface {
+	// Page is the HTML page, served at / and at a link's .../view.
+	Page() []byte
+	// Asset returns a file of the page (script, style) and its media type.
+	Asset(name string) (data []byte, contentType string, ok bool)
+	// CheckFilter reports whether a display filter is valid; the error is
+	// for the user.
+	CheckFilter(expr string) error
+	// Feed writes the decoded rows of the capture stream pcap that pass the
+	// filter as Server-Sent Events, calling flush after each, until the
+	// stream ends, ctx is done or a write fails; it closes pcap.
+	Feed(ctx context.Context, pcap io.ReadCloser, filter string, w io.Writer, flush func() error) error
+}
+
+// observe counts and logs every request once it is answered (the access
+// log: method, route template, status, duration, bytes; never the query,
+// headers or body, which may hold secrets). Errors are turned into their
+// reply here, so what is counted is what the client got. A stream is
+// counted when it begins: its duration is the time to its first byte.
+func (a *API) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	if err := c.Next(); err != nil {
+		if err := a.handleError(c, err); err != nil {
+			c.Status(fiber.StatusInternalServerError)
+		}
+	}
+	d := time.Since(start)
+	route := string(c.Response().Header.Peek("X-Route"))
+	if route == "" {
+		route = "unmatched"
+	}
+	status := c.Response().StatusCode()
+	a.cfg.Requests.Observe(c.Method(), route, status, d)
+	size := int64(-1) // a stream: its size is not known yet
+	if !c.Response().IsBodyStream() {
+		size = int64(len(c.Response().Body())) // Body would read a stream to its end
+	}
+	a.log.LogAttrs(c.UserContext(), slog.LevelInfo, "request", slog.String("method", c.Method()),
+		slog.String("route", route), slog.Int("status", status), slog.Duration("duration", d), slog.Int64("bytes", size))
+	return nil
+}
+
+func (a *API) registerObserve(app *fiber.App) {
+	const link = "/v2/projects/{project_id}/links/{link_id}"
+	if a.cfg.Metrics != nil {
+		metrics := adaptor.HTTPHandler(a.cfg.Metrics)
+		a.handle(app, "GET", "/metrics", metrics)
+	}
+	if a.cfg.View == nil {
+		return
+	}
+	a.handle(app, "GET", "/", a.page)
+	a.handle(app, "GET", "/ui/{asset}", a.asset)
+	a.handle(app, "GET", link+"/view", a.linkView)
+	a.handleStream(app, "GET", link+"/packets", a.packets)
+}
+
+// page serves the capture view.
+func (a *API) page(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(a.cfg.View.Page())
+}
+
+func (a *API) asset(c *fiber.Ctx) error {
+	data, ctype, ok := a.cfg.View.Asset(c.Params("asset"))
+	if !ok {
+		return fiber.NewError(fiber.StatusNotFound, "No such file")
+	}
+	c.Set(fiber.HeaderContentType, ctype)
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(data)
+}
+
+// linkView serves the page for one link, which must exist.
+func (a *API) linkView(c *fiber.Ctx) error {
+	if _, err := a.projects.Link(c.Params("project_id"), c.Params("link_id")); err != nil {
+		return err
+	}
+	return a.page(c)
+}
+
+// packets streams a capture's decoded rows as Server-Sent Events, from its
+// first frame, for as long as it runs. ?filter= is a display filter; a bad
+// one is a 400 with the compiler's message.
+func (a *API) packets(c *fiber.Ctx) error {
+	expr := c.Query("filter")
+	if err := a.cfg.View.CheckFilter(expr); err != nil {
+		return &badRequest{msg: "Invalid display filter: " + err.Error(), request: fiber.Map{"filter": expr}}
+	}
+	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	ctx, conn := a.cfg.Context, c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		flush := func() error {
+			// A client that takes nothing for this long is gone.
+			conn.SetWriteDeadline(time.Now().Add(writeGrace))
+			return w.Flush()
+		}
+		if err := a.cfg.View.Feed(ctx, body, expr, w, flush); err != nil {
+			a.log.Debug("packet feed ended", "err", err)
+		}
+	})
+	return nil
+}
