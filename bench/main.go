@@ -28,6 +28,11 @@
 //
 //	bench [-agent bin/agent] [-agent-cpu 1] [-reps 3] [-max 3s] [-rate 100000] [-steady 5s]
 //	      [-socket-buffer BYTES] [-no-gro] [-overdrive] [-only list] [-tunnels] [-keep]
+//	bench -api [-controller bin/controller] [-api-cycles 50] [-api-get 3s] [-api-clients 16]
+//	      [-api-lab 200] [-api-strace=true]
+//
+// -api measures the controller's control plane instead (api.go): the real
+// controller with its embedded agent, driven over HTTP.
 //
 // The generator delivers one datagram per frame, but sends them in UDP GSO
 // runs so that it costs as little as possible and the relay, not the
@@ -94,8 +99,21 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.buffered, "buffered-capture", false, "start the agent with --capture-direct-io=false: captures are written through the page cache")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
 	fs.StringVar(&topo, "topology", "cloud", "comma-separated topologies between generator and sink, each measured in turn with its own agent: cloud (cloud-cloud), switch (cloud-switch-cloud), hub, chain4 (4 switches); with more than one, a summary compares each to the first")
+	var api bool
+	acfg := apiConfig{}
+	fs.BoolVar(&api, "api", false, "measure the controller's API instead of the relay: start_capture, node create+delete, GET link throughput (see api.go)")
+	fs.StringVar(&acfg.controller, "controller", "bin/controller", "with -api: controller binary to start")
+	fs.IntVar(&acfg.cycles, "api-cycles", 50, "with -api: start/stop capture cycles and node create+delete pairs")
+	fs.DurationVar(&acfg.get, "api-get", 3*time.Second, "with -api: length of the GET link throughput run")
+	fs.IntVar(&acfg.clients, "api-clients", 16, "with -api: concurrent keep-alive clients of the GET link run")
+	fs.IntVar(&acfg.lab, "api-lab", 200, "with -api: nodes of the lab-scale run (VPCS and switches, about 1.5 links a node); 0: none")
+	fs.BoolVar(&acfg.strace, "api-strace", true, "with -api: run the capture cycles again under strace to split start_capture's time")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if api {
+		acfg.keep = cfg.keep
+		return runAPI(acfg)
 	}
 	var topos []string
 	for _, t := range strings.Split(topo, ",") {

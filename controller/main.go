@@ -10,7 +10,7 @@
 //	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59] [--advertise HOST]
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_USER,
+// LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
 // LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
@@ -65,6 +65,8 @@ type options struct {
 	GNS3Version    string        `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
 	LocalAgent     bool          `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
 	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
+	Docker         bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
+	DockerInit     string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
 	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
 	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
 	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
@@ -214,6 +216,8 @@ func run(args []string) error {
 				ConsolePorts:    consolePorts,
 				ConsoleBind:     listenHost,
 				VPCS:            o.VPCS,
+				NoDocker:        !o.Docker,
+				DockerInit:      o.DockerInit,
 				SoftwareVersion: version,
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,

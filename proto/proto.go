@@ -85,6 +85,9 @@ type AgentInfo struct {
 	SoftwareVersion string   `json:"software_version"`
 	Platform        string   `json:"platform"`
 	NodeTypes       []string `json:"node_types"`
+	// Unavailable names node types labtap has that this agent cannot run,
+	// and why (e.g. docker without an Engine or without root).
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// CPUPercent and MemoryPercent are the host's load, 0-100.
 	CPUPercent    float64 `json:"cpu_usage_percent"`
 	MemoryPercent float64 `json:"memory_usage_percent"`
@@ -318,6 +321,15 @@ const FilterCheckPath = "/v1/filter-check"
 
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
+
+// DockerImagesPath lists the image tags of the agent's Docker Engine: a
+// JSON array of [DockerImage].
+const DockerImagesPath = "/v1/docker/images"
+
+// DockerImage is one image tag of an agent's Docker Engine (GNS3's shape).
+type DockerImage struct {
+	Image string `json:"image"`
+}
 
 // ProjectPath is the route of a project on an agent.
 func ProjectPath(project string) string {

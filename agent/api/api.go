@@ -49,6 +49,8 @@ type Service interface {
 	// ResetConsole disconnects every client of a node's console.
 	ResetConsole(projectID, nodeID string) error
 	State() proto.AgentState
+	// DockerImages lists the Docker Engine's image tags, sorted.
+	DockerImages(ctx context.Context) ([]string, error)
 	// Subscribe follows the agent's events until cancel is called; the
 	// channel is closed when the agent drops the follower or ends.
 	Subscribe() (events <-chan proto.Event, cancel func())
@@ -100,6 +102,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
+	mux.HandleFunc("GET "+proto.DockerImagesPath, h.dockerImages)
 	mux.HandleFunc("PUT "+proto.FilterCheckPath, h.checkFilters)
 	mux.HandleFunc("PUT "+p, h.openProject)
 	mux.HandleFunc("DELETE "+p, h.closeProject)
@@ -195,6 +198,19 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *handlers) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.svc.Info())
+}
+
+func (h *handlers) dockerImages(w http.ResponseWriter, r *http.Request) {
+	tags, err := h.svc.DockerImages(r.Context())
+	out := make([]proto.DockerImage, 0, len(tags))
+	for _, t := range tags {
+		out = append(out, proto.DockerImage{Image: t})
+	}
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *handlers) openProject(w http.ResponseWriter, r *http.Request) {

@@ -30,7 +30,9 @@ import (
 
 // RunnerEnv is what a RunnerFactory gets to build a node.
 type RunnerEnv struct {
-	Spec proto.NodeSpec
+	// ProjectID is the node's project.
+	ProjectID string
+	Spec      proto.NodeSpec
 	// Dir is the node's working directory (created by the runner as needed).
 	Dir string
 	// Ports are where the node must send the frames of each adapter: the
@@ -121,6 +123,11 @@ type Config struct {
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (the default: KVM
 	// when /dev/kvm opens, else TCG with a warning), "kvm" or "tcg".
 	QemuAccel string
+	// NoDocker turns docker nodes off even where a Docker Engine answers.
+	NoDocker bool
+	// DockerInit is the static init given to containers (bin/labtap-init);
+	// empty looks for labtap-init next to the executable.
+	DockerInit string
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
 	// pcapfilter.DefaultDeadline.
 	FilterDeadline time.Duration
@@ -152,6 +159,8 @@ type Host struct {
 	bpf bpfCache // programs compiled lately
 
 	load loadSampler
+
+	docker dockerState // the Docker Engine, connected on first use
 
 	ev         events     // what the controller follows; see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
@@ -289,7 +298,7 @@ func New(cfg Config) *Host {
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
-		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, TypeQemu: h.newQemu}
+		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, TypeQemu: h.newQemu, "docker": h.newDocker}
 		h.probeQemu = true
 	}
 	return h
@@ -317,6 +326,14 @@ func (h *Host) Info() proto.AgentInfo {
 			types = append(types, t)
 		}
 	}
+	var unavailable map[string]string
+	if _, ok := h.runners["docker"]; ok {
+		if why := h.DockerUnavailable(); why == "" {
+			types = append(types, "docker") // last, as in GNS3's list
+		} else {
+			unavailable = map[string]string{"docker": why}
+		}
+	}
 	cpu, mem := h.load.sample()
 	return proto.AgentInfo{
 		ComputeID:       h.cfg.ComputeID,
@@ -324,6 +341,7 @@ func (h *Host) Info() proto.AgentInfo {
 		SoftwareVersion: h.cfg.SoftwareVersion,
 		Platform:        runtime.GOOS,
 		NodeTypes:       types,
+		Unavailable:     unavailable,
 		CPUPercent:      cpu,
 		MemoryPercent:   mem,
 	}
@@ -356,6 +374,10 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 	h.projects[spec.ProjectID] = p
 	h.repairCapturesLocked(p)
 	h.log.Info("project opened", "project", spec.ProjectID)
+	h.mu.Unlock()
+	// Before any node of the project is created again.
+	h.cleanDocker(spec.ProjectID)
+	h.mu.Lock()
 	return nil
 }
 
@@ -385,6 +407,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	}
 	wg.Wait()
 	h.stopNodes(ctx, p)
+	h.removeContainers(projectID)
 	if p.captures != nil {
 		p.captures.Close()
 	}
@@ -408,6 +431,7 @@ func (h *Host) stopNodes(ctx context.Context, p *project) {
 				h.stopNode(ctx, n)
 			}
 			n.close()
+			h.removeNode(ctx, n)
 		})
 	}
 	wg.Wait()
@@ -569,9 +593,10 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		addrs[i] = port.LocalAddr()
 	}
 	env := RunnerEnv{
-		Spec:  n.spec,
-		Dir:   n.dir,
-		Ports: addrs,
+		ProjectID: n.projectID,
+		Spec:      n.spec,
+		Dir:       n.dir,
+		Ports:     addrs,
 		OnStop: func() {
 			syncPeer(n)
 			h.nodeStopped(n)
@@ -813,12 +838,12 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 		h.stopNode(ctx, n)
 		syncPeer(n)
 	case proto.StatusSuspended:
-		s, ok := n.runner.(Suspender)
+		sr, ok := n.runner.(Suspender)
 		if !ok {
-			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspending a %s node is not supported", n.spec.NodeType)
+			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspend is not supported by %s nodes", n.spec.NodeType)
 		}
 		n.ops.Lock()
-		err := s.Suspend(ctx)
+		err := sr.Suspend(ctx)
 		n.ops.Unlock()
 		if err != nil {
 			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
@@ -859,7 +884,17 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 	}
 	h.stopNode(ctx, n)
 	n.close()
+	h.removeNode(ctx, n)
 	return nil
+}
+
+// removeNode removes what a forgotten node's runner made outside the agent.
+func (h *Host) removeNode(ctx context.Context, n *hostNode) {
+	if r, ok := n.runner.(Remover); ok {
+		if err := r.Remove(ctx); err != nil {
+			h.log.Warn("remove node", "node", n.spec.NodeID, "err", err)
+		}
+	}
 }
 
 func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) {

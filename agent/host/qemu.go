@@ -25,7 +25,8 @@ type LinkSetter interface {
 	SetLink(adapter int, up bool) error
 }
 
-// Suspender is a runner that can pause and resume (Start resumes).
+// Suspender is a runner that can pause and resume (Start resumes): a
+// paused VM or container.
 type Suspender interface {
 	Suspend(ctx context.Context) error
 }

@@ -502,7 +502,7 @@ func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string
 			c.Close()
 			return err
 		}
-		p.console = serveConsoleWith(ln, c, nil, consoleOptions{replay: qemuReplayBytes, keepBang: true})
+		p.console = serveConsoleWith(ln, c, nil, ConsoleOptions{Replay: qemuReplayBytes, KeepBang: true})
 	}
 	mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 type consoleServer struct {
 	ln   net.Listener
 	term io.ReadWriter // the pty master
-	opts consoleOptions
+	opts ConsoleOptions
 
 	mu      sync.Mutex // guards clients, recent, closed and guard
 	guard   *lineGuard // checks command lines; nil passes everything
@@ -37,43 +37,76 @@ const (
 
 // Telnet bytes (RFC 854, 857, 858).
 const (
-	iac  = 255
-	will = 251
-	wont = 252
-	do   = 253
-	dont = 254
-	sb   = 250
-	se   = 240
-	echo = 1
-	sga  = 3
+	iac    = 255
+	will   = 251
+	wont   = 252
+	do     = 253
+	dont   = 254
+	sb     = 250
+	se     = 240
+	echo   = 1
+	sga    = 3
+	binary = 0
+	naws   = 31
 )
 
 // greeting asks clients for character mode with remote echo: the node
 // echoes what it gets and edits its own line.
 var greeting = []byte{iac, will, echo, iac, will, sga, iac, do, sga}
 
-// consoleOptions tune a console server to its node.
-type consoleOptions struct {
-	// replay is how much recent output a new client gets first
+// ttyGreeting is a container terminal's: character mode, remote echo,
+// 8-bit data both ways, and the client's window size (NAWS).
+var ttyGreeting = []byte{iac, will, echo, iac, will, sga, iac, will, binary, iac, do, binary, iac, do, naws}
+
+// ConsoleOptions shape a console that is not VPCS's.
+type ConsoleOptions struct {
+	// Banner is sent to each client after the telnet options, before the
+	// replay of recent output.
+	Banner string
+	// OnResize is called with each window size a client reports (telnet
+	// NAWS); when set, clients are asked for it.
+	OnResize func(cols, rows int)
+	// KeepBang passes '!' through (only VPCS runs host commands after it).
+	KeepBang bool
+	// Replay is how much recent output a new client gets first
 	// (recentBytes when 0).
-	replay int
-	// keepBang passes '!' through (VPCS's console drops it: see
-	// telnetFilter).
-	keepBang bool
+	Replay int
 }
 
-// serveConsole starts serving term on ln, checking command lines with
-// guard if not nil. Close stops it.
+// serveConsole starts serving VPCS's terminal on ln, checking command
+// lines with guard if not nil. Close stops it.
 func serveConsole(ln net.Listener, term io.ReadWriter, guard *lineGuard) *consoleServer {
-	return serveConsoleWith(ln, term, guard, consoleOptions{})
+	return newConsole(ln, term, ConsoleOptions{}, guard)
 }
 
-// serveConsoleWith starts serving term on ln with options.
-func serveConsoleWith(ln net.Listener, term io.ReadWriter, guard *lineGuard, opts consoleOptions) *consoleServer {
-	if opts.replay <= 0 {
-		opts.replay = recentBytes
+// A ConsoleServer shares a terminal (a container's TTY, an exec session)
+// with telnet clients, as a node's console.
+type ConsoleServer struct{ s *consoleServer }
+
+// ServeConsole starts serving term on ln: what term prints goes to every
+// client, with the last 4 KiB replayed to each new one, and what clients
+// type goes to term. It returns at once; Close stops it. The caller closes
+// term, which ends the server's reader.
+func ServeConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions) *ConsoleServer {
+	opts.KeepBang = true
+	return &ConsoleServer{newConsole(ln, term, opts, nil)}
+}
+
+// Close stops accepting, disconnects every client, and waits for the
+// server's goroutines, including its reader of term.
+func (c *ConsoleServer) Close() { c.s.Close() }
+
+// serveConsoleWith starts serving term on ln with options, checking
+// command lines with guard if not nil.
+func serveConsoleWith(ln net.Listener, term io.ReadWriter, guard *lineGuard, opts ConsoleOptions) *consoleServer {
+	return newConsole(ln, term, opts, guard)
+}
+
+func newConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions, guard *lineGuard) *consoleServer {
+	if opts.Replay <= 0 {
+		opts.Replay = recentBytes
 	}
-	s := &consoleServer{ln: ln, term: term, guard: guard, opts: opts, clients: make(map[*consoleClient]struct{})}
+	s := &consoleServer{ln: ln, term: term, opts: opts, guard: guard, clients: make(map[*consoleClient]struct{})}
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -102,7 +135,12 @@ func (s *consoleServer) accept() {
 			return
 		}
 		s.clients[c] = struct{}{}
-		c.out <- append(bytes.Clone(greeting), s.recent...)
+		hello := greeting
+		if s.opts.OnResize != nil {
+			hello = ttyGreeting
+		}
+		hello = append(bytes.Clone(hello), s.opts.Banner...)
+		c.out <- append(hello, s.recent...)
 		s.mu.Unlock()
 		s.wg.Add(2)
 		go s.write(c)
@@ -121,7 +159,7 @@ func (s *consoleServer) readTerm() {
 			chunk := bytes.Clone(buf[:n])
 			s.mu.Lock()
 			s.recent = append(s.recent, chunk...)
-			if over := len(s.recent) - s.opts.replay; over > 0 {
+			if over := len(s.recent) - s.opts.Replay; over > 0 {
 				s.recent = s.recent[over:]
 			}
 			for c := range s.clients {
@@ -168,7 +206,7 @@ func (s *consoleServer) read(c *consoleClient) {
 		s.dropLocked(c)
 		s.mu.Unlock()
 	}()
-	f := telnetFilter{keepBang: s.opts.keepBang}
+	f := telnetFilter{keepBang: s.opts.KeepBang, onResize: s.opts.OnResize}
 	buf := make([]byte, 1024)
 	for {
 		n, err := c.conn.Read(buf)
@@ -218,9 +256,12 @@ func (s *consoleServer) Close() {
 // no other VPCS command needs the character. It keeps state across calls,
 // since a command may be split between reads.
 type telnetFilter struct {
-	keepBang bool
-	state    int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
-	lastCR   bool
+	state  int // 0 data, 1 after IAC, 2 after IAC+verb, 3 in SB, 4 in SB after IAC
+	lastCR bool
+
+	keepBang bool                 // pass '!' (not VPCS)
+	onResize func(cols, rows int) // told each NAWS window size
+	sub      []byte               // the current subnegotiation's bytes
 }
 
 func (f *telnetFilter) filter(in []byte) []byte {
@@ -249,6 +290,7 @@ func (f *telnetFilter) filter(in []byte) []byte {
 				f.state = 2
 			case sb:
 				f.state = 3
+				f.sub = f.sub[:0]
 			default:
 				f.state = 0
 			}
@@ -257,16 +299,38 @@ func (f *telnetFilter) filter(in []byte) []byte {
 		case 3:
 			if b == iac {
 				f.state = 4
+			} else if len(f.sub) < 16 {
+				f.sub = append(f.sub, b)
 			}
 		case 4:
-			if b == se {
+			switch b {
+			case se:
 				f.state = 0
-			} else {
+				f.subDone()
+			case iac: // an escaped 255 inside the subnegotiation
+				f.state = 3
+				if len(f.sub) < 16 {
+					f.sub = append(f.sub, b)
+				}
+			default:
 				f.state = 3
 			}
 		}
 	}
 	return out
+}
+
+// subDone acts on a finished subnegotiation: NAWS (RFC 1073) carries the
+// client's window width and height, 16 bits each.
+func (f *telnetFilter) subDone() {
+	if f.onResize == nil || len(f.sub) != 5 || f.sub[0] != naws {
+		return
+	}
+	cols := int(f.sub[1])<<8 | int(f.sub[2])
+	rows := int(f.sub[3])<<8 | int(f.sub[4])
+	if cols > 0 && rows > 0 {
+		f.onResize(cols, rows)
+	}
 }
 
 // dropClients disconnects every client; the console keeps listening.

@@ -52,6 +52,10 @@ type Config struct {
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (default), "kvm"
 	// or "tcg" (host.Config.QemuAccel).
 	QemuAccel string
+	// NoDocker turns docker nodes off; DockerInit is the static init given
+	// to containers (empty: labtap-init next to the executable).
+	NoDocker   bool
+	DockerInit string
 	// Secret, when set, is required on every API call.
 	Secret string
 	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
@@ -93,10 +97,21 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
 		QemuAccel:        cfg.QemuAccel,
+		NoDocker:         cfg.NoDocker,
+		DockerInit:       cfg.DockerInit,
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,
 	})
+	// Say at start what this agent cannot run, and why (no Engine, no
+	// privileges): docker is then left out of its node types.
+	go func() {
+		if why := h.DockerUnavailable(); why != "" {
+			cfg.Logger.Warn("docker nodes unavailable", "why", why)
+		} else {
+			cfg.Logger.Info("docker nodes available")
+		}
+	}()
 	reg := metrics.NewRegistry()
 	reg.MustRegister(newLinkCollector(h))
 	handler := api.NewHandler(h, api.Config{

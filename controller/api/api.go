@@ -37,6 +37,8 @@ type Computes interface {
 	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
+	// DockerImages lists the image tags of a compute's Docker Engine.
+	DockerImages(ctx context.Context, id string) ([]string, error)
 }
 
 // ProjectCaptures runs whole-project captures. *labcapture.Service
@@ -291,6 +293,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", compute, a.getCompute)
 	a.handle(app, "PUT", compute, a.updateCompute)
 	a.handle(app, "DELETE", compute, a.deleteCompute)
+	a.handle(app, "GET", compute+"/docker/images", a.dockerImages)
 	a.handleStream(app, "GET", "/v2/notifications", a.controllerNotifications)
 	a.handleStream(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
 	a.handle(app, "GET", projects, a.listProjects)

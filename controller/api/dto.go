@@ -21,6 +21,8 @@ type capabilitiesJSON struct {
 	NodeTypes []string `json:"node_types"`
 	Platform  string   `json:"platform,omitempty"`
 	Version   *string  `json:"version"`
+	// Unavailable is labtap's: node types the compute cannot run, and why.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
 
 type computeJSON struct {
@@ -43,7 +45,7 @@ func computeFrom(c compute.Compute) computeJSON {
 		types = []string{}
 	}
 	return computeJSON{
-		Capabilities:  capabilitiesJSON{NodeTypes: types, Platform: c.Platform},
+		Capabilities:  capabilitiesJSON{NodeTypes: types, Platform: c.Platform, Unavailable: c.Unavailable},
 		ComputeID:     c.ID,
 		Connected:     c.Connected,
 		CPUPercent:    c.CPUPercent,

@@ -149,6 +149,24 @@ func (a *API) getCompute(c *fiber.Ctx) error {
 	return c.JSON(a.computeJSONOf(cp))
 }
 
+// dockerImages lists a compute's Docker images for the GUI's docker
+// template wizard (nodes-docker-qemu.md 3.10).
+func (a *API) dockerImages(c *fiber.Ctx) error {
+	id := c.Params("compute_id")
+	if _, ok := a.computes.Get(id); !ok {
+		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
+	}
+	tags, err := a.computes.DockerImages(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	out := make([]fiber.Map, 0, len(tags))
+	for _, t := range tags {
+		out = append(out, fiber.Map{"image": t})
+	}
+	return c.JSON(out)
+}
+
 func (a *API) updateCompute(c *fiber.Ctx) error {
 	var req computeRequest
 	if err := a.decode(c, "compute_update", &req); err != nil {

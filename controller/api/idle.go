@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // QuietIdle wraps the API's listener so that a connection that times out
@@ -47,6 +48,17 @@ func (c *quietConn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, err
+}
+
+// SyscallConn gives the socket underneath: a /pcap stream watches it for
+// its client's departure (netguard.WatchGone), which a wrapper that hid it
+// would turn off.
+func (c *quietConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("not a socket")
+	}
+	return sc.SyscallConn()
 }
 
 func (c *quietConn) Write(p []byte) (int, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -46,7 +47,9 @@ type Compute struct {
 	MemoryPercent *float64
 	Platform      string
 	NodeTypes     []string
-	LastError     string // "" is null
+	// Unavailable names the node types the agent cannot run, and why.
+	Unavailable map[string]string
+	LastError   string // "" is null
 }
 
 // Registry holds the computes and carries out project.Computes on them.
@@ -192,7 +195,7 @@ func (r *Registry) check(ctx context.Context, id string) {
 	}
 	cpu, mem := info.CPUPercent, info.MemoryPercent
 	c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = true, &cpu, &mem, ""
-	c.Platform, c.NodeTypes = info.Platform, slices.Clone(info.NodeTypes)
+	c.Platform, c.NodeTypes, c.Unavailable = info.Platform, slices.Clone(info.NodeTypes), maps.Clone(info.Unavailable)
 }
 
 func (r *Registry) target(id string) (target, error) {
@@ -215,6 +218,19 @@ func (r *Registry) do(ctx context.Context, computeID, method, path string, in, o
 // OpenProject opens a project on a compute.
 func (r *Registry) OpenProject(ctx context.Context, computeID string, p project.ProjectRef) error {
 	return r.do(ctx, computeID, "PUT", proto.ProjectPath(p.ID), proto.ProjectSpec{ProjectID: p.ID, Name: p.Name}, nil)
+}
+
+// DockerImages lists the image tags of a compute's Docker Engine.
+func (r *Registry) DockerImages(ctx context.Context, computeID string) ([]string, error) {
+	var images []proto.DockerImage
+	if err := r.do(ctx, computeID, "GET", proto.DockerImagesPath, nil, &images); err != nil {
+		return nil, err
+	}
+	tags := make([]string, 0, len(images))
+	for _, im := range images {
+		tags = append(tags, im.Image)
+	}
+	return tags, nil
 }
 
 // CloseProject closes a project on a compute.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"maps"
 	"sync"
 	"time"
 
@@ -220,6 +221,7 @@ func (r *Registry) noteInfo(id string, info *proto.AgentInfo) {
 		cpu, mem := info.CPUPercent, info.MemoryPercent
 		c.CPUPercent, c.MemoryPercent = &cpu, &mem
 		c.Platform, c.NodeTypes = info.Platform, append([]string(nil), info.NodeTypes...)
+		c.Unavailable = maps.Clone(info.Unavailable)
 		snap = *c
 	}
 	r.mu.Unlock()

@@ -94,7 +94,8 @@ var kinds = []*kind{
 		template:      ptr(builtinTemplate(TypeHub, "Ethernet hub", "Hub{0}", ":/symbols/hub.svg", "switch")),
 		defaults:      mappingDefaults(TypeHub),
 	},
-	qemuKind, // kind_qemu.go
+	qemuKind,   // kind_qemu.go
+	dockerKind, // kind_docker.go
 }
 
 func ptr[T any](v T) *T { return &v }

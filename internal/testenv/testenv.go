@@ -8,6 +8,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -67,3 +70,53 @@ func LoopbackUDP(t testing.TB) *net.UDPConn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// Docker skips a test (or fails it, under LABTAP_DOCKER=1) when no Docker
+// Engine answers, when it is root-less, or under -short, and makes sure the
+// images it needs exist: scripts/node-images builds labtap/frr:bookworm and
+// labtap/host:bookworm from the local Debian base (nothing is pulled), and
+// is run here once when one is missing.
+func Docker(t testing.TB, images ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a Docker Engine")
+	}
+	if os.Geteuid() != 0 {
+		// scripts/test asks for the tests that need root with LABTAP_REQUIRE_NETNS.
+		SkipOrFail(t, "LABTAP_REQUIRE_NETNS", "docker nodes need root (veths in the containers' network namespaces)")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		SkipOrFail(t, "LABTAP_DOCKER", "docker is not installed")
+	}
+	if out, err := exec.Command("docker", "version", "--format", "{{.Server.APIVersion}}").CombinedOutput(); err != nil {
+		SkipOrFail(t, "LABTAP_DOCKER", "no Docker Engine answers: "+string(out))
+	}
+	for _, im := range images {
+		if exec.Command("docker", "image", "inspect", im).Run() == nil {
+			continue
+		}
+		imagesOnce.Do(func() {
+			root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+			if err != nil {
+				imagesErr = err
+				return
+			}
+			cmd := exec.Command(filepath.Join(strings.TrimSpace(string(root)), "scripts", "node-images"))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				imagesErr = fmt.Errorf("scripts/node-images: %v: %s", err, out)
+			}
+		})
+		if imagesErr != nil {
+			SkipOrFail(t, "LABTAP_DOCKER", imagesErr.Error())
+		}
+		if exec.Command("docker", "image", "inspect", im).Run() != nil {
+			SkipOrFail(t, "LABTAP_DOCKER", "no image "+im+" after scripts/node-images")
+		}
+	}
+}
+
+var (
+	imagesOnce sync.Once
+	imagesErr  error
+)

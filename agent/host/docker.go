@@ -1,0 +1,362 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/agent/node/docker"
+	"github.com/labtap/labtap/proto"
+)
+
+// Remover is a runner that made something outside the agent (a container):
+// Remove, called once the node is stopped and forgotten (node delete,
+// project close), removes it and closes the runner's own ports.
+type Remover interface {
+	Remove(ctx context.Context) error
+}
+
+// dockerState is the agent's Docker Engine, when docker nodes can run here.
+type dockerState struct {
+	once   sync.Once
+	engine *docker.Engine
+	why    string // why docker nodes cannot run here; "" when they can
+}
+
+// DockerInitName is the file name of the static init given to containers
+// (agent/node/docker/init), looked up next to the agent's executable, then
+// in PATH.
+const DockerInitName = "labtap-init"
+
+// dockerEngine connects to the Docker Engine once, and tells why docker
+// nodes cannot run here when they cannot.
+func (h *Host) dockerEngine() (*docker.Engine, string) {
+	d := &h.docker
+	d.once.Do(func() {
+		if h.cfg.NoDocker {
+			d.why = "docker nodes are turned off (--docker=false)"
+			return
+		}
+		if err := docker.CheckPrivileges(); err != nil {
+			d.why = err.Error()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		e, err := docker.Connect(ctx)
+		if err != nil {
+			d.why = err.Error()
+			return
+		}
+		d.engine = e
+	})
+	return d.engine, d.why
+}
+
+// DockerUnavailable returns why this agent cannot run docker nodes, "" when
+// it can. The agent logs it at start.
+func (h *Host) DockerUnavailable() string {
+	_, why := h.dockerEngine()
+	return why
+}
+
+// DockerImages lists the Engine's image tags (the GUI's docker template
+// wizard).
+func (h *Host) DockerImages(ctx context.Context) ([]string, error) {
+	e, why := h.dockerEngine()
+	if e == nil {
+		return nil, proto.Errorf(proto.CodeConflict, "docker nodes cannot run on this agent: %s", why)
+	}
+	tags, err := e.Images(ctx)
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	return tags, nil
+}
+
+// cleanDocker removes the containers a killed agent left behind in a
+// project, those no longer running; running ones are adopted by their nodes
+// as they are created again.
+func (h *Host) cleanDocker(projectID string) {
+	if _, ok := h.runners["docker"]; !ok {
+		return
+	}
+	e, _ := h.dockerEngine()
+	if e == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := e.RemoveProject(ctx, h.cfg.ComputeID, projectID, false)
+	if err != nil {
+		h.log.Warn("remove stale containers", "project", projectID, "err", err)
+	} else if n > 0 {
+		h.log.Info("removed stale containers of a previous agent", "project", projectID, "count", n)
+	}
+}
+
+// removeContainers removes every container of a closed project, running
+// or not: those of nodes deleted while a previous agent was down included
+// (GNS3 removes a project's containers when it closes).
+func (h *Host) removeContainers(projectID string) {
+	if _, ok := h.runners["docker"]; !ok {
+		return
+	}
+	e, _ := h.dockerEngine()
+	if e == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.RemoveProject(ctx, h.cfg.ComputeID, projectID, true); err != nil {
+		h.log.Warn("remove the project's containers", "project", projectID, "err", err)
+	}
+}
+
+// dockerInit finds the static init binary.
+func (h *Host) dockerInit() string {
+	if h.cfg.DockerInit != "" {
+		return h.cfg.DockerInit
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), DockerInitName)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "" // containers run their image's entrypoint as is
+}
+
+// newDocker builds a docker node's runner.
+func (h *Host) newDocker(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+	e, why := h.dockerEngine()
+	if e == nil {
+		return nil, proto.Errorf(proto.CodeConflict, "docker nodes cannot run on this agent: %s", why)
+	}
+	cfg, err := h.dockerConfig(env.ProjectID, env.Spec, env.Dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &dockerRunner{h: h, env: env}
+	for range env.Spec.Adapters {
+		d.ports = append(d.ports, bridge.NewPacketPort(h.cfg.SocketBuffer))
+	}
+	cfg.Engine = e
+	cfg.OnStop = d.stopped
+	c, err := docker.New(ctx, cfg)
+	if err != nil {
+		var missing *docker.ErrImageMissing
+		if errors.As(err, &missing) {
+			return nil, proto.Errorf(proto.CodeConflict, "%v", err)
+		}
+		return nil, proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	d.c = c
+	d.syncPorts() // an adopted running container
+	return d, nil
+}
+
+// dockerConfig reads a docker node's spec.
+func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (docker.Config, error) {
+	var props docker.Properties
+	if len(spec.Properties) > 0 {
+		if err := json.Unmarshal(spec.Properties, &props); err != nil {
+			return docker.Config{}, proto.Errorf(proto.CodeInvalid, "docker node properties: %v", err)
+		}
+	}
+	if props.Image == "" {
+		return docker.Config{}, proto.Errorf(proto.CodeInvalid, "docker node %s has no image", spec.NodeID)
+	}
+	var ads []docker.Adapter
+	for i, a := range spec.Adapters {
+		mac, err := net.ParseMAC(a.MACAddress)
+		if err != nil || len(mac) != 6 {
+			return docker.Config{}, proto.Errorf(proto.CodeInvalid, "adapter %d: invalid MAC address %q", i, a.MACAddress)
+		}
+		ads = append(ads, docker.Adapter{MAC: mac})
+	}
+	var consoleType string
+	var console int
+	var top struct {
+		ConsoleType string `json:"console_type"`
+		Console     int    `json:"console"`
+	}
+	if len(spec.Properties) > 0 {
+		_ = json.Unmarshal(spec.Properties, &top)
+		consoleType, console = top.ConsoleType, top.Console
+	}
+	return docker.Config{
+		ComputeID:   h.cfg.ComputeID,
+		ProjectID:   projectID,
+		NodeID:      spec.NodeID,
+		Name:        spec.Name,
+		Dir:         dir,
+		Props:       props,
+		Adapters:    ads,
+		ConsoleType: consoleType,
+		Console:     console,
+		ConsoleHost: h.cfg.ConsoleBind,
+		InitPath:    h.dockerInit(),
+		Logger:      h.log.With("node", spec.NodeID),
+	}, nil
+}
+
+// dockerRunner is a docker node as the host runs it: the container, and
+// one AF_PACKET port per adapter attached to the adapter's host end while
+// the container runs.
+type dockerRunner struct {
+	h     *Host
+	env   RunnerEnv
+	ports []*bridge.PacketPort
+
+	mu sync.Mutex // guards c (replaced by an update)
+	c  *docker.Container
+}
+
+func (d *dockerRunner) container() *docker.Container {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.c
+}
+
+// syncPorts attaches each adapter's port to the host end of the running
+// container, or detaches it while stopped.
+func (d *dockerRunner) syncPorts() {
+	c := d.container()
+	for i, p := range d.ports {
+		idx, ok := c.HostEnd(i)
+		switch {
+		case !ok:
+			p.Detach()
+		case p.Ifindex() != idx:
+			if err := p.Attach(idx); err != nil {
+				d.env.Logger.Error("relay port on the container's veth", "adapter", i, "err", err)
+			}
+		}
+	}
+}
+
+// stopped is the container's OnStop: the ports let go of the dead veths,
+// then the controller hears of it.
+func (d *dockerRunner) stopped() {
+	d.syncPorts()
+	if d.env.OnStop != nil {
+		d.env.OnStop()
+	}
+}
+
+func (d *dockerRunner) RelayPorts() []bridge.Port {
+	out := make([]bridge.Port, len(d.ports))
+	for i, p := range d.ports {
+		out[i] = p
+	}
+	return out
+}
+
+func (d *dockerRunner) Start(ctx context.Context) error {
+	err := d.container().Start(ctx)
+	d.syncPorts()
+	return err
+}
+
+func (d *dockerRunner) Stop(ctx context.Context) error {
+	err := d.container().Stop(ctx)
+	d.syncPorts()
+	return err
+}
+
+func (d *dockerRunner) Suspend(ctx context.Context) error { return d.container().Suspend(ctx) }
+func (d *dockerRunner) Status() string                    { return d.container().Status() }
+func (d *dockerRunner) Console() (int, string)            { return d.container().Console() }
+func (d *dockerRunner) CommandLine() string               { return d.container().CommandLine() }
+func (d *dockerRunner) NIC(adapter, port int) (netip.AddrPort, bool) {
+	return netip.AddrPort{}, false
+}
+func (d *dockerRunner) Properties() map[string]any { return d.container().Properties() }
+
+// ResetConsole (console/reset) drops the console's clients and attaches to
+// the container's TTY again.
+func (d *dockerRunner) ResetConsole() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.container().ResetConsole(ctx); err != nil {
+		d.env.Logger.Warn("console reset", "err", err)
+	}
+}
+
+var _ consoleResetter = (*dockerRunner)(nil)
+
+// Update takes a node PUT: the changed properties are merged into the
+// node's, and the container is made again with them (GNS3 does the same),
+// which a running node refuses. The adapter count cannot change here.
+func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []netip.AddrPort) error {
+	if len(spec.Adapters) != len(d.ports) {
+		return proto.Errorf(proto.CodeConflict, "%s: changing the number of adapters of a docker node is not supported yet; delete and create the node", spec.Name)
+	}
+	old := d.env.Spec
+	merged := map[string]json.RawMessage{}
+	if len(old.Properties) > 0 {
+		if err := json.Unmarshal(old.Properties, &merged); err != nil {
+			return proto.Errorf(proto.CodeInvalid, "%v", err)
+		}
+	}
+	changed := map[string]json.RawMessage{}
+	if len(spec.Properties) > 0 {
+		if err := json.Unmarshal(spec.Properties, &changed); err != nil {
+			return proto.Errorf(proto.CodeInvalid, "docker node properties: %v", err)
+		}
+	}
+	for k, v := range changed {
+		merged[k] = v
+	}
+	props, _ := json.Marshal(merged)
+	next := spec
+	next.Properties = props
+	if reflect.DeepEqual(json.RawMessage(props), old.Properties) && spec.Name == old.Name && reflect.DeepEqual(spec.Adapters, old.Adapters) {
+		return nil
+	}
+	c := d.container()
+	if c.Status() != node.Stopped {
+		return proto.Errorf(proto.CodeConflict, "%s must be stopped to change its properties", old.Name)
+	}
+	cfg, err := d.h.dockerConfig(d.env.ProjectID, next, d.env.Dir)
+	if err != nil {
+		return err
+	}
+	e, _ := d.h.dockerEngine()
+	cfg.Engine, cfg.OnStop = e, d.stopped
+	if err := c.Delete(ctx); err != nil {
+		return proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	nc, err := docker.New(ctx, cfg)
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	d.mu.Lock()
+	d.c = nc
+	d.env.Spec = next
+	d.mu.Unlock()
+	return nil
+}
+
+// Remove deletes the container and closes the ports.
+func (d *dockerRunner) Remove(ctx context.Context) error {
+	err := d.container().Delete(ctx)
+	for _, p := range d.ports {
+		p.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("remove container: %w", err)
+	}
+	return nil
+}
