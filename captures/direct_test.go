@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/labtap/labtap/capspec"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -121,7 +122,7 @@ func checkSequence(t *testing.T, file []byte, format string, n int) {
 }
 
 func TestDirectWritesAreAlignedAndWriteWhatBufferedWritesWrite(t *testing.T) {
-	for _, format := range []string{FormatPcap, FormatPcapng} {
+	for _, format := range []string{capspec.FormatPcap, capspec.FormatPcapng} {
 		t.Run(format, func(t *testing.T) {
 			t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 			const frames = 12000 // about 10 blocks
@@ -188,7 +189,7 @@ func TestABusyCaptureWritesItsFullBlocksInRunsOfOneSystemCall(t *testing.T) {
 		t.Fatalf("%d direct writes not aligned, first: %s", len(direct.misfits), direct.misfits[0])
 	}
 	file := disk.bytes()
-	checkSequence(t, file, FormatPcap, frames)
+	checkSequence(t, file, capspec.FormatPcap, frames)
 	blocks := len(file) / blockSize
 	if blocks < 2*maxRun {
 		t.Fatalf("the capture filled %d blocks, too few to tell", blocks)
@@ -393,7 +394,7 @@ func TestADirectWriteRefusedByTheFileSystemFallsBackToThePageCache(t *testing.T)
 	if !c.noDirect.Load() {
 		t.Fatal("the capture still writes direct after EINVAL")
 	}
-	checkSequence(t, disk.bytes(), FormatPcap, frames)
+	checkSequence(t, disk.bytes(), capspec.FormatPcap, frames)
 }
 
 // refusingDisk refuses every write with EINVAL, like a file system that
@@ -425,7 +426,7 @@ func TestCreateWritesFullBlocksDirectWhereTheFileSystemCan(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	frames := 0
 	write := func(name string, buffered bool) []byte {
-		c, err := Create(root, name, Options{Format: FormatPcapng, Now: fixedClock(t0), FlushInterval: time.Millisecond, BufferedIO: buffered})
+		c, err := Create(root, name, Options{Format: capspec.FormatPcapng, Now: fixedClock(t0), FlushInterval: time.Millisecond, BufferedIO: buffered})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -453,7 +454,7 @@ func TestCreateWritesFullBlocksDirectWhereTheFileSystemCan(t *testing.T) {
 	if !bytes.Equal(direct, buffered) {
 		t.Fatalf("files differ: %d and %d bytes", len(direct), len(buffered))
 	}
-	checkSequence(t, direct, FormatPcapng, frames)
+	checkSequence(t, direct, capspec.FormatPcapng, frames)
 }
 
 func TestAQuietCaptureGivesBackTheMemoryOfABurst(t *testing.T) {

@@ -8,12 +8,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
-)
-
-// Capture file formats.
-const (
-	FormatPcap   = "pcap"   // classic libpcap 2.4, microsecond timestamps
-	FormatPcapng = "pcapng" // one interface per direction, nanosecond timestamps
+	"github.com/labtap/labtap/capspec"
 )
 
 // encoder turns frames into the records of one capture format, appending
@@ -40,12 +35,12 @@ func (a *appender) Write(p []byte) (int, error) {
 func newEncoder(opts Options) (*encoder, error) {
 	e := &encoder{snaplen: opts.Snaplen, out: &appender{}}
 	switch opts.Format {
-	case "", FormatPcap:
+	case "", capspec.FormatPcap:
 		e.pw = pcapgo.NewWriter(e.out)
 		if err := e.pw.WriteFileHeader(uint32(opts.Snaplen), opts.LinkType); err != nil {
 			return nil, fmt.Errorf("captures: write file header: %w", err)
 		}
-	case FormatPcapng:
+	case capspec.FormatPcapng:
 		e.pcapng = true
 		intf := func(name string) pcapgo.NgInterface {
 			return pcapgo.NgInterface{
@@ -80,6 +75,15 @@ func newEncoder(opts Options) (*encoder, error) {
 	}
 	e.header, e.out.b = e.out.b, nil
 	return e, nil
+}
+
+// recordSize returns the size of the record of a frame of n bytes.
+func (e *encoder) recordSize(n int) int {
+	data := min(n, e.snaplen)
+	if !e.pcapng {
+		return 16 + data
+	}
+	return 32 + data + (4-(data+32)&3)&3
 }
 
 // maxRecord bounds the size of the record of a frame of n bytes.

@@ -115,8 +115,10 @@ type File struct {
 	blocks  map[*block]func() // every block allocated, and how to give its memory back
 	used    bool              // a block filled since the last trim
 	max     int
-	runAt   int // full blocks that are written before they are due: maxRun, or half a small queue
-	state   int // running, closing or failed
+	runAt   int   // full blocks that are written before they are due: maxRun, or half a small queue
+	state   int   // running, closing or failed
+	limit   int64 // the file takes no record that would end past this offset; 0: none
+	sealed  bool  // the file takes no more records (a limit was reached, or Seal)
 	last    time.Time
 	queued  [2]uint64 // records ever queued, per direction
 	scratch []byte    // a record that straddles two blocks is encoded here
@@ -173,12 +175,10 @@ type fileHandle interface {
 }
 
 // Create creates (or truncates) the capture file name in dir and writes its
-// header. Only plain names pass ValidFileName, and the file is opened through
-// dir, so it can never be outside the directory, whatever name holds.
+// header. The file is opened through dir, so it can never be outside the
+// directory, whatever name holds (the agent checks names before, with
+// capspec.ValidFileName: its trust boundary).
 func Create(dir *os.Root, name string, opts Options) (*File, error) {
-	if !ValidFileName(name) {
-		return nil, fmt.Errorf("captures: invalid file name %q", name)
-	}
 	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("captures: create %s: %w", name, err)
@@ -208,6 +208,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		interval: opts.FlushInterval,
 		trimEach: opts.trimInterval,
 		max:      max(2, opts.QueueBytes/blockSize),
+		limit:    opts.MaxBytes,
 		hooks:    opts.hooks,
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -290,22 +291,28 @@ func (c *File) WritePacket(dir Direction, frame []byte) {
 
 // WritePackets queues frames, sent in direction dir, as records stamped
 // with the current time (one stamp for the batch, never earlier than the
-// previous batch's). It does not keep frames. It reports nothing: frames
-// that find the queue full, or come after the capture failed, are counted as
-// dropped; frames that come after Close are ignored (they were forwarded
-// after the capture stopped).
-func (c *File) WritePackets(dir Direction, frames [][]byte) {
+// previous batch's). It does not keep frames. Frames that find the queue
+// full, or come after the capture failed, are counted as dropped; frames
+// that come after Close are ignored (they were forwarded after the capture
+// stopped). It returns how many frames it took, dropped ones included: all
+// of them, but for a File that is sealed or reached Options.MaxBytes
+// (frames[n:] are not its to take; see Ring).
+func (c *File) WritePackets(dir Direction, frames [][]byte) (n int) {
 	if len(frames) == 0 {
-		return
+		return 0
 	}
 	dir &= 1
 	c.mu.Lock()
+	if c.sealed {
+		c.mu.Unlock()
+		return 0
+	}
 	if c.state != running {
 		if c.state == failed {
 			c.dropped[dir].Add(uint64(len(frames)))
 		}
 		c.mu.Unlock()
-		return
+		return len(frames)
 	}
 	ts := c.now()
 	if ts.Before(c.last) {
@@ -317,7 +324,13 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) {
 	// timer), and below when a run of full blocks is ready.
 	wake := len(c.full) == 0 && len(cur.b) == cur.flushed
 	var dropped uint64
-	for _, f := range frames {
+	for i, f := range frames {
+		if c.limit > 0 && cur.off+int64(len(cur.b))+int64(c.enc.recordSize(len(f))) > c.limit {
+			c.sealed = true // this record and every later one belong to the next file
+			n = i
+			break
+		}
+		n = i + 1
 		if len(cur.b)+maxRecord(len(f)) <= blockSize {
 			cur.b = c.enc.appendRecord(cur.b, dir, ts, f)
 			c.queued[dir]++
@@ -354,7 +367,30 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) {
 	if wake {
 		notify(c.kick)
 	}
+	return n
 }
+
+// Seal makes the File take no more records: WritePackets returns 0 from
+// now on. Every record it took before is written as usual. A Ring seals a
+// file before the next one takes over, so that every record of a file is
+// older than every record of the next.
+func (c *File) Seal() {
+	c.mu.Lock()
+	c.sealed = true
+	c.mu.Unlock()
+}
+
+// Sealed reports whether the File takes no more records: it was sealed, or
+// a record found it at its Options.MaxBytes.
+func (c *File) Sealed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sealed
+}
+
+// HeaderLen returns the length of the file's header: the bytes every file
+// of the same options begins with.
+func (c *File) HeaderLen() int { return len(c.enc.header) }
 
 func notify(ch chan struct{}) {
 	select {
@@ -803,8 +839,13 @@ func (c *File) Follow(ctx context.Context, w io.Writer, flush func() error) erro
 		return fmt.Errorf("captures: follow %s: %w", c.path, err)
 	}
 	defer rf.Close()
+	return c.follow(ctx, w, flush, rf, 0)
+}
+
+// follow is Follow through the read handle rf (which it does not close),
+// from byte off of the file on.
+func (c *File) follow(ctx context.Context, w io.Writer, flush func() error, rf io.ReaderAt, off int64) error {
 	buf := make([]byte, 256<<10)
-	var off int64
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/capspec"
 )
 
 // handClock is a clock the test moves by hand: it returns what was last set.
@@ -253,7 +254,7 @@ func checkConcurrentCapture(t *testing.T, c *File, file []byte, format string) {
 	t.Helper()
 	// Walk the records by their lengths: the file must end on a record's end.
 	headerLen, off, blocks := 24, 0, 0
-	if format == FormatPcapng {
+	if format == capspec.FormatPcapng {
 		for off < len(file) {
 			if len(file)-off < 12 {
 				t.Fatalf("partial block at byte %d: %d bytes left", off, len(file)-off)
@@ -310,7 +311,7 @@ func checkConcurrentCapture(t *testing.T, c *File, file []byte, format string) {
 		if want := concFrame(g, i, dir); !bytes.Equal(data, want) || ci.Length != len(want) {
 			t.Fatalf("record %d (writer %d frame %d): %d bytes (length %d) differ from the %d written", n, g, i, len(data), ci.Length, len(want))
 		}
-		if format == FormatPcapng && ci.InterfaceIndex != int(dir) {
+		if format == capspec.FormatPcapng && ci.InterfaceIndex != int(dir) {
 			t.Fatalf("record %d (writer %d frame %d) sent %d is on interface %d", n, g, i, dir, ci.InterfaceIndex)
 		}
 		if ci.Timestamp.Before(last) {
@@ -331,7 +332,7 @@ func checkConcurrentCapture(t *testing.T, c *File, file []byte, format string) {
 		t.Fatalf("Stats() = %d frames, %d bytes, %d dropped; the file holds %d records in %d bytes, want %d, 0 dropped",
 			frames, size, dropped, n, len(file), wantTotal)
 	}
-	if format == FormatPcapng {
+	if format == capspec.FormatPcapng {
 		if blocks != 1+2+n+2 { // SHB, two IDBs, the packets, two ISBs
 			t.Fatalf("%d blocks for %d packets, want %d", blocks, n, 1+2+n+2)
 		}
@@ -349,7 +350,7 @@ func checkConcurrentCapture(t *testing.T, c *File, file []byte, format string) {
 // TestFileKeepsRecordsWholeAndOrderedUnderConcurrentWriters writes from
 // several goroutines at once, both directions, and reads the file back.
 func TestFileKeepsRecordsWholeAndOrderedUnderConcurrentWriters(t *testing.T) {
-	for _, format := range []string{FormatPcap, FormatPcapng} {
+	for _, format := range []string{capspec.FormatPcap, capspec.FormatPcapng} {
 		t.Run(format, func(t *testing.T) {
 			root, _ := openRoot(t)
 			c, err := Create(root, "conc."+format, Options{Format: format, Now: joltyClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
@@ -376,7 +377,7 @@ func TestFileKeepsRecordsWholeAndOrderedUnderConcurrentWriters(t *testing.T) {
 // halfway both get, when the capture ends, exactly the bytes of the file,
 // and the file holds every frame, whole and in order.
 func TestFollowStreamsExactlyTheFileConcurrentWritersWrite(t *testing.T) {
-	for _, format := range []string{FormatPcap, FormatPcapng} {
+	for _, format := range []string{capspec.FormatPcap, capspec.FormatPcapng} {
 		t.Run(format, func(t *testing.T) {
 			root, _ := openRoot(t)
 			c, err := Create(root, "follow."+format, Options{Format: format, Now: joltyClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/capspec"
 )
 
 // writeCapture makes a capture of n frames and returns its bytes.
@@ -85,7 +86,7 @@ func countRecords(t *testing.T, format string, data []byte) int {
 // ngOpts, if given, configure a pcapng one.
 func readerOf(t *testing.T, format string, data []byte, ngOpts ...pcapgo.NgReaderOptions) func() ([]byte, gopacket.CaptureInfo, error) {
 	t.Helper()
-	if format == FormatPcapng {
+	if format == capspec.FormatPcapng {
 		opts := pcapgo.DefaultNgReaderOptions
 		if len(ngOpts) > 0 {
 			opts = ngOpts[0]
@@ -106,7 +107,7 @@ func readerOf(t *testing.T, format string, data []byte, ngOpts ...pcapgo.NgReade
 func TestRepairCutsAFileBackBeforeABlockThatNeverReachedTheDisk(t *testing.T) {
 	// Block writes may complete in any order; a writer killed between two
 	// of them leaves a hole of zeros with records after it.
-	for _, format := range []string{FormatPcap, FormatPcapng} {
+	for _, format := range []string{capspec.FormatPcap, capspec.FormatPcapng} {
 		t.Run(format, func(t *testing.T) {
 			root, dir := openRoot(t)
 			c, err := Create(root, "x", Options{Format: format})

@@ -22,7 +22,8 @@ const (
 // Options configure a [File]. The zero value writes an
 // Ethernet pcap.
 type Options struct {
-	// Format is FormatPcap (the default when empty) or FormatPcapng.
+	// Format is capspec.FormatPcap (the default when empty) or
+	// capspec.FormatPcapng.
 	Format string
 	// LinkType is written in the header; zero means Ethernet.
 	LinkType layers.LinkType
@@ -41,6 +42,10 @@ type Options struct {
 	// DefaultFlushInterval).
 	QueueBytes    int
 	FlushInterval time.Duration
+	// MaxBytes bounds the file's size: the file takes no record that would
+	// end past it (WritePackets returns how many frames it took). Zero
+	// means no bound. A Ring uses it to begin the next file.
+	MaxBytes int64
 	// BufferedIO writes everything through the page cache, as if the file
 	// system had no direct I/O: for comparison, and for a file system whose
 	// direct I/O misbehaves.

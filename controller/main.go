@@ -33,6 +33,7 @@ import (
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/labcapture"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
@@ -257,6 +258,14 @@ func run(args []string) error {
 	for _, err := range projects.Adopt(ctx, running) {
 		log.Error("adopt running projects", "err", err)
 	}
+	// Whole-project captures: ended, their files complete, before the
+	// projects close.
+	projectCaptures := labcapture.New(labcapture.Config{Projects: projects, Logger: log.With("component", "project_captures")})
+	g.Go(func() error {
+		<-gctx.Done()
+		projectCaptures.Close(context.WithoutCancel(gctx))
+		return nil
+	})
 	reg := metrics.NewRegistry()
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -282,17 +291,18 @@ func run(args []string) error {
 		Logger: log.With("component", "metrics"),
 	}
 	app, _, err := api.New(api.Config{
-		Projects:     projects,
-		Computes:     registry,
-		Symbols:      symbolLib,
-		User:         o.User,
-		Password:     o.Password,
-		MaxJSONBody:  o.MaxJSONBody,
-		Hub:          hub,
-		Load:         localLoad(registry),
-		Version:      o.GNS3Version,
-		PinVersion:   o.pinVersion,
-		SettingsFile: filepath.Join(o.DataDir, "settings.json"),
+		Projects:        projects,
+		ProjectCaptures: projectCaptures,
+		Computes:        registry,
+		Symbols:         symbolLib,
+		User:            o.User,
+		Password:        o.Password,
+		MaxJSONBody:     o.MaxJSONBody,
+		Hub:             hub,
+		Load:            localLoad(registry),
+		Version:         o.GNS3Version,
+		PinVersion:      o.pinVersion,
+		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,

@@ -34,11 +34,12 @@ const EventsPath = "/v1/events"
 
 // Event kinds.
 const (
-	EventHello        = "hello"         // first line: the agent's info
-	EventPing         = "ping"          // every PingInterval, with the agent's info: silence means trouble
-	EventNodeStatus   = "node.status"   // a node's status changed by itself
-	EventCaptureEnded = "capture.ended" // a capture ended without a stop request
-	EventNodeWarning  = "node.warning"  // something users of a node should read (Message)
+	EventHello          = "hello"           // first line: the agent's info
+	EventPing           = "ping"            // every PingInterval, with the agent's info: silence means trouble
+	EventNodeStatus     = "node.status"     // a node's status changed by itself
+	EventCaptureEnded   = "capture.ended"   // a capture ended without a stop request (a failure, or a limit)
+	EventCaptureRotated = "capture.rotated" // a capture's next file began (a ring of files)
+	EventNodeWarning    = "node.warning"    // something users of a node should read (Message)
 )
 
 // Event is one line of the events stream.

@@ -1,6 +1,7 @@
 // Package proto is the wire contract between the labtap controller and its
 // agents: the JSON bodies of the agent's HTTP API, its route paths and its
-// error shape. It depends on the standard library only, so both sides (and
+// error shape. It depends on the standard library and the capture
+// vocabulary (capspec, itself standard library only), so both sides (and
 // third-party tools) can import it without pulling in either program.
 //
 // Every agent route lives under /v1. Every non-2xx reply carries an [Error]
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // Version is the controller⇄agent protocol version. It only ever goes up, and
@@ -26,7 +29,12 @@ import (
 //   - 3: emulator nodes with adapters (docker, qemu): NodeSpec.Properties
 //     and NodeSpec.Adapters, one port per adapter (link endpoint adapter
 //     i, port 0), NodeState.Properties.
-const Version = 3
+//   - 4: the capture vocabulary (capspec): CaptureSpec is capspec.Spec,
+//     named as the controller's start_capture body (capture_file_name,
+//     capture_format, capture_filter, capture_max_bytes, ...), and
+//     CaptureState carries the spec and filtered/files/limit; the
+//     capture.rotated event.
+const Version = 4
 
 // SecretHeader carries the shared secret on every controller→agent call.
 // An agent configured with a secret refuses calls without the right one.
@@ -288,42 +296,16 @@ type LinkEnd struct {
 	TxErrors uint64 `json:"tx_errors,omitempty"`
 }
 
-// Capture file formats.
-const (
-	FormatPcap   = "pcap"
-	FormatPcapng = "pcapng"
-)
-
 // CaptureSpec starts a capture on a link's relay:
-// PUT /v1/projects/{project}/links/{link}/capture.
-// Sending the spec of the running capture again succeeds and changes nothing;
-// a different spec while capturing is a conflict.
-type CaptureSpec struct {
-	// FileName is a base name, already sanitised by the controller; the agent
-	// checks it again and refuses anything that is not a plain file name.
-	FileName string `json:"file_name"`
-	// DataLinkType is one of the DLT_ names GNS3 uses (DLT_EN10MB, ...).
-	DataLinkType string `json:"data_link_type"`
-	// Format is FormatPcap (the default when empty) or FormatPcapng.
-	Format string `json:"format,omitempty"`
-}
+// PUT /v1/projects/{project}/links/{link}/capture. It is the capture
+// vocabulary's Spec (package capspec), the same type the controller's API
+// decodes: the agent checks it again (Spec.Check), as its trust boundary.
+// Sending the spec of the running capture again succeeds and changes
+// nothing; a different spec while capturing is a conflict.
+type CaptureSpec = capspec.Spec
 
 // CaptureState describes a link's capture: the reply of the capture routes.
-type CaptureState struct {
-	Active bool `json:"active"`
-	// FilePath is the absolute path of the capture file on the agent's host.
-	FilePath string `json:"file_path"`
-	FileName string `json:"file_name"`
-	// Frames and Bytes count what has been written to the file.
-	Frames uint64 `json:"frames"`
-	Bytes  uint64 `json:"bytes"`
-	// Dropped counts frames the link forwarded that are not in the file:
-	// the disk could not keep up (the capture never slows the relay; it
-	// drops and counts instead) or a write failed (e.g. disk full).
-	Dropped uint64 `json:"dropped"`
-	// Err is why the capture ended by itself, empty otherwise.
-	Err string `json:"error,omitempty"`
-}
+type CaptureState = capspec.State
 
 // FilterCheck asks an agent to compile bpf filter expressions for a data
 // link type, within its budget, without applying them (PUT FilterCheckPath).

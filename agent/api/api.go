@@ -39,7 +39,7 @@ type Service interface {
 	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
 	StopCapture(projectID, linkID string) (proto.CaptureState, error)
 	Capture(projectID, linkID string) (proto.CaptureState, error)
-	CaptureFile(projectID, linkID string) (*captures.File, error)
+	CaptureFile(projectID, linkID string) (*captures.Ring, error)
 	ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	ReleaseTunnelPort(projectID, id string) error
 	// NodeFile reads a file of a node's directory; WriteNodeFile replaces

@@ -469,6 +469,24 @@ func TestATooComplexFilterIsRefusedInBudgetAndBlocksNothing(t *testing.T) {
 	}, &e); got != 400 || e.Message != "Filter bpf: too complex" {
 		t.Fatalf("link PUT with a slow filter: %d %+v", got, e)
 	}
+	// A capture filter has the same budget, and libpcap's word when it
+	// does not compile; neither starts a capture. (4096 bytes, the most a
+	// capture filter may have, of ports take libpcap seconds.)
+	var ports []string
+	for i := 1; len(strings.Join(ports, " or ")) < 4096-20; i++ {
+		ports = append(ports, fmt.Sprintf("port %d", i))
+	}
+	slowCapture := strings.Join(ports, " or ")
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "slow.pcap", Filter: slowCapture}, &e); got != 400 || e.Message != "Capture filter: too complex" {
+		t.Fatalf("capture with a slow filter: %d %+v", got, e)
+	}
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "bad.pcap", Filter: "host ((("}, &e); got != 400 || !strings.HasPrefix(e.Message, "capture_filter: ") || !strings.Contains(e.Message, "syntax") {
+		t.Fatalf("capture with a filter libpcap refuses: %d %+v", got, e)
+	}
+	var st proto.CaptureState
+	if a.must("GET", proto.CapturePath(projectID, linkID), nil, &st, 200); st.Active || st.FileName != "" {
+		t.Fatalf("a refused capture runs: %+v", st)
+	}
 	// The link kept its filter: icmp is dropped, the rest passes.
 	a.fake(nodeA).Send([]byte("not icmp at all, just bytes"))
 	if _, err := a.fake(nodeB).Recv(5 * time.Second); err != nil {

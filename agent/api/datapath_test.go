@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"errors"
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/testenv"
@@ -553,4 +555,60 @@ func run(t *testing.T, con *node.Console, cmd string) string {
 		t.Errorf("%s: %v (%q)", cmd, err, out)
 	}
 	return out
+}
+
+func TestCaptureFilterWritesOnlyWhatItMatchesAndForwardsEverything(t *testing.T) {
+	a := linked(t)
+	var e proto.Error
+	if got := a.do("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "bad.pcap", Filter: "icmp and and"}, &e); got != 400 || !strings.Contains(e.Message, "syntax error") {
+		t.Fatalf("a filter libpcap refuses: %d %+v, want 400 with libpcap's message", got, e)
+	}
+	var st proto.CaptureState
+	a.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "icmp.pcap", Filter: "icmp"}, &st, 200)
+	// A ping, and an ARP storm between its requests: the peer gets every
+	// frame, the file only the ping.
+	const storm = 50
+	for i := range 3 {
+		a.mustPass(nodeA, nodeB, icmpFrame(t, macA, macB, ipA, ipB, 8, uint16(i)), "echo request")
+		for range storm {
+			a.mustPass(nodeA, nodeB, arpFrame(t, macA, ipA, ipB), "ARP request")
+		}
+		a.mustPass(nodeB, nodeA, icmpFrame(t, macB, macA, ipB, ipA, 0, uint16(i)), "echo reply")
+	}
+	a.must("DELETE", proto.CapturePath(projectID, linkID), nil, &st, 200)
+	if st.Frames != 6 || st.Filtered != 3*storm || st.Spec.Filter != "icmp" {
+		t.Fatalf("capture state %+v, want 6 frames written and %d filtered", st, 3*storm)
+	}
+	f, err := os.Open(st.FilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		data, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		if p.Layer(layers.LayerTypeICMPv4) == nil {
+			t.Fatalf("record %d is not ICMP: %v", n, p)
+		}
+		n++
+	}
+	if n != 6 {
+		t.Fatalf("the file holds %d frames, want the 6 of the ping", n)
+	}
+	var ls proto.LinkState
+	a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
+	if got := ls.Directions[0].Forwarded + ls.Directions[1].Forwarded; got != 6+3*storm {
+		t.Fatalf("the link forwarded %d frames, want %d", got, 6+3*storm)
+	}
 }

@@ -91,6 +91,12 @@ func NewFilters(cfg FilterConfig) (*Filters, error) {
 	return f, nil
 }
 
+// NewMatcher loads a compiled program for frames to be matched with in pure
+// Go, as the bpf filter runs them: a frame matches when the program returns
+// non-zero. It refuses instructions the interpreter does not run. The
+// VM's Run is safe for concurrent use.
+func NewMatcher(prog []bpf.RawInstruction) (*bpf.VM, error) { return newVM(prog) }
+
 // newVM loads a program into golang.org/x/net/bpf's interpreter, refusing
 // instructions it does not run (it would fail on every frame at run time).
 func newVM(prog []bpf.RawInstruction) (*bpf.VM, error) {

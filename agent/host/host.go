@@ -168,6 +168,14 @@ type Host struct {
 	mu       sync.Mutex // guards projects and everything reachable from it, but node.ops
 	projects map[string]*project
 	closed   bool
+
+	hooks hooks // tests open race windows with them
+}
+
+// hooks are called at points where tests need to act.
+type hooks struct {
+	closing  func() // before a capture's files are closed, without Host.mu
+	nameBusy func() // a capture waits for the close of files of its name
 }
 
 type project struct {
@@ -176,6 +184,9 @@ type project struct {
 	nodes         map[string]*hostNode
 	links         map[string]*hostLink
 	reserved      map[string]*reservation // tunnel ports held for links across agents
+	// closing holds the captures, by file name, whose files are open:
+	// running, or being closed. A new capture of such a name waits.
+	closing map[string]*hostCapture
 }
 
 type hostNode struct {
@@ -358,6 +369,7 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 		nodes:    make(map[string]*hostNode),
 		links:    make(map[string]*hostLink),
 		reserved: make(map[string]*reservation),
+		closing:  make(map[string]*hostCapture),
 	}
 	h.projects[spec.ProjectID] = p
 	h.repairCapturesLocked(p)
@@ -375,10 +387,13 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	h.mu.Lock()
 	p, ok := h.projects[projectID]
+	var capturing []*hostCapture
 	if ok {
 		delete(h.projects, projectID)
 		for _, l := range p.links {
-			h.removeLinkLocked(p, l)
+			if c := h.removeLinkLocked(p, l); c != nil {
+				capturing = append(capturing, c)
+			}
 		}
 		p.releaseAllLocked()
 	}
@@ -386,6 +401,11 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	if !ok {
 		return nil
 	}
+	var wg sync.WaitGroup
+	for _, c := range capturing {
+		wg.Go(func() { h.closeCapture(p, c) })
+	}
+	wg.Wait()
 	h.stopNodes(ctx, p)
 	h.removeContainers(projectID)
 	if p.captures != nil {
@@ -844,15 +864,21 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 		return err
 	}
 	n, ok := p.nodes[nodeID]
+	var capturing []*hostCapture
 	if ok {
 		for _, np := range n.ports {
 			if l, linked := p.links[np.link]; linked {
-				h.removeLinkLocked(p, l)
+				if c := h.removeLinkLocked(p, l); c != nil {
+					capturing = append(capturing, c)
+				}
 			}
 		}
 		delete(p.nodes, nodeID)
 	}
 	h.mu.Unlock()
+	for _, c := range capturing {
+		h.closeCapture(p, c)
+	}
 	if !ok {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/proto"
 )
@@ -205,8 +206,8 @@ func (h *Host) State() proto.AgentState {
 		}
 		for _, l := range p.links {
 			ls := proto.LinkStatus{LinkID: l.spec.LinkID, Spec: l.spec}
-			if c := l.capture; c != nil && !c.done {
-				st := captureState(c)
+			if c := l.capture; c != nil && !c.done && c.tap != nil {
+				st := stateOf(c, true)
 				ls.Capture = &st
 			}
 			ps.Links = append(ps.Links, ls)
@@ -247,7 +248,7 @@ func (h *Host) repairCapturesLocked(p *project) {
 	}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), writingSuffix)
-		if !ok || !captures.ValidFileName(name) {
+		if !ok || !capspec.ValidFileName(name) {
 			continue
 		}
 		cut, err := captures.Repair(root, name)

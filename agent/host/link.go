@@ -3,21 +3,16 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/pcapfilter"
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/proto"
 	"golang.org/x/net/bpf"
@@ -40,17 +35,6 @@ type compiledBPF struct {
 	progs    [][]bpf.RawInstruction
 }
 
-type hostCapture struct {
-	spec proto.CaptureSpec // as asked: a repeated request is recognised by it
-	name string            // the file's name: spec's, or name-N when spec's was taken
-	file *captures.File
-	root *os.Root // the captures folder holding the file and its .writing mark
-	done bool     // stopped (by request or by itself)
-	// rotations counts the files started after the first; see
-	// Host.captureRotated.
-	rotations atomic.Uint64
-}
-
 // PutLink creates a link's relay, or updates the filters and suspend state
 // of an existing one. The new filter chain is checked and built completely
 // (BPF expressions compiled) before it replaces the old one, in one step; a
@@ -61,7 +45,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		return err
 	}
 	if spec.DataLinkType == "" {
-		spec.DataLinkType = captures.DefaultDataLinkType
+		spec.DataLinkType = capspec.DefaultDataLinkType
 	}
 	h.mu.Lock()
 	var cached compiledBPF
@@ -159,7 +143,7 @@ func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, e
 // follows does not compile.
 func (h *Host) CheckFilters(dataLinkType string, bpfs []string) error {
 	if dataLinkType == "" {
-		dataLinkType = captures.DefaultDataLinkType
+		dataLinkType = capspec.DefaultDataLinkType
 	}
 	_, err := h.compileBPF(proto.LinkSpec{LinkID: "check", DataLinkType: dataLinkType, Filters: proto.Filters{BPF: bpfs}}, compiledBPF{})
 	return err
@@ -383,21 +367,28 @@ func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
 // valid) and closes its tunnels. Deleting an unknown link does nothing.
 func (h *Host) DeleteLink(projectID, linkID string) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	p, err := h.projectLocked(projectID)
 	if err != nil {
+		h.mu.Unlock()
 		return err
 	}
+	var c *hostCapture
 	if l, ok := p.links[linkID]; ok {
-		h.removeLinkLocked(p, l)
+		c = h.removeLinkLocked(p, l)
+	}
+	h.mu.Unlock()
+	if c != nil {
+		h.closeCapture(p, c)
 	}
 	return nil
 }
 
-// removeLinkLocked tears a link down. h.mu must be held.
-func (h *Host) removeLinkLocked(p *project, l *hostLink) {
+// removeLinkLocked tears a link down and returns its capture, if it was
+// capturing, for the caller to close with closeCapture once h.mu is
+// released. h.mu must be held.
+func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	l.relay.Close()
-	h.stopCaptureLocked(l)
+	c := h.detachCaptureLocked(l)
 	for _, t := range l.tunnels {
 		t.Close()
 	}
@@ -409,6 +400,7 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) {
 	}
 	delete(p.links, l.spec.LinkID)
 	h.log.Info("link down", "project", p.id, "link", l.spec.LinkID)
+	return c
 }
 
 func (h *Host) link(projectID, linkID string) (*project, *hostLink, error) {
@@ -421,232 +413,4 @@ func (h *Host) link(projectID, linkID string) (*project, *hostLink, error) {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
 	}
 	return p, l, nil
-}
-
-// tap adapts a capture file to the relay's Tap.
-type tap struct{ f *captures.File }
-
-func (t tap) WritePackets(dir bridge.Direction, frames [][]byte) {
-	t.f.WritePackets(captures.Direction(dir), frames)
-}
-
-// StartCapture starts writing the frames a link forwards to a file in the
-// project's captures folder, as pcap or, with Format "pcapng", as pcapng with
-// one interface per direction, each named after the endpoint that sends its
-// frames. Asking again for the running capture returns it unchanged; asking
-// for another one while it runs is a conflict.
-func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
-	if spec.Format == "" {
-		spec.Format = proto.FormatPcap
-	}
-	if spec.Format != proto.FormatPcap && spec.Format != proto.FormatPcapng {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "capture format %q is not supported (want %q or %q)", spec.Format, proto.FormatPcap, proto.FormatPcapng)
-	}
-	if !captures.ValidFileName(spec.FileName) {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "capture file name %q is not a plain file name", spec.FileName)
-	}
-	lt, err := captures.LinkType(spec.DataLinkType)
-	if err != nil {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, l, err := h.link(projectID, linkID)
-	if err != nil {
-		return proto.CaptureState{}, err
-	}
-	if c := l.capture; c != nil && !c.done {
-		if c.spec == spec {
-			return captureState(c), nil
-		}
-		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "Packet capture is already active on this link")
-	}
-	root, err := p.capturesRootLocked()
-	if err != nil {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
-	}
-	// A file of an earlier capture is never overwritten: the new one
-	// takes the first free name-N.ext.
-	name, err := freeName(root, spec.FileName)
-	if err != nil {
-		return proto.CaptureState{}, err
-	}
-	f, err := captures.Create(root, name, captures.Options{
-		Format:     spec.Format,
-		LinkType:   lt,
-		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
-		BufferedIO: h.cfg.BufferedCaptures,
-	})
-	if err != nil {
-		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
-	}
-	markWriting(root, name)
-	c := &hostCapture{spec: spec, name: name, file: f, root: root}
-	l.capture = c
-	l.relay.SetTap(tap{f})
-	h.wg.Go(func() { h.watchCapture(projectID, l, c) })
-	h.log.Info("capture started", "project", projectID, "link", linkID, "file", f.Path(), "format", spec.Format)
-	return captureState(c), nil
-}
-
-// freeName is name if no file in root has it, else the first of
-// "stem-2.ext", "stem-3.ext", ... that is free. h.mu must be held (no other
-// capture starts meanwhile).
-func freeName(root *os.Root, name string) (string, error) {
-	ext := filepath.Ext(name)
-	stem := strings.TrimSuffix(name, ext)
-	for i := 1; i <= 10000; i++ {
-		candidate := name
-		if i > 1 {
-			suffix := fmt.Sprintf("-%d", i)
-			candidate = stem[:min(len(stem), 255-len(ext)-len(suffix))] + suffix + ext
-		}
-		_, err := root.Lstat(candidate)
-		if errors.Is(err, fs.ErrNotExist) {
-			return candidate, nil
-		}
-		if err != nil {
-			return "", proto.Errorf(proto.CodeInternal, "capture file %s: %v", candidate, err)
-		}
-	}
-	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)
-}
-
-// endName names the sender of one direction in a pcapng capture.
-func endName(ep proto.Endpoint, def string) string {
-	switch {
-	case ep.Name != "":
-		return ep.Name
-	case ep.Tunnel != nil:
-		return fmt.Sprintf("%s (tunnel from %s:%d)", def, ep.Tunnel.RemoteHost, ep.Tunnel.RemotePort)
-	default:
-		return fmt.Sprintf("%s (node %s port %d/%d)", def, ep.NodeID, ep.Adapter, ep.Port)
-	}
-}
-
-// watchCapture notices a capture that ends by itself (a failed write) and
-// detaches it from the relay.
-func (h *Host) watchCapture(projectID string, l *hostLink, c *hostCapture) {
-	<-c.file.Done()
-	h.mu.Lock()
-	if c.done {
-		h.mu.Unlock()
-		return // stopped on request
-	}
-	c.done = true
-	if l.capture == c {
-		l.relay.SetTap(nil)
-	}
-	st := captureState(c)
-	h.mu.Unlock()
-	h.log.Error("capture ended by itself", "project", projectID, "link", l.spec.LinkID, "err", c.file.Err())
-	// The writer cuts a failed write back off; should that cut have failed
-	// too, Repair does it now that nothing writes.
-	// If the project closed meanwhile, the mark stays and the next open
-	// repairs the file.
-	switch cut, err := captures.Repair(c.root, c.name); {
-	case err != nil:
-		h.log.Warn("repair a capture that ended by itself", "file", c.name, "err", err)
-	default:
-		if cut > 0 {
-			h.log.Warn("capture repaired after it ended", "file", c.name, "bytes_cut", cut)
-		}
-		unmarkWriting(c.root, c.name)
-	}
-	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
-}
-
-// capturesRootLocked opens the project's captures folder, creating it.
-// h.mu must be held.
-func (p *project) capturesRootLocked() (*os.Root, error) {
-	if p.captures != nil {
-		return p.captures, nil
-	}
-	dir := filepath.Join(p.dir, "project-files", "captures")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("captures folder: %w", err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("captures folder: %w", err)
-	}
-	p.captures = root
-	return root, nil
-}
-
-// StopCapture stops a link's capture and returns its final state, once
-// every frame the link forwarded before the stop is in the file. Stopping a
-// link that is not capturing succeeds.
-func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, l, err := h.link(projectID, linkID)
-	if err != nil {
-		return proto.CaptureState{}, err
-	}
-	h.stopCaptureLocked(l)
-	if l.capture == nil {
-		return proto.CaptureState{}, nil
-	}
-	return captureState(l.capture), nil
-}
-
-func (h *Host) stopCaptureLocked(l *hostLink) {
-	c := l.capture
-	if c == nil || c.done {
-		return
-	}
-	l.relay.SetTap(nil)
-	c.done = true
-	// Close writes every frame queued so far; later ones are ignored.
-	if err := c.file.Close(); err != nil {
-		h.log.Warn("capture ended badly", "link", l.spec.LinkID, "err", err)
-	}
-	unmarkWriting(c.root, c.name)
-	frames, _, dropped := c.file.Stats()
-	h.log.Info("capture stopped", "link", l.spec.LinkID, "file", c.file.Path(), "frames", frames, "dropped", dropped)
-}
-
-// Capture returns a link's capture state.
-func (h *Host) Capture(projectID, linkID string) (proto.CaptureState, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, l, err := h.link(projectID, linkID)
-	if err != nil {
-		return proto.CaptureState{}, err
-	}
-	if l.capture == nil {
-		return proto.CaptureState{}, nil
-	}
-	return captureState(l.capture), nil
-}
-
-// CaptureFile returns a link's running capture, for streaming.
-func (h *Host) CaptureFile(projectID, linkID string) (*captures.File, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, l, err := h.link(projectID, linkID)
-	if err != nil {
-		return nil, err
-	}
-	if l.capture == nil || l.capture.done {
-		return nil, proto.Errorf(proto.CodeConflict, "Nothing to stream because there is no packet capture active")
-	}
-	return l.capture.file, nil
-}
-
-func captureState(c *hostCapture) proto.CaptureState {
-	frames, size, dropped := c.file.Stats()
-	st := proto.CaptureState{
-		Active:   !c.done,
-		FilePath: c.file.Path(),
-		FileName: c.name,
-		Frames:   frames,
-		Bytes:    uint64(size),
-		Dropped:  dropped,
-	}
-	if err := c.file.Err(); err != nil {
-		st.Err = err.Error()
-	}
-	return st
 }

@@ -19,7 +19,7 @@ type LinkMetrics struct {
 // CaptureMetrics counts what one capture wrote. A new capture of the same
 // link starts again from 0.
 type CaptureMetrics struct {
-	File string // the file name in the project's captures folder
+	File string // the file name in the project's captures folder (a ring's newest)
 	// Frames and Bytes are the records written and the file's size; Dropped
 	// counts the records the disk could not take in time.
 	Frames, Bytes, Dropped uint64
@@ -39,11 +39,12 @@ func (h *Host) Metrics() []LinkMetrics {
 	for _, p := range h.projects {
 		for _, l := range p.links {
 			m := LinkMetrics{ProjectID: p.id, LinkID: l.spec.LinkID, Relay: l.relay.Stats()}
-			if c := l.capture; c != nil {
-				frames, size, dropped := c.file.Stats()
+			if c := l.capture; c != nil && c.tap != nil { // tap is nil while its files are being made
+				frames, size, dropped, files := c.tap.ring.Stats()
+				name, _ := c.tap.ring.Current()
 				m.Capture = &CaptureMetrics{
-					File: c.spec.FileName, Frames: frames, Bytes: uint64(size), Dropped: dropped,
-					Rotations: c.rotations.Load(), Active: !c.done,
+					File: name, Frames: frames, Bytes: uint64(size), Dropped: dropped,
+					Rotations: uint64(max(files-1, 0)), Active: !c.done,
 				}
 			}
 			out = append(out, m)
@@ -59,8 +60,9 @@ func (h *Host) Metrics() []LinkMetrics {
 }
 
 // captureRotated records that capture c of link l has moved on to a new
-// file: it counts the rotation (labtap_capture_files_rotated_total) and logs
-// it. Ring-file captures call it each time they start a file.
+// file, and logs it. Ring-file captures call it where they announce a new
+// file (capture.rotated); labtap_capture_files_rotated_total counts the
+// ring's files instead (Metrics), as two may begin between two calls.
 func (h *Host) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
 	n := c.rotations.Add(1)
 	h.log.Info("capture rotated", "project", projectID, "link", l.spec.LinkID, "file", file, "rotations", n)

@@ -19,6 +19,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
@@ -40,10 +41,21 @@ type Computes interface {
 	DockerImages(ctx context.Context, id string) ([]string, error)
 }
 
+// ProjectCaptures runs whole-project captures. *labcapture.Service
+// satisfies it.
+type ProjectCaptures interface {
+	Start(ctx context.Context, projectID string, spec capspec.Spec) (capspec.ProjectState, error)
+	Stop(ctx context.Context, projectID string) (capspec.ProjectState, error)
+	Stream(ctx context.Context, projectID string) (io.ReadCloser, error)
+}
+
 // Config configures the API.
 type Config struct {
 	Projects *project.Service
 	Computes Computes
+	// ProjectCaptures serves the project capture routes; nil answers
+	// them 409.
+	ProjectCaptures ProjectCaptures
 	// Symbols serves the symbol routes; nil serves the built-in symbols
 	// only and refuses uploads.
 	Symbols *symbols.Library
@@ -321,6 +333,9 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", a.pcap)
+	a.handle(app, "POST", project+"/start_capture", a.startProjectCapture)
+	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
+	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)

@@ -366,7 +366,7 @@ func TestNodeRoutes(t *testing.T) {
 func TestLinkRoutes(t *testing.T) {
 	l := newLab(t, false)
 	link := l.must("GET", l.linkPath(""), nil, 200, rLink)
-	want := []string{"capture_compute_id", "capture_file_name", "capture_file_path", "capturing", "filters", "link_id",
+	want := []string{"capture", "capture_compute_id", "capture_file_name", "capture_file_path", "capturing", "filters", "link_id",
 		"link_style", "link_type", "nodes", "project_id", "suspend"}
 	if got := keys(link.body); !slices.Equal(got, want) {
 		t.Fatalf("link keys %v", got)
@@ -455,6 +455,10 @@ func TestBadCaptureRequestsChangeNothing(t *testing.T) {
 		{"null file name", l.linkPath("/start_capture"), map[string]any{"capture_file_name": nil}, 400, ""},
 		{"query parameter merged and refused", l.linkPath("/start_capture?x=1"), nil, 400, ""},
 		{"name with nothing usable", l.linkPath("/start_capture"), map[string]any{"capture_file_name": "../.."}, 400, ""},
+		{"unknown format", l.linkPath("/start_capture"), map[string]any{"capture_format": "erf"}, 400, ""},
+		{"files too small", l.linkPath("/start_capture"), map[string]any{"capture_max_bytes": 1000}, 400, ""},
+		{"a ring without a limit", l.linkPath("/start_capture"), map[string]any{"capture_ring_files": 3}, 400, ""},
+		{"a filter libpcap refuses", l.linkPath("/start_capture"), map[string]any{"capture_filter": "icmp and and"}, 400, ""},
 		{"unknown link", "/v2/projects/" + l.project + "/links/nope/start_capture", "{}", 404, "Link ID nope doesn't exist"},
 		{"unknown project", "/v2/projects/nope/links/" + l.link + "/start_capture", "{}", 404, "Project ID nope doesn't exist"},
 	}

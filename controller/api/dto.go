@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
 )
@@ -171,17 +172,21 @@ type endpointJSON struct {
 }
 
 type linkJSON struct {
-	CaptureComputeID *string          `json:"capture_compute_id"`
-	CaptureFileName  *string          `json:"capture_file_name"`
-	CaptureFilePath  *string          `json:"capture_file_path"`
-	Capturing        bool             `json:"capturing"`
-	Filters          map[string][]any `json:"filters"`
-	LinkID           string           `json:"link_id"`
-	LinkStyle        json.RawMessage  `json:"link_style"`
-	LinkType         string           `json:"link_type"`
-	Nodes            []endpointJSON   `json:"nodes"`
-	ProjectID        string           `json:"project_id"`
-	Suspend          bool             `json:"suspend"`
+	CaptureComputeID *string `json:"capture_compute_id"`
+	CaptureFileName  *string `json:"capture_file_name"`
+	CaptureFilePath  *string `json:"capture_file_path"`
+	// Capture is labtap's extension: the capture's full state (its spec,
+	// the counts of frames written, dropped and filtered, its files), null
+	// before any capture.
+	Capture   *capspec.State   `json:"capture"`
+	Capturing bool             `json:"capturing"`
+	Filters   map[string][]any `json:"filters"`
+	LinkID    string           `json:"link_id"`
+	LinkStyle json.RawMessage  `json:"link_style"`
+	LinkType  string           `json:"link_type"`
+	Nodes     []endpointJSON   `json:"nodes"`
+	ProjectID string           `json:"project_id"`
+	Suspend   bool             `json:"suspend"`
 }
 
 func linkFrom(l project.Link) linkJSON {
@@ -193,7 +198,12 @@ func linkFrom(l project.Link) linkJSON {
 	if filters == nil {
 		filters = map[string][]any{}
 	}
+	var capture *capspec.State
+	if l.Capture.FileName != "" {
+		capture = &l.Capture.State
+	}
 	return linkJSON{
+		Capture:          capture,
 		CaptureComputeID: nullStr(l.Capture.ComputeID),
 		CaptureFileName:  nullStr(l.Capture.FileName),
 		CaptureFilePath:  nullStr(l.Capture.FilePath),

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	gojson "github.com/goccy/go-json"
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
 )
@@ -24,7 +25,7 @@ func TestFastEncoderWritesWhatEncodingJSONWrites(t *testing.T) {
 			Properties: map[string]any{"a": []any{1.5, tricky, nil, true}}, Console: 5000}),
 		"link": linkFrom(project.Link{ID: "l", Endpoints: []project.Endpoint{{NodeID: "n", Label: label}},
 			Filters: map[string][]any{"bpf": {tricky}, "delay": {50, 10}}, Style: json.RawMessage(`{"color": "#ff0000", "width": 2}`),
-			Capture: project.Capture{Active: true, FileName: "x.pcap"}}),
+			Capture: project.Capture{State: capspec.State{Active: true, FileName: "x.pcap"}}}),
 		"project": projectFrom(project.Project{ID: "p", Name: tricky, Settings: project.Settings{Supplier: json.RawMessage(`{"url":"http://x/?a=1&b=<2>"}`)}}),
 		"compute": computeFrom(compute.Compute{ID: "c", Name: tricky, CPUPercent: &cpu, NodeTypes: []string{"vpcs"}}),
 		"message": message{Action: "link.updated", Event: map[string]any{"s": tricky}},

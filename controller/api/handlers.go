@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/internal/netguard"
@@ -246,7 +247,7 @@ func (a *API) createLink(c *fiber.Ctx) error {
 }
 
 func (a *API) getLink(c *fiber.Ctx) error {
-	l, err := a.projects.Link(c.Params("project_id"), c.Params("link_id"))
+	l, err := a.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}
@@ -260,21 +261,18 @@ func (a *API) deleteLink(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
-// captureStartRequest is the body of POST .../start_capture; it may be
-// empty, or {}.
-type captureStartRequest struct {
-	DataLinkType    string `json:"data_link_type"`
-	CaptureFileName string `json:"capture_file_name"`
-	CaptureFormat   string `json:"capture_format"`
-}
-
+// startCapture takes the capture vocabulary's Spec as its body (it may be
+// empty, or {}): the schema, made from the vocabulary, and Spec.Check are
+// the API edge's checks.
 func (a *API) startCapture(c *fiber.Ctx) error {
-	var req captureStartRequest
+	var req capspec.Spec
 	if err := a.decode(c, "capture_start", &req); err != nil {
 		return err
 	}
-	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"),
-		project.CaptureStart{DataLinkType: req.DataLinkType, FileName: req.CaptureFileName, Format: req.CaptureFormat})
+	if err := req.Check(false); err != nil {
+		return fiber.NewError(fiber.StatusBadRequest, err.Error())
+	}
+	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
 	if err != nil {
 		return err
 	}

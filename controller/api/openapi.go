@@ -64,12 +64,15 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/templates/{template_id}":          {"Create a node from a template", "template_create", 201, "node", bodyErrs},
 	"GET /v2/projects/{project_id}/links":                             {"List links (a closed project lists its file's entries)", "", 200, "links", []int{404}},
 	"POST /v2/projects/{project_id}/links":                            {"Create a link between two node ports", "link_create", 201, "link", bodyErrs},
-	"GET /v2/projects/{project_id}/links/{link_id}":                   {"Get a link", "", 200, "link", projectErrs},
+	"GET /v2/projects/{project_id}/links/{link_id}":                   {"Get a link (a capturing link with its capture's counts now)", "", 200, "link", projectErrs},
 	"PUT /v2/projects/{project_id}/links/{link_id}":                   {"Change a link's filters, style, suspend or labels (answers 201)", "link_update", 201, "link", bodyErrs},
 	"DELETE /v2/projects/{project_id}/links/{link_id}":                {"Delete a link; a running capture ends with a valid file", "", 204, "", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/available_filters": {"List the filters a link can apply", "", 200, "filters", projectErrs},
 	"POST /v2/projects/{project_id}/links/{link_id}/start_capture":    {"Start a pcap capture of the link (body may be empty)", "capture_start", 201, "link", bodyErrs},
 	"POST /v2/projects/{project_id}/links/{link_id}/stop_capture":     {"Stop the link's capture; the file stays valid", "", 201, "link", projectErrs},
+	"POST /v2/projects/{project_id}/start_capture":                    {"Capture every link of the project, across computes, into one pcapng (one interface per link and direction); links created later join", "project_capture_start", 201, "project_capture", []int{400, 403, 404, 409, 413}},
+	"POST /v2/projects/{project_id}/stop_capture":                     {"Stop the project's capture; the file is complete when it answers", "", 201, "project_capture", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/pcap":                              {"Stream the project's capture, pcapng, from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcapng", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/pcap":              {"Stream the capture from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcap", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/view":              {"The capture view in a browser, opened on this link (HTML)", "", 200, "html", projectErrs},
 	"GET /v2/projects/{project_id}/links/{link_id}/packets":           {"The capture's frames decoded, as Server-Sent Events (info, rows: JSON arrays of rows, end) from its first frame while it runs; ?filter= a protocol name or a tcpdump expression", "", 200, "sse", []int{400, 403, 404, 409}},
@@ -142,7 +145,19 @@ var responseSchemas = map[string]string{
 		"filters": {"type": "object"}, "link_style": {"type": "object"}, "suspend": {"type": "boolean"},
 		"link_type": {"enum": ["ethernet", "serial"]}, "capturing": {"type": "boolean"},
 		"capture_file_name": {"type": ["string", "null"]}, "capture_file_path": {"type": ["string", "null"]},
-		"capture_compute_id": {"type": ["string", "null"]}}}`,
+		"capture_compute_id": {"type": ["string", "null"]},
+		"capture": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/capture"}],
+			"description": "labtap's extension: the capture's full state, null before any capture"}}}`,
+	"capture": `{"type": "object", "properties": {
+		"active": {"type": "boolean"}, "file_name": {"type": "string"},
+		"file_path": {"type": "string", "description": "on the compute's host; the newest file of a ring"},
+		"spec": {"$ref": "#/components/schemas/capture_start"},
+		"frames": {"type": "integer", "description": "records written"}, "bytes": {"type": "integer", "description": "bytes written, headers included"},
+		"dropped": {"type": "integer", "description": "frames forwarded but not written: the disk could not keep up, or a write failed"},
+		"filtered": {"type": "integer", "description": "frames forwarded that capture_filter kept out"},
+		"files": {"type": "integer", "description": "files the capture began"},
+		"error": {"type": "string", "description": "why it ended by itself on a failure"},
+		"limit": {"type": "string", "description": "why it ended by itself at a limit"}}}`,
 	"links": `{"type": "array", "items": {"$ref": "#/components/schemas/link"}}`,
 	"filters": `{"type": "array", "items": {"type": "object", "properties": {"type": {"type": "string"},
 		"name": {"type": "string"}, "description": {"type": "string"}, "parameters": {"type": "array"}}}}`,
@@ -154,8 +169,14 @@ var responseSchemas = map[string]string{
 	"symbols": `{"type": "array", "items": {"type": "object", "properties": {"symbol_id": {"type": "string"},
 		"filename": {"type": "string"}, "builtin": {"type": "boolean"}, "theme": {"type": "string"}}}}`,
 	"default_symbols": `{"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}}}`,
-	"dimensions":      `{"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}`,
-	"openapi":         `{"type": "object"}`,
+	"project_capture": `{"type": "object", "properties": {
+		"project_id": {"type": "string", "format": "uuid"}, "capturing": {"type": "boolean"},
+		"capture_file_name": {"type": "string"}, "capture_file_path": {"type": "string", "description": "on the controller's host"},
+		"links": {"type": "integer", "description": "links whose frames are being merged now"},
+		"interfaces": {"type": "integer", "description": "interfaces of the file: two per link that joined"},
+		"frames": {"type": "integer"}, "bytes": {"type": "integer"}}}`,
+	"dimensions": `{"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}`,
+	"openapi":    `{"type": "object"}`,
 	"images": `{"type": "array", "items": {"type": "object", "properties": {"filename": {"type": "string"},
 		"path": {"type": "string"}, "md5sum": {"type": "string"}, "filesize": {"type": "integer"}}}}`,
 	"empty":             `{"type": "object"}`,
@@ -251,6 +272,8 @@ func responsesOf(doc routeDoc) map[string]any {
 			"type": "string", "description": "event: info {format, link_type, filter}; event: rows [{no, time, abs, iface, src, dst, proto, len, info, layers: [{name, summary}], hex}]; event: end {reason}"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "pcapng":
+		ok["content"] = map[string]any{"application/x-pcapng": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "file":
 		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "image":

@@ -1,5 +1,12 @@
 package api
 
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/labtap/labtap/capspec"
+)
+
 // Shared member definitions of the request schemas.
 const (
 	projectProperties = `{
@@ -68,6 +75,7 @@ const (
 			"capture_file_path": {"type": ["string", "null"], "maxLength": 4096},
 			"capture_compute_id": {"type": ["string", "null"], "maxLength": 255},
 			"capturing": {"type": "boolean"},
+			"capture": {"type": ["object", "null"]},
 			"filters": {"type": "object", "additionalProperties": {"type": "array"}},
 			"link_id": {"$ref": "uuid.json"},
 			"link_style": {"type": "object"},
@@ -149,11 +157,38 @@ var schemaSources = map[string]string{
 		},
 		"required": ["x", "y"], "additionalProperties": false}`,
 
-	"capture_start": `{"type": "object",
+	"capture_start": captureStartSchema(),
+
+	"project_capture_start": fmt.Sprintf(`{"type": "object",
 		"properties": {
-			"capture_file_name": {"type": "string", "maxLength": 255},
-			"data_link_type": {"enum": ["DLT_ATM_RFC1483", "DLT_EN10MB", "DLT_FRELAY", "DLT_C_HDLC", "DLT_PPP_SERIAL"]},
-			"capture_format": {"enum": ["pcap", "pcapng"], "description": "labtap's extension: pcapng records who sent each frame"}
+			"capture_file_name": {"type": "string", "maxLength": %d,
+				"description": "kept to [0-9A-Za-z_-] plus .pcapng; the default is <project>_all.pcapng; a name in use is 409"},
+			"capture_filter": {"type": "string", "maxLength": %d,
+				"description": "a tcpdump expression each link's capture applies: only the frames it matches are written"}
+		},
+		"additionalProperties": false}`, capspec.MaxFileName*4, capspec.MaxFilterLen),
+}
+
+// captureStartSchema is the body of start_capture, made from the capture
+// vocabulary (package capspec): GNS3's two members, and labtap's.
+func captureStartSchema() string {
+	enum := func(values []string) string { b, _ := json.Marshal(values); return string(b) }
+	return fmt.Sprintf(`{"type": "object",
+		"properties": {
+			"capture_file_name": {"type": "string", "maxLength": %[1]d,
+				"description": "kept to [0-9A-Za-z_-] plus the format's extension; the default is GNS3's name of the link"},
+			"data_link_type": {"enum": %[2]s},
+			"capture_format": {"enum": %[3]s, "description": "labtap's extension: pcapng records who sent each frame"},
+			"capture_filter": {"type": "string", "maxLength": %[4]d,
+				"description": "labtap's extension: a tcpdump expression; only the frames it matches are written, every frame is still forwarded"},
+			"capture_max_bytes": {"type": "integer", "minimum": 0, "maximum": %[5]d,
+				"description": "labtap's extension: a file ends before it passes this size (0: no limit, else at least %[6]d); the capture stops, or goes on in the next file with capture_ring_files > 1"},
+			"capture_max_seconds": {"type": "integer", "minimum": 0, "maximum": %[7]d,
+				"description": "labtap's extension: a file ends this long after it began (0: no limit), as with capture_max_bytes"},
+			"capture_ring_files": {"type": "integer", "minimum": 0, "maximum": %[8]d,
+				"description": "labtap's extension: with more than 1, files name-00001.pcap, name-00002.pcap, ... follow one another at the limits, and the newest this many are kept (dumpcap -b)"}
 		},
 		"additionalProperties": false}`,
+		capspec.MaxFileName*4, enum(capspec.DataLinkTypes()), enum(capspec.Formats()), capspec.MaxFilterLen,
+		int64(capspec.MaxMaxBytes), capspec.MinMaxBytes, capspec.MaxMaxSeconds, capspec.MaxRingFiles)
 }

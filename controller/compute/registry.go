@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/proto"
@@ -324,16 +325,24 @@ func (r *Registry) DeleteLink(ctx context.Context, computeID, projectID, linkID 
 }
 
 // StartCapture starts a capture on a compute's relay of a link.
-func (r *Registry) StartCapture(ctx context.Context, computeID, projectID, linkID string, c project.CaptureRequest) (project.CaptureResult, error) {
+func (r *Registry) StartCapture(ctx context.Context, computeID, projectID, linkID string, spec capspec.Spec) (capspec.State, error) {
 	var st proto.CaptureState
-	err := r.do(ctx, computeID, "PUT", proto.CapturePath(projectID, linkID),
-		proto.CaptureSpec{FileName: c.FileName, DataLinkType: c.DataLinkType, Format: c.Format}, &st)
-	return project.CaptureResult{FilePath: st.FilePath}, err
+	err := r.do(ctx, computeID, "PUT", proto.CapturePath(projectID, linkID), spec, &st)
+	return st, err
 }
 
-// StopCapture stops a capture on a compute.
-func (r *Registry) StopCapture(ctx context.Context, computeID, projectID, linkID string) error {
-	return r.do(ctx, computeID, "DELETE", proto.CapturePath(projectID, linkID), nil, nil)
+// StopCapture stops a capture on a compute and returns its final state.
+func (r *Registry) StopCapture(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error) {
+	var st proto.CaptureState
+	err := r.do(ctx, computeID, "DELETE", proto.CapturePath(projectID, linkID), nil, &st)
+	return st, err
+}
+
+// CaptureState reports a running capture on a compute.
+func (r *Registry) CaptureState(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error) {
+	var st proto.CaptureState
+	err := r.do(ctx, computeID, "GET", proto.CapturePath(projectID, linkID), nil, &st)
+	return st, err
 }
 
 // CaptureStream streams a running capture from a compute.
@@ -738,7 +747,7 @@ func (r *Registry) runningOn(ctx context.Context, id string) []project.Running {
 				}
 			}
 			if l.Capture != nil && l.Capture.Active {
-				rl.Capture = &project.CaptureResult{FilePath: l.Capture.FilePath}
+				rl.Capture = l.Capture
 			}
 			run.Links = append(run.Links, rl)
 		}

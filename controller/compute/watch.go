@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/proto"
 )
@@ -16,7 +17,8 @@ import (
 // lost or comes back. *project.Service satisfies it. Calls for one compute
 // come one at a time, in order.
 type Listener interface {
-	CaptureEnded(ctx context.Context, computeID, projectID, linkID, reason string)
+	CaptureEnded(ctx context.Context, computeID, projectID, linkID string, st capspec.State)
+	CaptureRotated(ctx context.Context, computeID, projectID, linkID string, st capspec.State)
 	NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt project.NodeRuntime)
 	ComputeLost(ctx context.Context, computeID string)
 	// ComputeBack gets what the compute still runs (nil if it could not
@@ -156,11 +158,15 @@ func (r *Registry) dispatch(ctx context.Context, id string, l Listener, line []b
 	case proto.EventPing:
 		r.noteInfo(id, ev.Info)
 	case proto.EventCaptureEnded:
-		reason := ""
+		var st capspec.State
 		if ev.Capture != nil {
-			reason = ev.Capture.Err
+			st = *ev.Capture
 		}
-		l.CaptureEnded(ctx, id, ev.ProjectID, ev.LinkID, reason)
+		l.CaptureEnded(ctx, id, ev.ProjectID, ev.LinkID, st)
+	case proto.EventCaptureRotated:
+		if ev.Capture != nil {
+			l.CaptureRotated(ctx, id, ev.ProjectID, ev.LinkID, *ev.Capture)
+		}
 	case proto.EventNodeStatus:
 		if ev.Node != nil {
 			l.NodeChanged(ctx, id, ev.ProjectID, ev.NodeID, runtimeOf(*ev.Node))

@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"github.com/labtap/labtap/capspec"
 )
 
 // Running is what one compute reports it still runs for a project, for a
@@ -18,7 +19,7 @@ type RunningLink struct {
 	// Tunnel is this side's tunnel end, for a link across computes.
 	Tunnel *TunnelEnd
 	// Capture is the capture the relay writes, nil if none.
-	Capture *CaptureResult
+	Capture *capspec.State
 }
 
 // Adopt opens the closed projects that computes report they still run, and
@@ -83,7 +84,7 @@ func adoptedCapture(l *Link, nodes []*Node, running []Running) (Capture, bool) {
 			if rl.ID != l.ID || rl.Capture == nil {
 				continue
 			}
-			if c, ok := capturedOn(nodes, l.Tunnel != nil, r.ComputeID, rl.Capture.FilePath); ok {
+			if c, ok := capturedOn(nodes, l.Tunnel != nil, r.ComputeID, *rl.Capture); ok {
 				return c, true
 			}
 		}

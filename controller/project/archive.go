@@ -47,10 +47,6 @@ type SnapshotInfo = archive.Snapshot
 // the GNS3 GUI reloads the project on it.
 const SnapshotRestored = "snapshot.restored"
 
-// LogInfo tells a project's listeners, in words, that a long operation
-// ended (the GNS3 GUI prints it in its console; spec 6.15).
-const LogInfo = "log.info"
-
 var errBusy = &Error{Kind: ErrConflict, Msg: "Another operation is running on this project"}
 
 // beginArchiveOp marks project id as running an archive operation; the

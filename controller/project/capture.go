@@ -5,28 +5,8 @@ import (
 	"errors"
 	"io"
 	"strings"
-)
 
-// DefaultDataLinkType is the data link type of a capture that names none.
-const DefaultDataLinkType = "DLT_EN10MB"
-
-// CaptureStart is a request to start a capture on a link.
-type CaptureStart struct {
-	// DataLinkType is a DLT_ name; "" means DLT_EN10MB.
-	DataLinkType string
-	// FileName is the client's name, sanitised before use; "" means the
-	// default name.
-	FileName string
-	// Format is "pcap" (the default when empty) or "pcapng", which records
-	// who sent each frame (one interface per direction). pcapng is labtap's
-	// extension: GNS3 clients never ask for it.
-	Format string
-}
-
-// Capture formats.
-const (
-	FormatPcap   = "pcap"
-	FormatPcapng = "pcapng"
+	"github.com/labtap/labtap/capspec"
 )
 
 // LocalCompute is the id of the controller's own compute.
@@ -61,12 +41,12 @@ func captureSide(nodes []*Node) int {
 }
 
 // captureUsing is the id of a link other than except whose running capture
-// writes a file named name, or "".
+// writes a file named name (or, for a ring, is named name), or "".
 func (st *state) captureUsing(name, except string) string {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	for id, l := range st.links {
-		if id != except && l.Capture.Active && l.Capture.FileName == name {
+		if id != except && l.Capture.Active && (l.Capture.FileName == name || l.Capture.Spec.FileName == name) {
 			return id
 		}
 	}
@@ -74,11 +54,12 @@ func (st *state) captureUsing(name, except string) string {
 }
 
 // StartCapture starts capturing a link's frames into a pcap file on the
-// compute of the chosen side and returns the link, now capturing.
-func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req CaptureStart) (Link, error) {
-	if req.DataLinkType == "" {
-		req.DataLinkType = DefaultDataLinkType // the API checks the others; so does the agent
-	}
+// compute of the chosen side and returns the link, now capturing. The spec
+// was checked at the API edge (capspec.Spec.Check); its FileName is the
+// client's, which gets the vocabulary's naming rule here (capspec
+// CleanFileName), or "" for GNS3's default name.
+func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
+	req = req.WithDefaults()
 	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
@@ -106,24 +87,16 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	if side < 0 {
 		return Link{}, errorf(ErrConflict, "Cannot capture because there is no running device on this link")
 	}
-	ext := extPcap
-	switch req.Format {
-	case "", FormatPcap:
-		req.Format = FormatPcap
-	case FormatPcapng:
-		ext = ".pcapng"
-	default:
-		return Link{}, errorf(ErrInvalid, "capture_format %q: want %q or %q", req.Format, FormatPcap, FormatPcapng)
-	}
-	name := defaultCaptureName(portOf(nodes[0], l.Endpoints[0]), portOf(nodes[1], l.Endpoints[1]), ext)
+	name := defaultCaptureName(portOf(nodes[0], l.Endpoints[0]), portOf(nodes[1], l.Endpoints[1]), capspec.Ext(req.Format))
 	if req.FileName != "" {
-		if name, err = sanitizeCaptureName(req.FileName, ext); err != nil {
-			return Link{}, errorf(ErrInvalid, "capture_file_name %q: %v", req.FileName, err)
+		if name, err = capspec.CleanFileName(req.FileName, req.Format); err != nil {
+			return Link{}, errorf(ErrInvalid, "%v", err)
 		}
 	}
 	if other := st.captureUsing(name, linkID); other != "" {
 		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
 	}
+	req.FileName = name
 	if l.Tunnel != nil && l.FilterSide != side {
 		// Across computes the filters move to the capture side first, so the
 		// file shows every frame after them, both ways (placement.go).
@@ -137,15 +110,19 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		st.mu.Unlock()
 	}
 	computeID := nodes[side].ComputeID
-	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, CaptureRequest{FileName: name, DataLinkType: req.DataLinkType, Format: req.Format})
+	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, req)
 	if err != nil {
 		return Link{}, err
 	}
-	if i := strings.LastIndexByte(res.FilePath, '/'); i >= 0 && i+1 < len(res.FilePath) {
-		name = res.FilePath[i+1:] // the agent never overwrites a file: it may have taken name-N
+	res.Active = true
+	if res.FileName == "" {
+		// The agent never overwrites a file: it may have taken name-N.
+		if i := strings.LastIndexByte(res.FilePath, '/'); i >= 0 && i+1 < len(res.FilePath) {
+			res.FileName = res.FilePath[i+1:]
+		}
 	}
 	st.mu.Lock()
-	l.Capture = Capture{Active: true, FileName: name, FilePath: res.FilePath, ComputeID: computeID, Side: side}
+	l.Capture = Capture{State: res, ComputeID: computeID, Side: side}
 	out := *l
 	st.mu.Unlock()
 	s.emit(st, LinkUpdated, nil, &out)
@@ -182,13 +159,16 @@ func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID strin
 	l := st.links[linkID]
 	c := l.Capture
 	st.mu.RUnlock()
+	var final capspec.State
 	if c.Active {
-		if err := s.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID); err != nil && !errors.Is(err, ErrNotFound) {
+		var err error
+		final, err = s.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			s.log.Warn("stop capture", "link", linkID, "compute", c.ComputeID, "err", err)
 		}
 	}
 	st.mu.Lock()
-	l.Capture.end()
+	l.Capture.end(final)
 	out := *l
 	st.mu.Unlock()
 	s.emit(st, LinkUpdated, nil, &out)
@@ -210,6 +190,36 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 	for _, id := range ids {
 		s.stopCaptureLocked(ctx, st, id)
 	}
+}
+
+// LinkWithCounts returns a link, and when it captures, with the counts of
+// its capture as its compute reports them now (frames, bytes, dropped,
+// filtered, files; the file being written). A compute that does not
+// answer leaves the counts it reported last.
+func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
+	l, err := s.Link(projectID, linkID)
+	if err != nil || !l.Capture.Active {
+		return l, err
+	}
+	now, err := s.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
+	if err != nil {
+		s.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
+		return l, nil
+	}
+	st, err := s.opened(projectID)
+	if err != nil {
+		return Link{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur, err := st.linkLocked(linkID)
+	if err != nil {
+		return Link{}, err
+	}
+	if cur.Capture.Active && cur.Capture.ComputeID == l.Capture.ComputeID && now.Active {
+		cur.Capture.report(now)
+	}
+	return *cur, nil
 }
 
 // CaptureStream returns a link's running capture as a stream: the file

@@ -3,6 +3,7 @@ package project
 import (
 	"context"
 	"errors"
+	"github.com/labtap/labtap/capspec"
 	"io"
 	"sync"
 )
@@ -28,8 +29,12 @@ type Computes interface {
 	// keeps the programs for the PutLink that follows.
 	CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error
 	DeleteLink(ctx context.Context, computeID, projectID, linkID string) error
-	StartCapture(ctx context.Context, computeID, projectID, linkID string, c CaptureRequest) (CaptureResult, error)
-	StopCapture(ctx context.Context, computeID, projectID, linkID string) error
+	// StartCapture starts a capture of spec (its FileName set) and
+	// returns its state; StopCapture returns the final state.
+	StartCapture(ctx context.Context, computeID, projectID, linkID string, spec capspec.Spec) (capspec.State, error)
+	StopCapture(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error)
+	// CaptureState reports a running capture: its counts now.
+	CaptureState(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error)
 	// CaptureStream streams a running capture file from its first byte
 	// until the capture stops. The caller closes it.
 	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)
@@ -119,17 +124,6 @@ type TunnelEnd struct {
 	RemotePort int
 }
 
-// CaptureRequest starts a capture on a compute's relay of a link.
-type CaptureRequest struct {
-	FileName, DataLinkType string
-	Format                 string // FormatPcap or FormatPcapng
-}
-
-// CaptureResult is what a compute reports of a started capture.
-type CaptureResult struct {
-	FilePath string
-}
-
 // Snapshot is a project as stored: its settings, nodes, links and
 // drawings, in creation order.
 type Snapshot struct {
@@ -171,6 +165,10 @@ const (
 	// LogWarning tells a project's listeners, in words, something that
 	// happened by itself (GNS3 clients show it in their log pane).
 	LogWarning = "log.warning"
+	// LogInfo tells them something that happened as asked, later: a
+	// capture that stopped at its limit, a long operation (an archive's)
+	// that ended (the GNS3 GUI prints it in its console; spec 6.15).
+	LogInfo = "log.info"
 )
 
 // Event is something that happened to a project. Exactly one of Node,

@@ -3,6 +3,7 @@ package project
 import (
 	"context"
 	"fmt"
+	"github.com/labtap/labtap/capspec"
 	"slices"
 )
 
@@ -11,10 +12,11 @@ import (
 // in order with the changes made through the API.
 
 // CaptureEnded records that a compute ended a link's capture by itself (its
-// disk filled, say): the link stops capturing, keeping its file name and
-// path (the file holds every whole record written). A report about a
-// capture that is not running there is ignored.
-func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID, reason string) {
+// disk filled, or it reached a limit it was given): the link stops
+// capturing, keeping its file name and path (the file holds every whole
+// record written), and a log.warning (a failure) or log.info (a limit)
+// says why. A report about a capture that is not running there is ignored.
+func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID string, last capspec.State) {
 	st, err := s.lockOpened(projectID)
 	if err != nil {
 		return
@@ -26,12 +28,37 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 		st.mu.Unlock()
 		return
 	}
-	l.Capture.end()
+	l.Capture.end(last)
 	out := *l
 	st.mu.Unlock()
-	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", reason)
 	s.emit(st, LinkUpdated, nil, &out)
-	s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped on compute %s: %s", out.Capture.FileName, linkID, computeID, reason))
+	if last.Limit != "" && last.Err == "" {
+		s.log.Info("capture ended at its limit", "project", projectID, "link", linkID, "compute", computeID, "why", last.Limit)
+		s.emitLogAt(st, LogInfo, fmt.Sprintf("The capture %s on link %s stopped: %s", out.Capture.FileName, linkID, last.Limit))
+		return
+	}
+	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", last.Err)
+	s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped on compute %s: %s", out.Capture.FileName, linkID, computeID, last.Err))
+}
+
+// CaptureRotated records that a link's capture began its next file (a
+// ring of files): the link shows that file, and is announced.
+func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, linkID string, now capspec.State) {
+	st, err := s.lockOpened(projectID)
+	if err != nil {
+		return
+	}
+	defer st.ops.Unlock()
+	st.mu.Lock()
+	l, ok := st.links[linkID]
+	if !ok || !l.Capture.Active || l.Capture.ComputeID != computeID {
+		st.mu.Unlock()
+		return
+	}
+	l.Capture.report(now)
+	out := *l
+	st.mu.Unlock()
+	s.emit(st, LinkUpdated, nil, &out)
 }
 
 // NodeWarning relays what a compute tells a node's users (a VM that runs
@@ -52,11 +79,14 @@ func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID,
 
 // emitLog announces, after the change it explains, why something happened
 // by itself.
-func (s *Service) emitLog(st *state, msg string) {
+func (s *Service) emitLog(st *state, msg string) { s.emitLogAt(st, LogWarning, msg) }
+
+// emitLogAt is emitLog with the log action: LogWarning or LogInfo.
+func (s *Service) emitLogAt(st *state, action, msg string) {
 	st.mu.RLock()
 	id := st.p.ID
 	st.mu.RUnlock()
-	s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
+	s.cfg.Events.Emit(Event{Action: action, ProjectID: id, Message: msg})
 }
 
 // NodeChanged records that a compute reports a node changed by itself (an
@@ -114,7 +144,7 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 		for _, id := range st.linkOrder {
 			l := st.links[id]
 			if l.Capture.Active && l.Capture.ComputeID == computeID {
-				l.Capture.end()
+				l.Capture.end(capspec.State{})
 				ended = append(ended, *l)
 			}
 		}
@@ -231,19 +261,19 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 // not be reached, unless the link captures elsewhere meanwhile: then the
 // compute's is stopped, so the file the link names is the only one
 // growing. st.ops must be held.
-func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *CaptureResult) {
+func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *capspec.State) {
 	st.mu.Lock()
 	if l.Capture.Active {
 		other := l.Capture.ComputeID != computeID
 		st.mu.Unlock()
 		if other {
-			if err := s.cfg.Computes.StopCapture(ctx, computeID, l.ProjectID, l.ID); err != nil && !isNotFound(err) {
+			if _, err := s.cfg.Computes.StopCapture(ctx, computeID, l.ProjectID, l.ID); err != nil && !isNotFound(err) {
 				s.log.Warn("reconcile: stop a stale capture", "project", l.ProjectID, "link", l.ID, "compute", computeID, "err", err)
 			}
 		}
 		return
 	}
-	taken, ok := capturedOn(ends, l.Tunnel != nil, computeID, c.FilePath)
+	taken, ok := capturedOn(ends, l.Tunnel != nil, computeID, *c)
 	if !ok { // no end of the link is on that compute any more
 		st.mu.Unlock()
 		return

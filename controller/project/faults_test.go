@@ -1,6 +1,7 @@
 package project
 
 import (
+	"github.com/labtap/labtap/capspec"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
 		}
 	}
 	l := f.link(t, a, b)
-	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || !l.Capture.Active {
 		t.Fatalf("capture: %+v, %v", l.Capture, err)
 	}
@@ -76,11 +77,11 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 
 func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, "not this one")
+	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
 	if got, _ := f.svc.Link(f.project.ID, l.ID); !got.Capture.Active {
 		t.Fatal("a report from another compute ended the capture")
 	}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, "no space left on device")
+	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
 	got, _ := f.svc.Link(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
 		t.Fatalf("after the capture ended: %+v", got.Capture)
@@ -91,6 +92,49 @@ func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	// Then, in words, why: a GNS3 client shows it in its log pane.
 	if ev := f.lastEvent(t); ev.Action != LogWarning || !strings.Contains(ev.Message, "no space left on device") || !strings.Contains(ev.Message, got.Capture.FileName) {
 		t.Fatalf("last event %+v, want a log.warning naming the file and the reason", ev)
+	}
+}
+
+func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	final := capspec.State{FileName: l.Capture.FileName, FilePath: l.Capture.FilePath, Frames: 812, Bytes: 131000, Files: 1,
+		Limit: "it reached capture_max_bytes (131072 bytes)"}
+	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if got.Capture.Active || got.Capture.Frames != 812 || got.Capture.Bytes != 131000 || got.Capture.Limit == "" {
+		t.Fatalf("after the capture reached its limit: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.Active {
+		t.Fatalf("link.updated says %+v", ev.Capture)
+	}
+	if ev := f.lastEvent(t); ev.Action != LogInfo || !strings.Contains(ev.Message, "capture_max_bytes") || !strings.Contains(ev.Message, got.Capture.FileName) {
+		t.Fatalf("last event %+v, want a log.info naming the file and the limit", ev)
+	}
+}
+
+func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	if before, _ := f.svc.Link(f.project.ID, l.ID); before.Capture.Frames != 0 {
+		t.Fatalf("counts at start: %+v", before.Capture)
+	}
+	got, err := f.svc.LinkWithCounts(t.Context(), f.project.ID, l.ID)
+	if err != nil || !got.Capture.Active || got.Capture.Frames != 7 {
+		t.Fatalf("LinkWithCounts: %+v, %v", got.Capture, err)
+	}
+	if kept, _ := f.svc.Link(f.project.ID, l.ID); kept.Capture.Frames != 7 {
+		t.Fatalf("the counts were not kept: %+v", kept.Capture)
+	}
+}
+
+func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
+	f, _, _, l := capturingPair(t)
+	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
+	got, _ := f.svc.Link(f.project.ID, l.ID)
+	if !got.Capture.Active || got.Capture.FileName != "x-00002.pcap" || got.Capture.Files != 2 {
+		t.Fatalf("after the next file began: %+v", got.Capture)
+	}
+	if ev := f.lastLinkEvent(t); ev.Capture.FileName != "x-00002.pcap" {
+		t.Fatalf("link.updated says %+v", ev.Capture)
 	}
 }
 
@@ -110,7 +154,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	// It was cut off, not restarted: it still runs the relay and writes
 	// the file.
 	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
-		{ID: l.ID, Capture: &CaptureResult{FilePath: path}},
+		{ID: l.ID, Capture: &capspec.State{FilePath: path}},
 	}}})
 	got, _ := f.svc.Link(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != path {

@@ -3,6 +3,7 @@ package project
 import (
 	"errors"
 	"fmt"
+	"github.com/labtap/labtap/capspec"
 	"reflect"
 	"testing"
 )
@@ -119,7 +120,7 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{}); err != nil {
+	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.CloseProject(t.Context(), f.project.ID); err != nil {
@@ -215,7 +216,7 @@ func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
 	// link and writing its capture. (Opened by Load, the project was
 	// skipped by Adopt, and its capture was lost.)
 	running := []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
-		{ID: l.ID, Capture: &CaptureResult{FilePath: l.Capture.FilePath}},
+		{ID: l.ID, Capture: &capspec.State{FilePath: l.Capture.FilePath}},
 	}}}
 	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
 	if errs := svc.Load(t.Context(), running); len(errs) != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/labtap/labtap/capspec"
 )
 
 func newID() string { return uuid.NewString() }
@@ -380,7 +381,7 @@ func dataLinkTypeOf(linkType string) string {
 	if linkType == Serial {
 		return "DLT_C_HDLC"
 	}
-	return DefaultDataLinkType
+	return capspec.DefaultDataLinkType
 }
 
 func wireEnd(n *Node, ep Endpoint) WireEnd {
@@ -596,7 +597,7 @@ func (s *Service) emitLinkGone(st *state, old Link) {
 	if old.Capture.Active {
 		// Its capture ended with the link: say so first, so a client never
 		// believes a deleted link was still capturing.
-		old.Capture.end()
+		old.Capture.end(capspec.State{})
 		stopped := old
 		s.emit(st, LinkUpdated, nil, &stopped)
 	}

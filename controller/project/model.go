@@ -12,6 +12,8 @@ package project
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // Project statuses.
@@ -154,24 +156,42 @@ type Endpoint struct {
 	Extra Extra
 }
 
-// Capture is a link's packet capture state, as GNS3 reports it.
+// Capture is a link's packet capture state: what its compute last
+// reported (Active, the file's name and path, the spec, the counts), and
+// where it runs.
 type Capture struct {
-	Active bool
 	// FileName and FilePath stay after a stop ("" is null before any
-	// capture); ComputeID is set only while capturing.
-	FileName, FilePath, ComputeID string
+	// capture), and so do the spec and the counts.
+	capspec.State
+	// ComputeID is set only while capturing.
+	ComputeID string
 	// Side is the index of the endpoint whose node the capture depends on.
 	Side int
 }
 
-// end marks the capture stopped; its file's name and path stay.
-func (c *Capture) end() { c.Active, c.ComputeID = false, "" }
+// end marks the capture stopped; its file's name and path stay. final is
+// what its compute reported last, if it could: its counts are kept.
+func (c *Capture) end(final capspec.State) {
+	c.Active, c.ComputeID = false, ""
+	c.report(final)
+}
+
+// report takes the counts (and the file being written) of a state a
+// compute reported for this capture; a zero state changes nothing.
+func (c *Capture) report(st capspec.State) {
+	if st.FileName == "" {
+		return
+	}
+	c.FileName, c.FilePath = st.FileName, st.FilePath
+	c.Frames, c.Bytes, c.Dropped, c.Filtered, c.Files = st.Frames, st.Bytes, st.Dropped, st.Filtered, st.Files
+	c.Err, c.Limit = st.Err, st.Limit
+}
 
 // capturedOn is the capture compute computeID writes at path on a link
 // between nodes, with the side it depends on; ok is false when no end of
 // the link is on that compute. A link within one compute (not tunneled)
 // depends on the side GNS3 would pick.
-func capturedOn(nodes []*Node, tunneled bool, computeID, path string) (c Capture, ok bool) {
+func capturedOn(nodes []*Node, tunneled bool, computeID string, st capspec.State) (c Capture, ok bool) {
 	side := slices.IndexFunc(nodes, func(n *Node) bool { return n.ComputeID == computeID })
 	if side < 0 {
 		return Capture{}, false
@@ -181,7 +201,12 @@ func capturedOn(nodes []*Node, tunneled bool, computeID, path string) (c Capture
 			side = cs
 		}
 	}
-	return Capture{Active: true, FileName: baseName(path), FilePath: path, ComputeID: computeID, Side: side}, true
+	c = Capture{State: st, ComputeID: computeID, Side: side}
+	c.Active = true
+	if c.FileName == "" {
+		c.FileName = baseName(st.FilePath)
+	}
+	return c, true
 }
 
 // Default node settings (api-v2.md 2.4).

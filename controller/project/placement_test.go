@@ -2,6 +2,7 @@ package project
 
 import (
 	"errors"
+	"github.com/labtap/labtap/capspec"
 	"testing"
 )
 
@@ -18,8 +19,8 @@ func TestFilterSide(t *testing.T) {
 		{"where a capture would start: the started node", []*Node{vpcs("a", Stopped), vpcs("b", Started)}, Capture{}, 1},
 		{"where a capture would start: local first", []*Node{vpcs("r", Started), vpcs("local", Started)}, Capture{}, 1},
 		{"where a capture would start: an always-running node", []*Node{vpcs("local", Started), sw("r")}, Capture{}, 1},
-		{"while capturing: the capture side, whatever the rest says", []*Node{vpcs("local", Started), sw("r")}, Capture{Active: true, Side: 0}, 0},
-		{"a stopped capture no longer decides", []*Node{vpcs("a", Stopped), vpcs("b", Started)}, Capture{Active: false, Side: 0}, 1},
+		{"while capturing: the capture side, whatever the rest says", []*Node{vpcs("local", Started), sw("r")}, Capture{State: capspec.State{Active: true}, Side: 0}, 0},
+		{"a stopped capture no longer decides", []*Node{vpcs("a", Stopped), vpcs("b", Started)}, Capture{Side: 0}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +67,7 @@ func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 	}
 	// A capture on B's side pulls the filters over.
 	f.svc.StartNode(t.Context(), f.project.ID, b.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || got.Capture.ComputeID != "remote" {
 		t.Fatalf("capture: %+v, %v", got.Capture, err)
 	}

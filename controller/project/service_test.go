@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/labtap/labtap/capspec"
 	"io"
 	"strings"
 	"sync"
@@ -18,16 +19,16 @@ type fakeComputes struct {
 	nodes    map[string]string // node id → status
 	specs    map[string]NodeSpec
 	links    map[string]Wiring
-	captures map[string]CaptureRequest // link id → running capture
-	failOn   map[string]error          // operation name → error to return
-	reserved map[string]int            // compute/reservation id → port
-	relays   map[string]Wiring         // compute/link id → relay
+	captures map[string]capspec.Spec // link id → running capture
+	failOn   map[string]error        // operation name → error to return
+	reserved map[string]int          // compute/reservation id → port
+	relays   map[string]Wiring       // compute/link id → relay
 	calls    []string
 }
 
 func newFakeComputes() *fakeComputes {
 	return &fakeComputes{
-		nodes: map[string]string{}, specs: map[string]NodeSpec{}, links: map[string]Wiring{}, captures: map[string]CaptureRequest{},
+		nodes: map[string]string{}, specs: map[string]NodeSpec{}, links: map[string]Wiring{}, captures: map[string]capspec.Spec{},
 		failOn: map[string]error{},
 	}
 }
@@ -138,21 +139,32 @@ func (f *fakeComputes) DeleteLink(_ context.Context, c, p, id string) error {
 	return f.op("delete_link")
 }
 
-func (f *fakeComputes) StartCapture(_ context.Context, c, p, l string, req CaptureRequest) (CaptureResult, error) {
+func (f *fakeComputes) StartCapture(_ context.Context, c, p, l string, req capspec.Spec) (capspec.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.op("start_capture"); err != nil {
-		return CaptureResult{}, err
+		return capspec.State{}, err
 	}
 	f.captures[l] = req
-	return CaptureResult{FilePath: "/captures/" + req.FileName}, nil
+	return capspec.State{Active: true, FileName: req.FileName, FilePath: "/captures/" + req.FileName, Spec: req, Files: 1}, nil
 }
 
-func (f *fakeComputes) StopCapture(_ context.Context, c, p, l string) error {
+func (f *fakeComputes) StopCapture(_ context.Context, c, p, l string) (capspec.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	req := f.captures[l]
 	delete(f.captures, l)
-	return f.op("stop_capture")
+	return capspec.State{FileName: req.FileName, FilePath: "/captures/" + req.FileName, Spec: req, Files: 1}, f.op("stop_capture")
+}
+
+func (f *fakeComputes) CaptureState(_ context.Context, c, p, l string) (capspec.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	req, ok := f.captures[l]
+	if !ok {
+		return capspec.State{}, errorf(ErrNotFound, "no capture on link %s", l)
+	}
+	return capspec.State{Active: true, FileName: req.FileName, FilePath: "/captures/" + req.FileName, Spec: req, Files: 1, Frames: 7}, nil
 }
 
 func (f *fakeComputes) ReserveTunnelPort(_ context.Context, c, p, id string) (int, error) {
@@ -380,21 +392,23 @@ func TestCaptureLifecycle(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
-	_, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	_, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	wantErr(t, err, ErrConflict, "Cannot capture because there is no running device on this link")
 
 	if _, err := f.svc.StartNode(t.Context(), f.project.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Capture{Active: true, FileName: "PC1_0-0_to_PC2_0-0.pcap", FilePath: "/captures/PC1_0-0_to_PC2_0-0.pcap", ComputeID: "local", Side: 1}
+	name := "PC1_0-0_to_PC2_0-0.pcap"
+	want := Capture{State: capspec.State{Active: true, FileName: name, FilePath: "/captures/" + name, Files: 1,
+		Spec: capspec.Spec{FileName: name, DataLinkType: "DLT_EN10MB", Format: "pcap"}}, ComputeID: "local", Side: 1}
 	if got.Capture != want || f.computes.captures[l.ID].DataLinkType != "DLT_EN10MB" {
 		t.Fatalf("capture %+v, want %+v", got.Capture, want)
 	}
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{DataLinkType: "DLT_C_HDLC"})
+	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{DataLinkType: "DLT_C_HDLC"})
 	wantErr(t, err, ErrConflict, "Packet capture is already active on this link")
 
 	// Stopping the other node leaves the capture running.
@@ -424,7 +438,7 @@ func TestCaptureFileNamesAreSanitised(t *testing.T) {
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{FileName: "../../../etc/cron.d/x"})
+	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +446,7 @@ func TestCaptureFileNamesAreSanitised(t *testing.T) {
 		t.Fatalf("file name %q", got.Capture.FileName)
 	}
 	f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{FileName: "../.."})
+	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../.."})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a name with nothing usable: %v, want invalid", err)
 	}
@@ -648,14 +662,14 @@ func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{})
+	f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	f.computes.failOn["stop_capture"] = &Error{Kind: ErrConflict, Msg: "agent lost"}
 	got, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
 	if err != nil || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("stop with a failing compute: %+v, %v", got.Capture, err)
 	}
 	delete(f.computes.failOn, "stop_capture")
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, CaptureStart{}); err != nil {
+	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatalf("a new capture after the failed stop: %v", err)
 	}
 }

@@ -26,7 +26,7 @@ func snapshot(dir string) *project.Snapshot {
 		Links: []project.Link{{
 			ID: "2f0b7a9e-3c0d-4a5e-9a51-6a2b7a9d1c11", Filters: map[string][]any{}, Style: json.RawMessage(`{}`),
 			Endpoints: []project.Endpoint{{NodeID: "9d3c51e2-7a41-4c0b-8f7e-2b1d6c0e4a10", Label: project.Label{"text": json.RawMessage(`"0/0"`)}}},
-			Capture:   project.Capture{Active: true, FileName: "x.pcap"},
+			Capture:   capturing("x.pcap"),
 		}},
 	}
 }
@@ -119,4 +119,11 @@ func mapKeys(m map[string]any) []string {
 	}
 	slices.Sort(k)
 	return k
+}
+
+// capturing is the capture state of a link that captures into name.
+func capturing(name string) project.Capture {
+	var c project.Capture
+	c.Active, c.FileName = true, name
+	return c
 }

@@ -1,0 +1,522 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/pcapfilter"
+	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/proto"
+	"golang.org/x/net/bpf"
+)
+
+// A link's capture: a captures.Ring fed by the relay's tap, through the
+// capture filter when there is one. Creating and closing the files (a close
+// drains up to the queue's 64 MiB to disk) happen without Host.mu: a slow
+// disk holds up the capture's own link, never the agent's other calls. A
+// capture whose files are still being closed keeps its file name: a new
+// capture of that name waits for the close.
+
+type hostCapture struct {
+	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
+	name  string            // the file's name: spec's, or name-N when spec's was taken (uniqueName)
+	root  *os.Root          // the captures folder holding the files and their .writing marks
+	tap   *captureTap       // nil until the files exist
+	ready chan struct{}     // closed when tap is set, or the start failed
+	done  bool              // guarded by Host.mu: stopped (asked, by itself, or the start failed)
+	// closed is closed once the capture's files are closed: its name may
+	// be used again.
+	closed chan struct{}
+	// rotations counts the capture.rotated events (Host.captureRotated);
+	// two files may begin between two of them: Metrics counts files.
+	rotations atomic.Uint64
+}
+
+// captureTap is what the relay writes a capturing link's frames to: the
+// capture filter, then the files.
+type captureTap struct {
+	ring     *captures.Ring
+	filter   *bpf.VM // nil: every frame is written
+	filtered atomic.Uint64
+	keep     sync.Pool // of *[][]byte, for the frames a batch keeps
+}
+
+func (t *captureTap) WritePackets(dir bridge.Direction, frames [][]byte) {
+	if t.filter == nil {
+		t.ring.WritePackets(captures.Direction(dir), frames)
+		return
+	}
+	kp, _ := t.keep.Get().(*[][]byte)
+	if kp == nil {
+		kp = new([][]byte)
+	}
+	keep := (*kp)[:0]
+	for _, f := range frames {
+		if n, err := t.filter.Run(f); err == nil && n != 0 {
+			keep = append(keep, f)
+		}
+	}
+	if d := len(frames) - len(keep); d > 0 {
+		t.filtered.Add(uint64(d))
+	}
+	if len(keep) > 0 {
+		t.ring.WritePackets(captures.Direction(dir), keep)
+	}
+	clear(keep)
+	*kp = keep[:0]
+	t.keep.Put(kp)
+}
+
+// compileCaptureFilter compiles a capture filter for the capture's data
+// link type, with link filters' budget (Config.FilterDeadline,
+// pcapfilter.MaxInstructions, in a killable child, programs cached): an
+// expression libpcap refuses is an invalid request with libpcap's message,
+// one over the budget "Capture filter: too complex".
+func (h *Host) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
+	if spec.Filter == "" {
+		return nil, nil
+	}
+	lt, err := captures.LinkType(spec.DataLinkType)
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	progs, err := h.bpf.compile(h.ctx, lt, spec.DataLinkType, []string{spec.Filter}, h.cfg.FilterDeadline)
+	if errors.Is(err, pcapfilter.ErrTooComplex) {
+		h.log.Warn("capture filter over budget", "err", err)
+		return nil, proto.Errorf(proto.CodeInvalid, "Capture filter: too complex")
+	}
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "capture_filter: %v", err)
+	}
+	vm, err := bridge.NewMatcher(progs[0])
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "capture_filter %q: %v", spec.Filter, err)
+	}
+	return vm, nil
+}
+
+// StartCapture starts writing the frames a link forwards (those the
+// capture filter matches, when there is one) to files in the project's
+// captures folder, as pcap or, with Format "pcapng", as pcapng with one
+// interface per direction, each named after the endpoint that sends its
+// frames; the limits of the spec end files (capspec.Spec). Asking again for
+// the running capture returns it unchanged; asking for another one while it
+// runs is a conflict. The spec is checked here: the agent's trust boundary.
+func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Check(true); err != nil {
+		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	lt, err := captures.LinkType(spec.DataLinkType)
+	if err != nil {
+		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	// Compiling may take a while: not under the lock.
+	filter, err := h.compileCaptureFilter(spec)
+	if err != nil {
+		return proto.CaptureState{}, err
+	}
+	p, l, c, err := h.claimCapture(projectID, linkID, spec)
+	if err != nil || c == nil {
+		return proto.CaptureState{}, err
+	}
+	if c.tap != nil { // the same capture, running already
+		return h.captureStateOf(c), nil
+	}
+	ring, err := captures.CreateRing(c.root, c.name, captures.Options{
+		Format:     spec.Format,
+		LinkType:   lt,
+		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
+		BufferedIO: h.cfg.BufferedCaptures,
+	}, captures.Limits{
+		MaxBytes:    spec.MaxBytes,
+		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
+		Files:       spec.RingFiles,
+	}, captures.RingHooks{
+		Creating: func(name string) { markWriting(c.root, name) },
+		Closed:   func(name string) { unmarkWriting(c.root, name) },
+		Removed:  func(name string) { unmarkWriting(c.root, name) },
+		Began: func(name string) {
+			h.captureRotated(projectID, l, c, name)
+			st := h.captureStateOf(c)
+			h.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
+		},
+	})
+	h.mu.Lock()
+	if err != nil {
+		c.done = true
+		if l.capture == c {
+			l.capture = nil
+		}
+		if p.closing[c.name] == c {
+			delete(p.closing, c.name)
+		}
+		h.mu.Unlock()
+		close(c.ready)
+		close(c.closed)
+		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
+	}
+	c.tap = &captureTap{ring: ring, filter: filter}
+	stopped := c.done // stopped while its files were being made
+	if !stopped {
+		l.relay.SetTap(c.tap)
+	}
+	h.mu.Unlock()
+	close(c.ready)
+	h.wg.Go(func() { h.watchCapture(projectID, p, l, c) })
+	if stopped {
+		h.closeCapture(p, c)
+		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "the capture was stopped while it started")
+	}
+	name, path := ring.Current()
+	h.log.Info("capture started", "project", projectID, "link", linkID, "file", path, "name", name,
+		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "ring_files", spec.RingFiles)
+	return h.captureStateOf(c), nil
+}
+
+// claimCapture makes c the link's capture, its files yet to be made, once
+// no capture of the same file name is being closed (it waits for that
+// close). It returns the running capture instead when it has spec, and a
+// conflict when another runs on the link or writes files of that name. A
+// file of an earlier capture is never overwritten: c takes the first free
+// name-N.ext (uniqueName), and holds it in p.closing until its files are
+// closed.
+func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
+	for {
+		h.mu.Lock()
+		p, l, err := h.link(projectID, linkID)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, nil, nil, err
+		}
+		if c := l.capture; c != nil && !c.done {
+			h.mu.Unlock()
+			if c.spec != spec {
+				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "Packet capture is already active on this link")
+			}
+			<-c.ready
+			if c.tap == nil {
+				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "the capture failed to start")
+			}
+			return p, l, c, nil
+		}
+		if busy, ok := p.closing[spec.FileName]; ok {
+			if !busy.done {
+				h.mu.Unlock()
+				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "capture file name %s is in use by another capture", spec.FileName)
+			}
+			h.mu.Unlock()
+			if h.hooks.nameBusy != nil {
+				h.hooks.nameBusy()
+			}
+			<-busy.closed // the files of that name are being closed
+			continue
+		}
+		root, err := p.capturesRootLocked()
+		if err != nil {
+			h.mu.Unlock()
+			return nil, nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
+		}
+		name, err := uniqueName(root, p.closing, spec.FileName, spec.RingFiles > 1)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, nil, nil, err
+		}
+		c := &hostCapture{spec: spec, name: name, root: root, ready: make(chan struct{}), closed: make(chan struct{})}
+		l.capture = c
+		p.closing[name] = c // the name is taken until the files are closed
+		h.mu.Unlock()
+		return p, l, c, nil
+	}
+}
+
+// uniqueName is name if no capture's file has it, else the first of
+// "stem-2.ext", "stem-3.ext", ... that is free. A name is free when no file
+// of the captures folder and no capture holding names (by the name it was
+// given, in busy) has it, and when neither it nor, for a ring, its files
+// (capspec.RingName) can be one of another ring's files, or the other way
+// round. h.mu must be held: no other capture claims a name meanwhile, and
+// every file made since the folder was read is a busy capture's.
+func uniqueName(root *os.Root, busy map[string]*hostCapture, name string, ring bool) (string, error) {
+	var files []string // the folder's names, read only for a ring
+	if ring {
+		d, err := root.Open(".")
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+		}
+		files, err = d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+		}
+	}
+	taken := func(candidate string) (bool, error) {
+		if _, ok := busy[candidate]; ok {
+			return true, nil
+		}
+		for b, c := range busy {
+			if c.spec.RingFiles > 1 && capspec.IsRingName(candidate, b) || ring && capspec.IsRingName(b, candidate) {
+				return true, nil
+			}
+		}
+		for _, f := range files {
+			if capspec.IsRingName(f, candidate) {
+				return true, nil
+			}
+		}
+		_, err := root.Lstat(candidate)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return true, proto.Errorf(proto.CodeInternal, "capture file %s: %v", candidate, err)
+		}
+		return true, nil
+	}
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; i <= 10000; i++ {
+		candidate := name
+		if i > 1 {
+			suffix := fmt.Sprintf("-%d", i)
+			candidate = stem[:min(len(stem), capspec.MaxFileName-len(ext)-len(suffix)-ringSuffix(ring))] + suffix + ext
+		}
+		switch t, err := taken(candidate); {
+		case err != nil:
+			return "", err
+		case !t:
+			return candidate, nil
+		}
+	}
+	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)
+}
+
+// ringSuffix is the room a ring's numbers take in its files' names.
+func ringSuffix(ring bool) int {
+	if ring {
+		return 1 + capspec.RingDigits
+	}
+	return 0
+}
+
+// endName names the sender of one direction in a pcapng capture.
+func endName(ep proto.Endpoint, def string) string {
+	switch {
+	case ep.Name != "":
+		return ep.Name
+	case ep.Tunnel != nil:
+		return fmt.Sprintf("%s (tunnel from %s:%d)", def, ep.Tunnel.RemoteHost, ep.Tunnel.RemotePort)
+	default:
+		return fmt.Sprintf("%s (node %s port %d/%d)", def, ep.NodeID, ep.Adapter, ep.Port)
+	}
+}
+
+// watchCapture notices a capture that ends by itself (a failed write, or a
+// limit without a ring), detaches it from the relay and tells the
+// controller.
+func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
+	ring := c.tap.ring
+	<-ring.Done()
+	h.mu.Lock()
+	if c.done {
+		h.mu.Unlock()
+		return // stopped on request
+	}
+	c.done = true
+	if l.capture == c {
+		l.relay.SetTap(nil)
+	}
+	h.mu.Unlock()
+	h.closeCapture(p, c)
+	st := h.captureStateOf(c)
+	if err := ring.Err(); err != nil {
+		h.log.Error("capture ended by itself", "project", projectID, "link", l.spec.LinkID, "err", err)
+		// The writer cuts a failed write back off; should that cut have
+		// failed too, Repair does it now that nothing writes. If the
+		// project closed meanwhile, the mark stays and the next open
+		// repairs the file.
+		name, _ := ring.Current()
+		switch cut, err := captures.Repair(c.root, name); {
+		case err != nil:
+			h.log.Warn("repair a capture that ended by itself", "file", name, "err", err)
+		default:
+			if cut > 0 {
+				h.log.Warn("capture repaired after it ended", "file", name, "bytes_cut", cut)
+			}
+			unmarkWriting(c.root, name)
+		}
+	} else {
+		h.log.Info("capture ended at its limit", "project", projectID, "link", l.spec.LinkID, "why", st.Limit)
+	}
+	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
+}
+
+// capturesRootLocked opens the project's captures folder, creating it.
+// h.mu must be held.
+func (p *project) capturesRootLocked() (*os.Root, error) {
+	if p.captures != nil {
+		return p.captures, nil
+	}
+	dir := filepath.Join(p.dir, "project-files", "captures")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	p.captures = root
+	return root, nil
+}
+
+// StopCapture stops a link's capture and returns its final state, once
+// every frame the link forwarded before the stop is in the file. Stopping a
+// link that is not capturing succeeds. Only this call waits for the files
+// to be closed: the agent's other calls go on meanwhile.
+func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
+	h.mu.Lock()
+	p, l, err := h.link(projectID, linkID)
+	if err != nil {
+		h.mu.Unlock()
+		return proto.CaptureState{}, err
+	}
+	c := h.detachCaptureLocked(l)
+	last := l.capture
+	h.mu.Unlock()
+	if c != nil {
+		h.closeCapture(p, c)
+	}
+	if last == nil {
+		return proto.CaptureState{}, nil
+	}
+	if last.tap == nil { // a start that failed, or is under way
+		return proto.CaptureState{FileName: last.name, Spec: last.spec}, nil
+	}
+	<-last.closed
+	return h.captureStateOf(last), nil
+}
+
+// detachCaptureLocked stops giving a link's frames to its capture and
+// returns the capture, whose files the caller closes with closeCapture
+// after releasing h.mu; nil when the link is not capturing. h.mu must be
+// held.
+func (h *Host) detachCaptureLocked(l *hostLink) *hostCapture {
+	c := l.capture
+	if c == nil || c.done {
+		return nil
+	}
+	l.relay.SetTap(nil)
+	c.done = true
+	return c
+}
+
+// closeCapture closes a detached capture's files, writing every frame
+// queued so far (later ones are ignored), then frees its file name. h.mu
+// must not be held: this is the disk's time.
+func (h *Host) closeCapture(p *project, c *hostCapture) {
+	<-c.ready
+	if c.tap == nil {
+		return // its start failed, and freed the name
+	}
+	if h.hooks.closing != nil {
+		h.hooks.closing()
+	}
+	select {
+	case <-c.closed:
+		return // closed already (by whoever got here first)
+	default:
+	}
+	if err := c.tap.ring.Close(); err != nil {
+		h.log.Warn("capture ended badly", "file", c.name, "err", err)
+	}
+	h.mu.Lock()
+	if p.closing[c.name] == c {
+		delete(p.closing, c.name)
+	}
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	h.mu.Unlock()
+	frames, _, dropped, files := c.tap.ring.Stats()
+	h.log.Info("capture stopped", "file", c.name, "frames", frames, "dropped", dropped,
+		"filtered", c.tap.filtered.Load(), "files", files)
+}
+
+// Capture returns a link's capture state.
+func (h *Host) Capture(projectID, linkID string) (proto.CaptureState, error) {
+	h.mu.Lock()
+	_, l, err := h.link(projectID, linkID)
+	var c *hostCapture
+	if err == nil {
+		c = l.capture
+	}
+	h.mu.Unlock()
+	if err != nil || c == nil {
+		return proto.CaptureState{}, err
+	}
+	return h.captureStateOf(c), nil
+}
+
+// CaptureFile returns a link's running capture, for streaming.
+func (h *Host) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
+	h.mu.Lock()
+	_, l, err := h.link(projectID, linkID)
+	var c *hostCapture
+	if err == nil {
+		c = l.capture
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if c == nil || c.done {
+		return nil, proto.Errorf(proto.CodeConflict, "Nothing to stream because there is no packet capture active")
+	}
+	<-c.ready
+	if c.tap == nil {
+		return nil, proto.Errorf(proto.CodeConflict, "Nothing to stream because there is no packet capture active")
+	}
+	return c.tap.ring, nil
+}
+
+// captureStateOf returns what a capture reports. h.mu must not be held.
+func (h *Host) captureStateOf(c *hostCapture) proto.CaptureState {
+	h.mu.Lock()
+	active := !c.done
+	h.mu.Unlock()
+	return stateOf(c, active)
+}
+
+// stateOf returns what a capture reports, its files made.
+func stateOf(c *hostCapture, active bool) proto.CaptureState {
+	ring := c.tap.ring
+	frames, size, dropped, files := ring.Stats()
+	name, path := ring.Current()
+	st := capspec.State{
+		Active:   active,
+		FilePath: path,
+		FileName: name,
+		Spec:     c.spec,
+		Frames:   frames,
+		Bytes:    uint64(size),
+		Dropped:  dropped,
+		Filtered: c.tap.filtered.Load(),
+		Files:    files,
+		Limit:    ring.Limit(),
+	}
+	if err := ring.Err(); err != nil {
+		st.Err = err.Error()
+	}
+	return st
+}

@@ -1,0 +1,294 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/labtap/labtap/capspec"
+
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/proto"
+)
+
+const (
+	testProject = "3f0c5a8e-1b2d-4c6e-8a9f-0123456789ab"
+	testNodeA   = "aaaaaaaa-1b2d-4c6e-8a9f-0123456789ab"
+	testNodeB   = "bbbbbbbb-1b2d-4c6e-8a9f-0123456789ab"
+	testNodeC   = "cccccccc-1b2d-4c6e-8a9f-0123456789ab"
+	testLink    = "11111111-1b2d-4c6e-8a9f-0123456789ab"
+)
+
+// linkedHost is a Host with two started fake nodes joined by a link.
+func linkedHost(t *testing.T) *Host {
+	h, _ := linkedFakes(t)
+	return h
+}
+
+// linkedFakes is linkedHost, with its fake nodes by id.
+func linkedFakes(t *testing.T) (*Host, map[string]*node.Fake) {
+	t.Helper()
+	var mu sync.Mutex
+	fakes := map[string]*node.Fake{}
+	h := New(Config{DataDir: t.TempDir(), Runners: map[string]RunnerFactory{
+		"vpcs": func(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+			f := node.NewFake(env.Agent, env.OnStop)
+			mu.Lock()
+			fakes[env.Spec.NodeID] = f
+			mu.Unlock()
+			return f, nil
+		},
+	}})
+	t.Cleanup(func() { h.Close() })
+	if err := h.OpenProject(proto.ProjectSpec{ProjectID: testProject, Name: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{testNodeA, testNodeB} {
+		if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: id, NodeType: "vpcs", Name: id[:4]}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.SetNodeStatus(t.Context(), testProject, id, proto.StatusStarted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.PutLink(testProject, proto.LinkSpec{LinkID: testLink, A: proto.Endpoint{NodeID: testNodeA}, B: proto.Endpoint{NodeID: testNodeB}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return h, fakes
+}
+
+// send sends n frames of size bytes from A to B and waits for each.
+func send(t *testing.T, fakes map[string]*node.Fake, n, size int) {
+	t.Helper()
+	for i := range n {
+		frame := make([]byte, size)
+		binary.BigEndian.PutUint32(frame[14:], uint32(i))
+		if err := fakes[testNodeA].Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fakes[testNodeB].Recv(10 * time.Second); err != nil {
+			t.Fatalf("frame %d did not cross the link: %v", i, err)
+		}
+	}
+}
+
+// nextEvent waits for the next event of kind.
+func nextEvent(t *testing.T, events <-chan proto.Event, kind string) proto.Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func TestACaptureStopsAtItsLimitAndSaysWhy(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	events, cancel := h.Subscribe()
+	defer cancel()
+	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "limit.pcap", MaxBytes: capspec.MinMaxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, fakes, 200, 1000) // 200 kB through a 128 KiB capture
+	ev := nextEvent(t, events, proto.EventCaptureEnded)
+	if ev.LinkID != testLink || ev.Capture == nil || ev.Capture.Active || !strings.Contains(ev.Capture.Limit, "capture_max_bytes") || ev.Capture.Err != "" {
+		t.Fatalf("capture.ended %+v", ev.Capture)
+	}
+	info, err := os.Stat(st.FilePath)
+	if err != nil || info.Size() > capspec.MinMaxBytes || info.Size() < capspec.MinMaxBytes-1100 {
+		t.Fatalf("the file: %v, %v", info, err)
+	}
+	if now, _ := h.Capture(testProject, testLink); now.Active || now.Frames != ev.Capture.Frames || now.Frames == 0 {
+		t.Fatalf("the capture after its limit: %+v", now)
+	}
+}
+
+func TestARingCaptureAnnouncesEachFileAndKeepsTheNewest(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	events, cancel := h.Subscribe()
+	defer cancel()
+	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FileName != "ring-00001.pcap" {
+		t.Fatalf("first file %s", st.FileName)
+	}
+	send(t, fakes, 420, 1000) // about 3.2 files
+	// Each new file is announced, as the capture is when the event goes
+	// out (two files may begin between two events: the later one is said).
+	for last := "ring-00001.pcap"; last != "ring-00004.pcap"; {
+		ev := nextEvent(t, events, proto.EventCaptureRotated)
+		if ev.Capture.FileName <= last || !ev.Capture.Active {
+			t.Fatalf("capture.rotated %+v after %s", ev.Capture, last)
+		}
+		last = ev.Capture.FileName
+	}
+	final, err := h.StopCapture(testProject, testLink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Frames+final.Dropped != 420 || final.Files != 4 || final.FileName != "ring-00004.pcap" {
+		t.Fatalf("final state %+v", final)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(st.FilePath))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"ring-00003.pcap", "ring-00004.pcap"}) {
+		t.Fatalf("files left %v, want the newest two and no mark", names)
+	}
+}
+
+// within fails the test when call does not return within a generous
+// deadline: it was blocked.
+func within(t *testing.T, what string, call func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); call() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s was blocked by a capture being closed", what)
+	}
+}
+
+func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
+	h := linkedHost(t)
+	spec := proto.CaptureSpec{FileName: "slow.pcap"}
+	if _, err := h.StartCapture(testProject, testLink, spec); err != nil {
+		t.Fatal(err)
+	}
+	// The disk is slow: closing the capture's file waits for the test.
+	entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once, waitOnce, releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // registered after linkedHost's Close: runs before it
+	h.hooks.closing = func() { once.Do(func() { close(entered); <-release }) }
+	h.hooks.nameBusy = func() { waitOnce.Do(func() { close(waiting) }) }
+	stopped := make(chan proto.CaptureState, 1)
+	go func() {
+		st, err := h.StopCapture(testProject, testLink)
+		if err != nil {
+			t.Error(err)
+		}
+		stopped <- st
+	}()
+	<-entered
+
+	// Every other call goes on meanwhile.
+	within(t, "State", func() { h.State() })
+	within(t, "Link", func() {
+		if _, err := h.Link(testProject, testLink); err != nil {
+			t.Error(err)
+		}
+	})
+	within(t, "CreateNode", func() {
+		if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: testNodeC, NodeType: "vpcs", Name: "C"}); err != nil {
+			t.Error(err)
+		}
+	})
+	within(t, "ReserveTunnelPort", func() {
+		if _, err := h.ReserveTunnelPort(testProject, "r1"); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// A capture of the same file name waits for the close, and only it.
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.StartCapture(testProject, testLink, spec)
+		started <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-started:
+		t.Fatalf("a capture of the same name started while the file was being closed: %v", err)
+	}
+	within(t, "Capture", func() { h.Capture(testProject, testLink) })
+	free()
+	if st := <-stopped; st.Active || st.FileName != "slow.pcap" {
+		t.Fatalf("stopped: %+v", st)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("the capture of the same name, after the close: %v", err)
+	}
+	if st, _ := h.Capture(testProject, testLink); !st.Active || st.FileName != "slow-2.pcap" {
+		t.Fatalf("the new capture, which may not overwrite slow.pcap: %+v", st)
+	}
+}
+
+func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	capture := func(spec proto.CaptureSpec, want string) proto.CaptureState {
+		t.Helper()
+		st, err := h.StartCapture(testProject, testLink, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.FileName != want {
+			t.Fatalf("capture of %s writes %s, want %s", spec.FileName, st.FileName, want)
+		}
+		send(t, fakes, 3, 100)
+		if st, err = h.StopCapture(testProject, testLink); err != nil || st.Frames != 3 {
+			t.Fatalf("stop: %+v, %v", st, err)
+		}
+		return st
+	}
+	ring := proto.CaptureSpec{FileName: "r.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2}
+	first := capture(ring, "r-00001.pcap")
+	before, err := os.ReadFile(first.FilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture(ring, "r-2-00001.pcap")                                        // a ring's files are not another ring's
+	capture(proto.CaptureSpec{FileName: "r-00001.pcap"}, "r-00001-2.pcap") // nor a file's
+	capture(proto.CaptureSpec{FileName: "r-2.pcap"}, "r-2.pcap")           // no file has that name
+	capture(ring, "r-3-00001.pcap")                                        // r-2.pcap is a file now
+	if after, err := os.ReadFile(first.FilePath); err != nil || !slices.Equal(after, before) {
+		t.Fatalf("the first capture's file changed: %v", err)
+	}
+
+	// Running captures hold their names, and a ring the names of its files
+	// to come.
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	busy := map[string]*hostCapture{
+		"q.pcap":       {spec: proto.CaptureSpec{FileName: "q.pcap", RingFiles: 3}},
+		"s-00007.pcap": {spec: proto.CaptureSpec{FileName: "s-00007.pcap"}},
+	}
+	for _, tc := range []struct {
+		name string
+		ring bool
+		want string
+	}{
+		{"q-00002.pcap", false, "q-00002-2.pcap"},
+		{"q.pcap", false, "q-2.pcap"},
+		{"s.pcap", true, "s-2.pcap"},
+		{"s.pcap", false, "s.pcap"},
+		{"s-00007.pcap", false, "s-00007-2.pcap"},
+	} {
+		if got, err := uniqueName(root, busy, tc.name, tc.ring); err != nil || got != tc.want {
+			t.Errorf("uniqueName(%s, ring %v) = %s, %v; want %s", tc.name, tc.ring, got, err, tc.want)
+		}
+	}
+}

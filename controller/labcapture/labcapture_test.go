@@ -1,0 +1,220 @@
+package labcapture
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/controller/project"
+)
+
+// fakeProjects is one project of VPCS nodes whose link captures are pipes
+// the test writes pcapng records into.
+type fakeProjects struct {
+	dir   string
+	mu    sync.Mutex
+	nodes []project.Node
+	links []project.Link
+	feeds map[string]*feed // link id → its running capture
+}
+
+type feed struct {
+	r  *io.PipeReader
+	w  *io.PipeWriter
+	ng *pcapgo.NgWriter
+}
+
+func (f *fakeProjects) Project(id string) (project.Project, error) {
+	return project.Project{ID: id, Name: "lab one", Path: f.dir}, nil
+}
+
+func (f *fakeProjects) Links(string) ([]project.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]project.Link(nil), f.links...), nil
+}
+
+func (f *fakeProjects) Link(_, id string) (project.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.links {
+		if l.ID == id {
+			return l, nil
+		}
+	}
+	return project.Link{}, project.ErrNotFound
+}
+
+func (f *fakeProjects) Nodes(string) ([]project.Node, error) { return f.nodes, nil }
+
+func (f *fakeProjects) StartCapture(_ context.Context, _, id string, spec capspec.Spec) (project.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.links {
+		if f.links[i].ID == id {
+			f.links[i].Capture.Active = true
+			f.links[i].Capture.FileName = spec.FileName
+			f.links[i].Capture.Spec = spec.WithDefaults()
+			r, w := io.Pipe()
+			f.feeds[id] = &feed{r: r, w: w}
+			return f.links[i], nil
+		}
+	}
+	return project.Link{}, project.ErrNotFound
+}
+
+func (f *fakeProjects) StopCapture(_ context.Context, _, id string) (project.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fd := f.feeds[id]; fd != nil {
+		if fd.ng != nil {
+			fd.ng.Flush()
+		}
+		fd.w.Close()
+		delete(f.feeds, id)
+	}
+	for i := range f.links {
+		if f.links[i].ID == id {
+			f.links[i].Capture.Active = false
+		}
+	}
+	return project.Link{}, nil
+}
+
+func (f *fakeProjects) CaptureStream(_ context.Context, _, id string) (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fd := f.feeds[id]
+	if fd == nil {
+		return nil, project.ErrConflict
+	}
+	return fd.r, nil
+}
+
+// send writes a frame into a link's capture as its agent would: the
+// pcapng header first, then a record of direction dir.
+func (f *fakeProjects) send(t *testing.T, id string, dir int, frame []byte) {
+	t.Helper()
+	f.mu.Lock()
+	fd := f.feeds[id]
+	f.mu.Unlock()
+	if fd.ng == nil {
+		ng, err := pcapgo.NewNgWriterInterface(fd.w, pcapgo.NgInterface{Name: "A", LinkType: layers.LinkTypeEthernet}, pcapgo.NgWriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ng.AddInterface(pcapgo.NgInterface{Name: "B", LinkType: layers.LinkTypeEthernet}); err != nil {
+			t.Fatal(err)
+		}
+		fd.ng = ng
+	}
+	ci := gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(frame), Length: len(frame), InterfaceIndex: dir}
+	if err := fd.ng.WritePacket(ci, frame); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.ng.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fakeProjects) addLink(id, a, b string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.links = append(f.links, project.Link{ID: id, Wired: true, Endpoints: []project.Endpoint{{NodeID: a}, {NodeID: b}}})
+}
+
+// waitFor polls cond with a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+	}
+}
+
+func TestAProjectCaptureMergesEveryLinkAndDirectionAndLinksMadeLater(t *testing.T) {
+	f := &fakeProjects{dir: t.TempDir(), feeds: map[string]*feed{}, nodes: []project.Node{
+		{ID: "n1", Name: "PC1", Type: "vpcs"}, {ID: "n2", Name: "PC2", Type: "vpcs"}, {ID: "n3", Name: "PC3", Type: "vpcs"},
+	}}
+	f.addLink("link-one", "n1", "n2")
+	s := New(Config{Projects: f, Every: 10 * time.Millisecond})
+	defer s.Close(context.Background())
+	st, err := s.Start(t.Context(), "p", capspec.Spec{})
+	if err != nil || st.FileName != "labone_all.pcapng" || st.Links != 1 || st.Interfaces != 2 {
+		t.Fatalf("Start: %+v, %v", st, err)
+	}
+	if _, err := s.Start(t.Context(), "p", capspec.Spec{}); !errors.Is(err, project.ErrConflict) {
+		t.Fatalf("a second Start: %v", err)
+	}
+	stream, err := s.Stream(t.Context(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(stream); streamed <- b }()
+
+	f.send(t, "link-one", 0, []byte("one, A to B"))
+	f.send(t, "link-one", 1, []byte("one, B to A"))
+	f.addLink("link-two", "n2", "n3") // made while the capture runs
+	waitFor(t, "the new link joins", func() bool { return s.Get("p").Links == 2 })
+	f.send(t, "link-two", 1, []byte("two, B to A"))
+	waitFor(t, "the frames are merged", func() bool { return s.Get("p").Frames == 3 })
+
+	final, err := s.Stop(t.Context(), "p")
+	if err != nil || final.Capturing || final.Frames != 3 || final.Interfaces != 4 {
+		t.Fatalf("Stop: %+v, %v", final, err)
+	}
+	if len(f.feeds) != 0 {
+		t.Fatal("the link captures it started still run")
+	}
+	file, err := os.ReadFile(final.FilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live := <-streamed; !bytes.Equal(live, file) {
+		t.Fatalf("the stream (%d bytes) is not the file (%d bytes)", len(live), len(file))
+	}
+	r, err := pcapgo.NewNgReader(bytes.NewReader(file), pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		intf, _ := r.Interface(ci.InterfaceIndex)
+		got[string(data)] = intf.Name
+	}
+	want := map[string]string{
+		"one, A to B": "PC1 Ethernet0 → PC2 Ethernet0",
+		"one, B to A": "PC2 Ethernet0 → PC1 Ethernet0",
+		"two, B to A": "PC3 Ethernet0 → PC2 Ethernet0",
+	}
+	for frame, name := range want {
+		if got[frame] != name {
+			t.Errorf("frame %q on interface %q, want %q", frame, got[frame], name)
+		}
+	}
+	if r.NInterfaces() != 4 {
+		t.Errorf("%d interfaces, want 4", r.NInterfaces())
+	}
+	// The file is never overwritten by the next capture.
+	if _, err := s.Start(t.Context(), "p", capspec.Spec{}); !errors.Is(err, project.ErrConflict) {
+		t.Fatalf("a capture over the file of the last one: %v", err)
+	}
+}
