@@ -3,7 +3,7 @@
 // agent now and then and the controller once (SIGKILL), and checks at the
 // end that nothing was lost or leaked: every acknowledged change is there,
 // every capture file is valid (capinfos), the controller's descriptors,
-// memory and threads are back to their baseline, and no request got a 5xx.
+// memory, threads and goroutines are back to their baseline, and no request got a 5xx.
 // scripts/soak builds the binaries and runs it; it is not part of
 // scripts/test's CI run.
 package main
@@ -320,8 +320,9 @@ func (s *soak) setup() error {
 
 func (s *soak) pp(suffix string) string { return "/v2/projects/" + s.project + suffix }
 
-// usage is a process's descriptors, resident memory (KiB) and threads.
-type usage struct{ fds, rssKiB, threads int }
+// usage is a process's descriptors, resident memory (KiB) and threads, and
+// the controller's goroutines (go_goroutines of its /metrics; -1 unknown).
+type usage struct{ fds, rssKiB, threads, goroutines int }
 
 func usageOf(pid int) usage {
 	var u usage
@@ -355,7 +356,31 @@ func (s *soak) quiet() usage {
 	}
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(5 * time.Second)
-	return usageOf(s.ctlPid())
+	u := usageOf(s.ctlPid())
+	u.goroutines = s.goroutines()
+	return u
+}
+
+// goroutines reads go_goroutines from the controller's /metrics.
+func (s *soak) goroutines() int {
+	s.mu.Lock()
+	base := s.base
+	s.mu.Unlock()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return int(n)
+			}
+		}
+	}
+	return -1
 }
 
 func (s *soak) run() error {
@@ -544,7 +569,7 @@ func (s *soak) chaos(ctx context.Context) error {
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("%d fds, %d KiB RSS, %d threads", u.fds, u.rssKiB, u.threads)
+	return fmt.Sprintf("%d fds, %d KiB RSS, %d threads, %d goroutines", u.fds, u.rssKiB, u.threads, u.goroutines)
 }
 
 // pausedUsage pauses the load and measures the controller.
@@ -559,7 +584,11 @@ func (s *soak) compare(when string, got, base usage) {
 	for _, m := range []struct {
 		what      string
 		got, want int
-	}{{"fds", got.fds, base.fds}, {"RSS KiB", got.rssKiB, base.rssKiB}, {"threads", got.threads, base.threads}} {
+	}{{"fds", got.fds, base.fds}, {"RSS KiB", got.rssKiB, base.rssKiB}, {"threads", got.threads, base.threads}, {"goroutines", got.goroutines, base.goroutines}} {
+		if m.want < 0 || m.got < 0 {
+			s.problems = append(s.problems, fmt.Sprintf("%s: %s unknown (the controller's /metrics did not say)", when, m.what))
+			continue
+		}
 		if float64(m.got) > float64(m.want)*1.1+2 {
 			s.problems = append(s.problems, fmt.Sprintf("%s: %s %d, baseline %d (+10%% allowed)", when, m.what, m.got, m.want))
 		}
