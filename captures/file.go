@@ -195,7 +195,31 @@ func Create(dir *os.Root, name string, opts Options) (*File, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	return newFile(path, f, direct, opts)
+	c, err := newFile(path, f, direct, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The header is on disk, and the file's name in its directory, before
+	// anyone is told the capture started: a crash right after leaves a
+	// valid capture, not an empty file or none.
+	if err := syncCreated(dir, f); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("captures: create %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// syncCreated makes a new file's contents and its directory entry durable.
+func syncCreated(dir *os.Root, f *os.File) error {
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
