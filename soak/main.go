@@ -357,8 +357,24 @@ func (s *soak) quiet() usage {
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(5 * time.Second)
 	u := usageOf(s.ctlPid())
-	u.goroutines = s.goroutines()
+	u.goroutines = s.settledGoroutines()
 	return u
+}
+
+// settledGoroutines reads the controller's goroutines until they stop
+// falling (at most 30 s): the HTTP server keeps idle workers for 10 s
+// after a burst, and those are not a leak.
+func (s *soak) settledGoroutines() int {
+	g := s.goroutines()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(3 * time.Second)
+		next := s.goroutines()
+		if next < 0 || next >= g {
+			return min(g, next)
+		}
+		g = next
+	}
+	return g
 }
 
 // goroutines reads go_goroutines from the controller's /metrics.
@@ -589,7 +605,14 @@ func (s *soak) compare(when string, got, base usage) {
 			s.problems = append(s.problems, fmt.Sprintf("%s: %s unknown (the controller's /metrics did not say)", when, m.what))
 			continue
 		}
-		if float64(m.got) > float64(m.want)*1.1+2 {
+		slack := 2.0
+		if m.what == "goroutines" {
+			// The HTTP server's workers idle on after the load (8 API
+			// workers and 4 stream readers here); a leak grows with the
+			// thousands of requests and streams, far past this.
+			slack = 16
+		}
+		if float64(m.got) > float64(m.want)*1.1+slack {
 			s.problems = append(s.problems, fmt.Sprintf("%s: %s %d, baseline %d (+10%% allowed)", when, m.what, m.got, m.want))
 		}
 	}
