@@ -118,6 +118,12 @@ func report(r io.Reader, w io.Writer) (ok bool, err error) {
 			fmt.Fprintf(w, "  %s %s: %s\n", s.pkg, s.test, s.why)
 		}
 	}
+	// The totals, as the plain closing line CI reads ("N passed, N failed").
+	var tests, skipped, failedTests int
+	for _, p := range pkgs {
+		tests, skipped, failedTests = tests+p.tests, skipped+p.skipped, failedTests+p.failed
+	}
+	defer fmt.Fprintf(w, "\ntests: %d passed, %d failed, %d skipped\n", tests-skipped-failedTests, failedTests, skipped)
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "\nFAILED:\n  %s\n", strings.Join(failed, "\n  "))
 		return false, nil
