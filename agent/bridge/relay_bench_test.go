@@ -82,7 +82,7 @@ func benchmarkPath(b *testing.B, size int, capture bool, hops int) {
 	left := bridge.Port(pa)
 	var l *bridge.Link
 	var switches []*bridge.Switch
-	for i := range hops {
+	for range hops {
 		sw, err := bridge.NewSwitch([]bridge.SwitchPort{{VLAN: 1}, {VLAN: 1}})
 		must(err)
 		defer sw.Close()
@@ -93,7 +93,6 @@ func benchmarkPath(b *testing.B, size int, capture bool, hops int) {
 			l = li
 		}
 		left = sw.Port(1)
-		_ = i
 	}
 	last := bridge.NewLink(left, pb, nil)
 	defer last.Close()

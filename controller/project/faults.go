@@ -22,15 +22,10 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 		return
 	}
 	defer st.ops.Unlock()
-	st.mu.Lock()
-	l, ok := st.links[linkID]
-	if !ok || !l.Capture.Active || l.Capture.ComputeID != computeID {
-		st.mu.Unlock()
+	out, ok := st.changeCapture(computeID, linkID, func(c *Capture) { c.end(last) })
+	if !ok {
 		return
 	}
-	l.Capture.end(last)
-	out := *l
-	st.mu.Unlock()
 	s.emit(st, LinkUpdated, nil, &out)
 	if last.Limit != "" && last.Err == "" {
 		s.log.Info("capture ended at its limit", "project", projectID, "link", linkID, "compute", computeID, "why", last.Limit)
@@ -49,16 +44,25 @@ func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, link
 		return
 	}
 	defer st.ops.Unlock()
-	st.mu.Lock()
-	l, ok := st.links[linkID]
-	if !ok || !l.Capture.Active || l.Capture.ComputeID != computeID {
-		st.mu.Unlock()
+	out, ok := st.changeCapture(computeID, linkID, func(c *Capture) { c.report(now) })
+	if !ok {
 		return
 	}
-	l.Capture.report(now)
-	out := *l
-	st.mu.Unlock()
 	s.emit(st, LinkUpdated, nil, &out)
+}
+
+// changeCapture applies change to a link's capture if it is running on
+// computeID, and returns the link as changed; a report about a capture that
+// is not running there changes nothing. st.ops must be held.
+func (st *state) changeCapture(computeID, linkID string, change func(*Capture)) (Link, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l, ok := st.links[linkID]
+	if !ok || !l.Capture.Active || l.Capture.ComputeID != computeID {
+		return Link{}, false
+	}
+	change(&l.Capture)
+	return *l, true
 }
 
 // NodeWarning relays what a compute tells a node's users (a VM that runs
