@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/labtap/labtap/proto"
 )
@@ -20,28 +21,41 @@ func hold(t *testing.T) (hook func(), entered <-chan struct{}, release func()) {
 	return func() { once.Do(func() { close(in); <-out }) }, in, release
 }
 
+// notBlocked fails the test when call does not return within a generous
+// deadline: it was blocked.
+func notBlocked(t *testing.T, what string, call func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); call() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s was blocked", what)
+	}
+}
+
 // otherCallsGoOn checks that calls needing the agent's state, on the open
 // test project and its link, are not blocked.
 func otherCallsGoOn(t *testing.T, h *Host, why string) {
 	t.Helper()
-	within(t, "State "+why, func() { h.State() })
-	within(t, "Metrics "+why, func() { h.Metrics() })
-	within(t, "Link "+why, func() {
+	notBlocked(t, "State "+why, func() { h.State() })
+	notBlocked(t, "Metrics "+why, func() { h.Metrics() })
+	notBlocked(t, "Link "+why, func() {
 		if _, err := h.Link(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
-	within(t, "Capture "+why, func() {
+	notBlocked(t, "Capture "+why, func() {
 		if _, err := h.Capture(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
-	within(t, "CreateNode "+why, func() {
+	notBlocked(t, "CreateNode "+why, func() {
 		if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: testNodeC, NodeType: "vpcs", Name: "C"}); err != nil {
 			t.Error(err)
 		}
 	})
-	within(t, "ReserveTunnelPort "+why, func() {
+	notBlocked(t, "ReserveTunnelPort "+why, func() {
 		if _, err := h.ReserveTunnelPort(testProject, "r1"); err != nil {
 			t.Error(err)
 		}
@@ -118,7 +132,7 @@ func TestACaptureStartRacingALinkDeleteLeavesNoCapture(t *testing.T) {
 		started <- err
 	}()
 	<-entered
-	within(t, "DeleteLink while a capture of the link is named", func() {
+	notBlocked(t, "DeleteLink while a capture of the link is named", func() {
 		if err := h.DeleteLink(testProject, testLink); err != nil {
 			t.Error(err)
 		}
