@@ -43,6 +43,7 @@ type capConfig struct {
 type capResult struct {
 	agent                  string
 	rssLinks, rssIdle      int64   // agent RSS with the links and no capture, with every capture idle (bytes)
+	hugeLinks, hugeIdle    int64   // of which anonymous huge pages (smaps_rollup)
 	rssLoadedMax           int64   // highest RSS seen during the loaded run
 	cpuLinks, cpuIdle      float64 // agent CPU seconds per second, idle without and with captures
 	cpuLoaded              float64 // and during the loaded run
@@ -96,6 +97,9 @@ func printCaptures(w io.Writer, cc capConfig, rs []capResult) {
 	row("RSS, every capture idle", func(r capResult) string { return fmt.Sprintf("%.1f MiB", mib(r.rssIdle)) })
 	row("RSS added per idle capture", func(r capResult) string {
 		return fmt.Sprintf("%.1f KiB", float64(r.rssIdle-r.rssLinks)/n/1024)
+	})
+	row("  of which huge pages", func(r capResult) string {
+		return fmt.Sprintf("%.1f -> %.1f MiB", mib(r.hugeLinks), mib(r.hugeIdle))
 	})
 	row("CPU idle, no capture", func(r capResult) string { return fmt.Sprintf("%.2f%% core", 100*r.cpuLinks) })
 	row("CPU idle, every capture", func(r capResult) string { return fmt.Sprintf("%.2f%% core", 100*r.cpuIdle) })
@@ -195,6 +199,7 @@ func measureCaptures(cfg config, cc capConfig) (capResult, error) {
 	fmt.Fprintf(os.Stderr, "%s: idle without capture\n", cfg.agent)
 	var st0, st1 float64
 	r.cpuLinks, r.rssLinks, st0 = idle()
+	r.hugeLinks = anonHuge(pid)
 
 	fmt.Fprintf(os.Stderr, "%s: starting %d captures\n", cfg.agent, cc.n)
 	t0 := time.Now()
@@ -211,6 +216,7 @@ func measureCaptures(cfg config, cc capConfig) (capResult, error) {
 	r.startSecs = time.Since(t0).Seconds()
 	fmt.Fprintf(os.Stderr, "%s: idle with %d captures\n", cfg.agent, cc.n)
 	r.cpuIdle, r.rssIdle, st1 = idle()
+	r.hugeIdle = anonHuge(pid)
 	r.steal = (st0 + st1) / 2
 
 	fmt.Fprintf(os.Stderr, "%s: %d frames/s on each link for %v\n", cfg.agent, cc.rate, cc.loaded)
@@ -296,6 +302,23 @@ func measureCaptures(cfg config, cc capConfig) (capResult, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// anonHuge returns the bytes of a process's memory in transparent huge
+// pages.
+func anonHuge(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func mustCPU(pid int) float64 {

@@ -120,19 +120,19 @@ type File struct {
 	started  time.Time
 	pool     *Pool
 
-	mu        sync.Mutex // guards the queue and the fields below
-	cur       *block     // being filled: its records are whole; nil when the file has every record queued
-	full      []*block   // full, waiting to be written, oldest first
-	fullBytes int        // their size
-	held      map[*block]struct{}
-	heldBytes int   // the size of the blocks held (cur, full, being written), bounded by max
-	pos       int64 // with cur nil: where the next record goes in the file
-	tail      []byte
-	max       int
-	runAt     int   // bytes of full blocks that are written before they are due: a run, or half a small queue
-	state     int   // running, closing or failed
-	limit     int64 // the file takes no record that would end past this offset; 0: none
-	sealed    bool  // the file takes no more records (a limit was reached, or Seal)
+	mu        sync.Mutex          // guards the queue and the fields below
+	cur       *block              // being filled: its records are whole; nil when the file has every record queued
+	full      []*block            // full, waiting to be written, oldest first
+	fullBytes int                 // their size
+	held      map[*block]struct{} // every block taken from the pool and not given back
+	heldBytes int                 // their size (cur, full, being written), bounded by max
+	pos       int64               // with cur nil: where the next record goes in the file
+	tail      []byte              // with cur nil: the file's bytes from its last page boundary to pos
+	max       int                 // bytes of blocks the File may hold
+	runAt     int                 // bytes of full blocks that are written before they are due: a run, or half a small queue
+	state     int                 // running, closing or failed
+	limit     int64               // the file takes no record that would end past this offset; 0: none
+	sealed    bool                // the file takes no more records (a limit was reached, or Seal)
 	last      time.Time
 	queued    [2]uint64 // records ever queued, per direction
 	scratch   []byte    // a record that straddles two blocks is encoded here
