@@ -178,6 +178,10 @@ type Host struct {
 type hooks struct {
 	closing  func() // before a capture's files are closed, without Host.mu
 	nameBusy func() // a capture waits for the close of files of its name
+	// ringMade runs in StartCapture once the capture's files exist, before
+	// the capture is published (c.tap set); began at the start of a ring's
+	// new-file hook.
+	ringMade, began func()
 }
 
 type project struct {
