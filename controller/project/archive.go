@@ -400,15 +400,13 @@ func (s *Service) unrunnable(nodes []Node) []string {
 	return out
 }
 
-// checkProjectName bounds a project name taken from a client or archive.
+// checkProjectName bounds a project name taken from a client or archive:
+// the project's own name check (CheckName), and not empty.
 func checkProjectName(name string) error {
 	if name == "" {
 		return errorf(ErrInvalid, "Project name cannot be empty")
 	}
-	if utf8.RuneCountInString(name) > 255 || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
-		return errorf(ErrInvalid, "Project name must be 1 to 255 printable characters")
-	}
-	return nil
+	return CheckName("Project name", name)
 }
 
 // freeProjectName is name, or the first of "name-1", "name-2", ... that no
