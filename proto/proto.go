@@ -387,6 +387,17 @@ func NodeFilePath(project, node, name string) string {
 	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
 }
 
+// NodeCopyPath is the route that copies a node's directory into another
+// node's (body NodeCopy).
+func NodeCopyPath(project, node string) string {
+	return NodePath(project, node) + "/copy"
+}
+
+// NodeCopy names the node whose directory receives the copy.
+type NodeCopy struct {
+	DestinationNodeID string `json:"destination_node_id"`
+}
+
 // ConsoleResetPath is the route that disconnects every client of a node's
 // console (a stuck session); the console keeps listening.
 func ConsoleResetPath(project, node string) string {

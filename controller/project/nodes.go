@@ -33,6 +33,8 @@ type NodeCreate struct {
 	// ConsoleType is the console a node with adapters asks for ("" is its
 	// default: telnet).
 	ConsoleType string
+	// Extra are stored members labtap does not model, kept (a duplicate's).
+	Extra Extra
 }
 
 // NewNodeCreate returns a request holding GNS3's defaults.
@@ -134,6 +136,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
 		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+		Extra: maps.Clone(req.Extra),
 	}
 	if hasAdapters(req.Type) {
 		n.ConsoleType = req.ConsoleType
