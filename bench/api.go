@@ -367,8 +367,41 @@ func getThroughput(c *ctl, cfg apiConfig) error {
 	cpu1, _ := procCPU(c.pid)
 	fmt.Printf("GET link, %d keep-alive clients (Go net/http, same machine) for %s: %.0f req/s, %d failed; controller CPU %.2f cores\n",
 		cfg.clients, cfg.get, float64(n.Load())/el.Seconds(), failed.Load(), (cpu1-cpu0)/el.Seconds())
+	if err := wrkRun(c, url, cfg.get); err != nil {
+		fmt.Println("GET link with wrk:", err)
+	}
 	_, err = c.call("DELETE", "/projects/"+p, nil, nil)
 	return err
+}
+
+var wrkRate = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+var wrkNon2xx = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
+
+// wrkRun measures GET url with wrk -t2 -c16 (the issue's client: a C load
+// generator costs the controller's CPUs less than Go's net/http does).
+func wrkRun(c *ctl, url string, d time.Duration) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errors.New("wrk not found (scripts/bench -api installs it), skipped")
+	}
+	cpu0, _ := procCPU(c.pid)
+	t0 := time.Now()
+	out, err := exec.Command("wrk", "-t2", "-c16", fmt.Sprintf("-d%ds", max(1, int(d.Seconds()))), url).CombinedOutput()
+	el := time.Since(t0)
+	cpu1, _ := procCPU(c.pid)
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	m := wrkRate.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("no Requests/sec in its output: %s", out)
+	}
+	bad := "0"
+	if m := wrkNon2xx.FindSubmatch(out); m != nil {
+		bad = string(m[1])
+	}
+	fmt.Printf("GET link, wrk -t2 -c16 for %s: %s req/s, %s non-2xx; controller CPU %.2f cores\n",
+		d, m[1], bad, (cpu1-cpu0)/el.Seconds())
+	return nil
 }
 
 // labScale builds a lab of n nodes (3/5 VPCS, 2/5 switches, about 1.5
