@@ -500,9 +500,10 @@ func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("the http console answers while the node is stopped")
 	}
-	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"console_type": "none"}, 200, &n)
-	if n.ConsoleType != "none" || n.Console != 0 {
-		t.Fatalf("after console_type none: console %d %q", n.Console, n.ConsoleType)
+	var none dockerReply
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"console_type": "none"}, 200, &none)
+	if none.ConsoleType != "none" || none.Console != 0 {
+		t.Fatalf("after console_type none: console %d %q", none.Console, none.ConsoleType)
 	}
 	c.call("DELETE", base, nil, 204, nil)
 }
@@ -516,18 +517,22 @@ func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.
 	c.call("POST", base+"/nodes", map[string]any{"name": "h", "node_type": "docker", "compute_id": "local",
 		"properties": map[string]any{"image": hostImage, "start_command": "sleep infinity"}}, 201, &n)
 	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
-	stoppedEvent := func(what string) {
+	event := func(what, status string) {
 		t.Helper()
 		err := follow.waitFor("node.updated", 30*time.Second, func(ev json.RawMessage) (bool, error) {
 			var got nodeReply
 			if err := json.Unmarshal(ev, &got); err != nil {
 				return false, err
 			}
-			return got.NodeID == n.NodeID && got.Status == "stopped", nil
+			return got.NodeID == n.NodeID && got.Status == status, nil
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
+	}
+	stoppedEvent := func(what string) {
+		t.Helper()
+		event(what, "stopped")
 		var now nodeReply
 		c.call("GET", base+"/nodes/"+n.NodeID, nil, 200, &now)
 		if now.Status != "stopped" {
@@ -546,6 +551,7 @@ func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.
 	if n.Status != "started" {
 		t.Fatalf("start: %+v", n.nodeReply)
 	}
+	event("start", "started") // what came before (the PUT's node.updated) is behind
 	stoppedEvent("the command ended")
 	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
 	if n.Status != "started" {
@@ -638,7 +644,9 @@ func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`lab-7|7|lab-${ROOM}/7|"r1"|%s|%s|unset`, n.NodeID, strings.TrimPrefix(base, "/v2/projects/"))
+	// ${name}s are replaced in the variables' order, so SITE's own ${ROOM}
+	// is replaced too (GNS3 does the same).
+	want := fmt.Sprintf(`lab-7|7|lab-7/7|"r1"|%s|%s|unset`, n.NodeID, strings.TrimPrefix(base, "/v2/projects/"))
 	if strings.TrimSpace(out) != want {
 		t.Fatalf("environment %q, want %q", strings.TrimSpace(out), want)
 	}
