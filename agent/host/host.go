@@ -656,6 +656,20 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 		}
 		return asProtoError(err, proto.CodeConflict)
 	}
+	if rp, ok := n.runner.(RelayPorter); ok {
+		// The runner's own ports for the adapters it has now (a docker
+		// node's AF_PACKET ports), as buildRunner takes them.
+		for i, port := range rp.RelayPorts() {
+			if port == nil || i >= len(ports) || ports[i].port == port {
+				continue
+			}
+			if ports[i].udp != nil {
+				ports[i].udp.Close()
+			}
+			added = slices.DeleteFunc(added, func(np *nodePort) bool { return np == ports[i] })
+			ports[i] = &nodePort{port: port}
+		}
+	}
 	h.mu.Lock()
 	for _, np := range n.ports[keep:] {
 		if np.udp != nil {
