@@ -540,22 +540,36 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	ready := func(path string) bool { _, err := os.Stat(path); return err == nil }
-	for !(ready(qmpSock) && (q.consoleType() != "telnet" || ready(conSock))) {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("QEMU exited: %v", p.err)
-		case <-ctx.Done():
-			return fmt.Errorf("QEMU opened no QMP socket within %v", startTimeout)
-		case <-tick.C:
+	// QEMU creates a socket's file (bind) a moment before it listens:
+	// until then a connection is refused, and is tried again.
+	retry := func(what string, dial func() error) error {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			err := dial()
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			select {
+			case <-p.exited:
+				return fmt.Errorf("QEMU exited: %v", p.err)
+			case <-ctx.Done():
+				return fmt.Errorf("QEMU opened no %s within %v", what, startTimeout)
+			case <-tick.C:
+			}
 		}
 	}
 	if q.consoleType() == "telnet" {
-		c, err := net.Dial("unix", conSock)
+		var c net.Conn
+		err := retry("console socket", func() (err error) {
+			c, err = net.Dial("unix", conSock)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("console socket: %w", err)
+			return err
 		}
 		p.con = c
 		ln, err := q.listenConsole()
@@ -565,15 +579,17 @@ func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string
 		}
 		p.console = serveConsoleWith(ln, c, nil, ConsoleOptions{Replay: qemuReplayBytes, KeepBang: true})
 	}
-	mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("QMP: %w", err)
-	}
-	if err := mon.Connect(); err != nil {
-		return fmt.Errorf("QMP: %w", err)
-	}
-	p.mon = mon
-	return nil
+	return retry("QMP socket", func() error {
+		mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := mon.Connect(); err != nil {
+			return fmt.Errorf("QMP: %w", err)
+		}
+		p.mon = mon
+		return nil
+	})
 }
 
 // qemuReplayBytes is how much console output a new telnet client gets
