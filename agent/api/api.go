@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -70,6 +71,14 @@ type ImageService interface {
 	QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary
 	QemuImgBinaries(ctx context.Context) []proto.QemuBinary
 	QemuCapabilities() proto.QemuCapabilities
+	// ImageFile opens an image for reading.
+	ImageFile(nodeType, path string) (*os.File, error)
+	// CreateQemuImg and ResizeQemuImg run qemu-img create and resize on a
+	// disk inside the images folder or a project's folder.
+	CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error
+	ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error
+	// ResizeDisk grows a disk of a stopped QEMU node.
+	ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error
 }
 
 // Config configures the handler.
