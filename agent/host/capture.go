@@ -149,11 +149,23 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		Closed:   func(name string) { unmarkWriting(c.root, name) },
 		Removed:  func(name string) { unmarkWriting(c.root, name) },
 		Began: func(name string) {
+			if h.hooks.began != nil {
+				h.hooks.began()
+			}
+			// The ring's goroutine runs from its first file on: a file can
+			// begin (capture_max_seconds) before StartCapture has set c.tap.
+			<-c.ready
+			if c.tap == nil {
+				return // the start failed
+			}
 			h.captureRotated(projectID, l, c, name)
 			st := h.captureStateOf(c)
 			h.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
 		},
 	})
+	if err == nil && h.hooks.ringMade != nil {
+		h.hooks.ringMade()
+	}
 	p.caps.mu.Lock()
 	if err != nil {
 		c.done = true

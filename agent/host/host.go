@@ -179,6 +179,10 @@ type hooks struct {
 	nameBusy  func() // a capture waits for the close of files of its name
 	naming    func() // a new capture reads the captures folder to name its files
 	repairing func() // an opening project repairs a capture a crash left
+	// ringMade runs in StartCapture once the capture's files exist, before
+	// the capture is published (c.tap set); began at the start of a ring's
+	// new-file hook.
+	ringMade, began func()
 }
 
 type hostNode struct {
@@ -643,6 +647,20 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 			np.udp.Close()
 		}
 		return asProtoError(err, proto.CodeConflict)
+	}
+	if rp, ok := n.runner.(RelayPorter); ok {
+		// The runner's own ports for the adapters it has now (a docker
+		// node's AF_PACKET ports), as buildRunner takes them.
+		for i, port := range rp.RelayPorts() {
+			if port == nil || i >= len(ports) || ports[i].port == port {
+				continue
+			}
+			if ports[i].udp != nil {
+				ports[i].udp.Close()
+			}
+			added = slices.DeleteFunc(added, func(np *nodePort) bool { return np == ports[i] })
+			ports[i] = &nodePort{port: port}
+		}
 	}
 	p.mu.Lock()
 	for _, np := range n.ports[keep:] {
