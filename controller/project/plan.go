@@ -47,7 +47,10 @@ func planNodeUpdate(cur Node, u NodeUpdate, env nodePlanEnv) (nodePlan, error) {
 		return nodePlan{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
 	}
 	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
-		return nodePlan{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		if k := kindOf(cur.Type); k == nil || k.consoleTypes == nil {
+			return nodePlan{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		}
+		next.ConsoleType = *u.ConsoleType // its compute applies it
 	}
 	set(&next.X, u.X)
 	set(&next.Y, u.Y)
@@ -106,6 +109,9 @@ func planNodeUpdate(cur Node, u NodeUpdate, env nodePlanEnv) (nodePlan, error) {
 			if !reflect.DeepEqual(v, cur.Properties[k]) {
 				changed[k] = v
 			}
+		}
+		if next.ConsoleType != cur.ConsoleType {
+			changed["console_type"] = next.ConsoleType
 		}
 		if len(changed) > 0 || next.Name != cur.Name || !reflect.DeepEqual(next.Adapters, cur.Adapters) {
 			spec.Properties = changed

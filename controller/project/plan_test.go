@@ -7,13 +7,12 @@ import (
 	"testing"
 )
 
-
 func TestPlanNodeUpdate(t *testing.T) {
 	svc := NewService(Config{ProjectsDir: t.TempDir(), Computes: newFakeComputes()})
 	env := nodePlanEnv{
 		nameTaken: func(name string) bool { return name == "PC1" || name == "PC2" },
 		symbols:   func(string) (int, int) { return 100, 50 },
-		spec:      svc.nodeSpec,
+		spec:      func(n *Node) (NodeSpec, error) { return svc.nodeSpec(n, nil) },
 	}
 	vpcs := Node{ID: "n1", Type: "vpcs", Name: "PC1", Console: 5000, ConsoleType: "telnet", Height: 59,
 		Label: nodeLabel(nil, "PC1", 59), Properties: map[string]any{}}
