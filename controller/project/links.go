@@ -129,15 +129,15 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 			return Link{}, err
 		}
 	}
-	st.mu.Lock()
-	st.links[l.ID] = l
-	st.linkOrder = append(st.linkOrder, l.ID)
-	st.mu.Unlock()
+	st.change(func() {
+		st.links[l.ID] = l
+		st.linkOrder = append(st.linkOrder, l.ID)
+	})
 	if err := s.save(st); err != nil {
-		st.mu.Lock()
-		delete(st.links, l.ID)
-		st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
-		st.mu.Unlock()
+		st.change(func() {
+			delete(st.links, l.ID)
+			st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
+		})
 		s.unwire(context.WithoutCancel(ctx), l)
 		return Link{}, err
 	}
@@ -455,9 +455,9 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	if plan.announce == 0 {
 		return *cur, nil
 	}
-	st.mu.Lock()
-	*cur = next
-	st.mu.Unlock()
+	st.change(func() {
+		*cur = next
+	})
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", projectID, "err", err)
 	}

@@ -158,16 +158,16 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	n.applyRuntime(rt)
 	n.Label = nodeLabel(req.Label, name, n.Height)
 
-	st.mu.Lock()
-	st.nodes[n.ID] = n
-	st.nodeOrder = append(st.nodeOrder, n.ID)
-	st.mu.Unlock()
+	st.change(func() {
+		st.nodes[n.ID] = n
+		st.nodeOrder = append(st.nodeOrder, n.ID)
+	})
 	if err := s.save(st); err != nil {
 		// Nothing stays of a node that could not be saved.
-		st.mu.Lock()
-		delete(st.nodes, n.ID)
-		st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
-		st.mu.Unlock()
+		st.change(func() {
+			delete(st.nodes, n.ID)
+			st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
+		})
 		if derr := s.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
 			s.log.Warn("roll back node", "node", n.ID, "err", derr)
 		}
@@ -425,11 +425,11 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 // (shared will do, with n's lifecycle lock: the captures stopped are
 // those on n's side of a link, which only n's operations stop).
 func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
-	st.mu.Lock()
-	before = *n
-	n.applyRuntime(rt)
-	after = *n
-	st.mu.Unlock()
+	st.change(func() {
+		before = *n
+		n.applyRuntime(rt)
+		after = *n
+	})
 	if after.Status != Started {
 		s.stopCapturesOf(ctx, st, n.ID)
 	}
@@ -623,9 +623,9 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	*cur = next
 	st.mu.Unlock()
 	if err := s.save(st); err != nil {
-		st.mu.Lock()
-		*cur = prev
-		st.mu.Unlock()
+		st.change(func() {
+			*cur = prev
+		})
 		return Node{}, err
 	}
 	s.emit(st, NodeUpdated, &next, nil)
