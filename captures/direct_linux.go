@@ -70,3 +70,21 @@ func (f vecFile) WriteVecAt(bufs [][]byte, off int64) (n int, err error) {
 
 // directHandle wraps a file opened for direct I/O.
 func directHandle(f *os.File) fileHandle { return vecFile{f} }
+
+// dupFile duplicates f's descriptor (close-on-exec): one more handle on
+// the same open file, without a lookup of its name.
+func dupFile(f *os.File, _ string) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: derr}
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}

@@ -112,8 +112,9 @@ const maxInflight = 8
 type File struct {
 	path     string
 	f        fileHandle // through the page cache: tails, statistics, truncation
-	direct   fileHandle // O_DIRECT, for full blocks; nil when the file system has none
-	enc      *encoder   // guarded by mu
+	direct   fileHandle // O_DIRECT, for full blocks; nil when the file system has none. Set by the writer (writeLoop) as it starts: read only by it and the writes it starts
+	openDir  func() fileHandle
+	enc      *encoder // guarded by mu
 	now      func() time.Time
 	interval time.Duration
 	hooks    hooks
@@ -195,23 +196,29 @@ type fileHandle interface {
 // directory, whatever name holds (the agent checks names before, with
 // capspec.ValidFileName: its trust boundary).
 func Create(dir *os.Root, name string, opts Options) (*File, error) {
-	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Read and write: followers read the file through a duplicate of this
+	// handle (Reader), so a capture opens its file once before it answers.
+	f, err := dir.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("captures: create %s: %w", name, err)
 	}
-	var direct fileHandle
 	if !opts.BufferedIO && oDirect != 0 {
-		// A second handle on the same file, for full blocks; a file system
-		// that refuses O_DIRECT (tmpfs, some network ones) gets none.
-		if d, err := dir.OpenFile(name, os.O_WRONLY|oDirect, 0); err == nil {
-			direct = directHandle(d)
+		// A second handle on the same file, for full blocks, opened by the
+		// writer when it starts: not on the way to the capture's start. A
+		// file system that refuses O_DIRECT (tmpfs, some network ones)
+		// gets none.
+		opts.openDirect = func() fileHandle {
+			if d, err := dir.OpenFile(name, os.O_WRONLY|oDirect, 0); err == nil {
+				return directHandle(d)
+			}
+			return nil
 		}
 	}
 	path := filepath.Join(dir.Name(), name)
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	c, err := newFile(path, f, direct, opts)
+	c, err := newFile(path, f, nil, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +230,17 @@ func Create(dir *os.Root, name string, opts Options) (*File, error) {
 		return nil, fmt.Errorf("captures: create %s: %w", name, err)
 	}
 	return c, nil
+}
+
+// Reader returns a handle of its own that reads the file, even once the
+// File is closed or the file removed: a duplicate of the File's handle,
+// which costs no lookup of the file's name. The caller closes it.
+func (c *File) Reader() (*os.File, error) {
+	f, ok := c.f.(*os.File)
+	if !ok {
+		return nil, errors.New("captures: the file has no handle to read through")
+	}
+	return dupFile(f, c.path)
 }
 
 // syncCreated makes a new file's contents and its directory entry durable.
@@ -250,6 +268,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		max:      max(2*blockSize, opts.QueueBytes),
 		limit:    opts.MaxBytes,
 		hooks:    opts.hooks,
+		openDir:  opts.openDirect,
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -513,6 +532,9 @@ type blockWrite struct {
 // flushed.
 func (c *File) writeLoop() {
 	defer close(c.stopped)
+	if c.openDir != nil {
+		c.direct = c.openDir()
+	}
 	var pending []*blockWrite // oldest first: they are committed in file order
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

@@ -55,6 +55,9 @@ type Options struct {
 	Pool *Pool
 
 	hooks hooks // tests open race windows with them
+	// openDirect opens the file's direct handle (nil: none); the writer
+	// calls it when it starts, so Create does not wait for it.
+	openDirect func() fileHandle
 }
 
 // hooks are called by a File's writer at points where tests need to act.
