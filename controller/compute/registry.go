@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net"
 	"os"
 	"path"
@@ -356,6 +357,27 @@ func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, link
 		return nil, err
 	}
 	return r.streams.track(computeID, body), nil
+}
+
+// CaptureFile returns the file a running capture writes on a compute, as
+// it is now (proto.CaptureFilePath).
+func (r *Registry) CaptureFile(ctx context.Context, computeID, projectID, linkID string) (project.CaptureFile, error) {
+	t, err := r.target(computeID)
+	if err != nil {
+		return project.CaptureFile{}, err
+	}
+	resp, err := r.client.get(ctx, t, proto.CaptureFilePath(projectID, linkID))
+	if err != nil {
+		return project.CaptureFile{}, err
+	}
+	_, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Disposition"))
+	name := params["filename"]
+	if !capspec.ValidFileName(name) || resp.ContentLength < 0 {
+		resp.Body.Close()
+		return project.CaptureFile{}, &project.Error{Kind: project.ErrConflict,
+			Msg: fmt.Sprintf("compute '%s' sent a capture file without a valid name or length", computeID)}
+	}
+	return project.CaptureFile{Name: name, Size: resp.ContentLength, Body: r.streams.track(computeID, resp.Body)}, nil
 }
 
 // Metrics returns a compute's metrics, Prometheus's text format as the
