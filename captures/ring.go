@@ -131,7 +131,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd, err := r.dir.Open(name)
+	rd, err := f.Reader()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("captures: open %s for followers: %w", name, err)
