@@ -319,6 +319,25 @@ type FilterCheck struct {
 // FilterCheckPath is the route of [FilterCheck].
 const FilterCheckPath = "/v1/filter-check"
 
+// StatisticsPath is the route of [Statistics].
+const StatisticsPath = "/v1/statistics"
+
+// Statistics are an agent host's figures, in GNS3's compute statistics
+// shape: percentages as integers, sizes in bytes.
+type Statistics struct {
+	CPUPercent     int   `json:"cpu_usage_percent"`
+	DiskPercent    int   `json:"disk_usage_percent"`
+	LoadAvgPercent []int `json:"load_average_percent"`
+	MemoryFree     int64 `json:"memory_free"`
+	MemoryTotal    int64 `json:"memory_total"`
+	MemoryPercent  int   `json:"memory_usage_percent"`
+	MemoryUsed     int64 `json:"memory_used"`
+	SwapFree       int64 `json:"swap_free"`
+	SwapTotal      int64 `json:"swap_total"`
+	SwapPercent    int   `json:"swap_usage_percent"`
+	SwapUsed       int64 `json:"swap_used"`
+}
+
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 

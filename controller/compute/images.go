@@ -80,3 +80,13 @@ func (r *Registry) QemuCapabilities(ctx context.Context, computeID string) (Qemu
 	err := r.do(ctx, computeID, "GET", proto.QemuCapabilitiesPath, nil, &out)
 	return out, err
 }
+
+// Statistics are a compute host's figures (GNS3's compute statistics).
+type Statistics = proto.Statistics
+
+// Statistics asks a compute for its host's figures.
+func (r *Registry) Statistics(ctx context.Context, computeID string) (Statistics, error) {
+	var out Statistics
+	err := r.do(ctx, computeID, "GET", proto.StatisticsPath, nil, &out)
+	return out, err
+}
