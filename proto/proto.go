@@ -122,6 +122,16 @@ type NodeSpec struct {
 	// Adapters are the network adapters of an emulator node with adapters
 	// (docker, qemu); link endpoint (adapter i, port 0) is Adapters[i].
 	Adapters []AdapterSpec `json:"adapters,omitempty"`
+	// Variables are the project's variables (GNS3's project "variables"),
+	// which a docker node puts into its environment and substitutes for
+	// ${name} there. Older controllers send none.
+	Variables []Variable `json:"variables,omitempty"`
+}
+
+// Variable is one project variable.
+type Variable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // AdapterSpec is one network adapter of an emulator node.

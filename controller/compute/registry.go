@@ -250,6 +250,9 @@ func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, 
 	for _, a := range n.Adapters {
 		spec.Adapters = append(spec.Adapters, proto.AdapterSpec{MACAddress: a.MACAddress, PortName: a.Name, AdapterType: a.AdapterType})
 	}
+	for _, v := range n.Variables {
+		spec.Variables = append(spec.Variables, proto.Variable{Name: v.Name, Value: v.Value})
+	}
 	if n.Properties != nil {
 		raw, err := json.Marshal(n.Properties)
 		if err != nil {

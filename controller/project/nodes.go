@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -107,6 +108,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	name, err := allocateName(req.Name, func(name string) bool { return st.nameTakenLocked(name) })
 	mac := st.freeMACLocked()
 	pref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
+	vars := st.p.Settings.Variables
 	st.mu.RUnlock()
 	if err != nil {
 		return Node{}, err
@@ -141,7 +143,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if hasAdapters(req.Type) {
 		n.ConsoleType = req.ConsoleType
 	}
-	spec, err := s.nodeSpec(n)
+	spec, err := s.nodeSpec(n, vars)
 	if err != nil {
 		return Node{}, err
 	}
@@ -173,6 +175,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	}
 	out := *n
 	s.emit(st, NodeCreated, &out, nil)
+	s.warnNode(st, &out, nil)
 	return out, nil
 }
 
@@ -226,11 +229,15 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 
 // nodeSpec is what n's compute needs to create it, with every property:
 // it checks n's properties and resolves its adapters (n.Adapters).
-func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
+// vars are the project's variables (Settings.Variables).
+func (s *Service) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
 	k := kindOf(n.Type)
 	if k == nil {
 		return spec, errorf(ErrConflict, "Node type %s is not supported", n.Type)
+	}
+	if k.consoleTypes != nil && n.ConsoleType != "" && !slices.Contains(k.consoleTypes, n.ConsoleType) {
+		return spec, errorf(ErrInvalid, "Node %s: console_type %q is not one of %s", n.Name, n.ConsoleType, strings.Join(k.consoleTypes, ", "))
 	}
 	if k.portsMapping {
 		var err error
@@ -251,8 +258,48 @@ func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
 		if n.ConsoleType != "" {
 			spec.Properties["console_type"] = n.ConsoleType
 		}
+		spec.Variables = projectVariables(vars)
 	}
 	return spec, nil
+}
+
+// Bounds of the project variables a compute gets.
+const (
+	maxVariables     = 256
+	maxVariableName  = 255
+	maxVariableValue = 4096
+)
+
+// projectVariables reads a project's variables as GNS3 stores them
+// ([{"name": ..., "value": ...}]): client data kept verbatim, so entries
+// that are not such objects, have no name, or exceed the bounds are left
+// out rather than refused.
+func projectVariables(raw json.RawMessage) []Variable {
+	var list []struct {
+		Name  *string `json:"name"`
+		Value any     `json:"value"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out []Variable
+	for _, v := range list {
+		if v.Name == nil || *v.Name == "" || len(*v.Name) > maxVariableName || len(out) == maxVariables {
+			continue
+		}
+		value := ""
+		switch x := v.Value.(type) {
+		case string:
+			value = x
+		case float64, bool:
+			value = fmt.Sprint(x)
+		}
+		if len(value) > maxVariableValue {
+			continue
+		}
+		out = append(out, Variable{Name: *v.Name, Value: value})
+	}
+	return out
 }
 
 // resolveAdapters sets n.Adapters from its properties: names and types as
@@ -534,6 +581,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.nodeLocked(nodeID)
+	vars := st.p.Settings.Variables
 	var next Node
 	if err == nil {
 		next = *cur
@@ -549,7 +597,10 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		return Node{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
 	}
 	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
-		return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		if k := kindOf(cur.Type); k == nil || k.consoleTypes == nil {
+			return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		}
+		next.ConsoleType = *u.ConsoleType // its compute applies it
 	}
 	set := func(dst *int, v *int) {
 		if v != nil {
@@ -608,7 +659,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	}
 	if hasAdapters(cur.Type) {
 		// The compute gets the properties that changed, and the adapters.
-		spec, err := s.nodeSpec(&next)
+		spec, err := s.nodeSpec(&next, vars)
 		if err != nil {
 			return Node{}, err
 		}
@@ -617,6 +668,9 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 			if !reflect.DeepEqual(v, cur.Properties[k]) {
 				changed[k] = v
 			}
+		}
+		if next.ConsoleType != cur.ConsoleType {
+			changed["console_type"] = next.ConsoleType
 		}
 		if len(changed) > 0 || next.Name != cur.Name || !reflect.DeepEqual(next.Adapters, cur.Adapters) {
 			spec.Properties = changed
@@ -646,6 +700,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		return Node{}, err
 	}
 	s.emit(st, NodeUpdated, &next, nil)
+	s.warnNode(st, &next, &prev)
 	return next, nil
 }
 
@@ -661,7 +716,7 @@ func derefStr(p *string) string {
 // other change needs the node to have no link (its ports are rebuilt).
 // st.ops must be held.
 func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
-	spec, err := s.nodeSpec(n)
+	spec, err := s.nodeSpec(n, nil) // a switch, hub or cloud: no variables
 	if err != nil {
 		return err
 	}
