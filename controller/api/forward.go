@@ -56,8 +56,9 @@ func (a *API) forwardedCall(c *fiber.Ctx) (emulator, action string, err error) {
 	if _, ok := a.computes.Get(id); !ok {
 		return "", "", &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 	}
-	emulator, action = c.Params("emulator"), c.Params("*")
-	if len(emulator) > 64 || len(action) > maxAction || action == "" || strings.ContainsAny(emulator+action, "\x00\\") {
+	emulator = c.Params("emulator")
+	action, uerr := url.PathUnescape(c.Params("*"))
+	if len(emulator) > 64 || len(action) > maxAction || uerr != nil || action == "" || strings.ContainsAny(emulator+action, "\x00\\") {
 		return "", "", &project.Error{Kind: project.ErrInvalid, Msg: "Invalid compute call"}
 	}
 	if _, runs := forwardedActions[emulator]; !runs {

@@ -406,7 +406,7 @@ func fiberPathOf(path string) string {
 	parts := strings.Split(path, "/")
 	for i, p := range parts {
 		if strings.HasPrefix(p, "{") {
-			if p == "{symbol_id}" || p == "{path}" {
+			if p == "{symbol_id}" || p == "{path}" || p == "{action}" {
 				parts[i] = "*"
 			} else {
 				parts[i] = ":" + strings.Trim(p, "{}")

@@ -139,3 +139,37 @@ func TestStatisticsAreTheHostsFigures(t *testing.T) {
 		t.Errorf("cpu_usage_percent %v", c)
 	}
 }
+
+// The forwarded compute calls (spec 2.16): the ones labtap has answer
+// through their own routes (registered first); another action of an emulator labtap runs is 404 naming it, any call of
+// one it does not run is 409 saying so, an unknown compute 404; the
+// endpoint route hands back the controller's own route for the call.
+func TestForwardedComputeCalls(t *testing.T) {
+	s := newServer(t)
+	const fwd = "/v2/computes/{compute_id}/{emulator}/{action:.+}"
+	for _, c := range []struct {
+		method, path string
+		status       int
+		msg          string
+	}{
+		{"GET", "/v2/computes/local/qemu/nothing/here", 404, "GET /qemu/nothing/here not found"},
+		{"POST", "/v2/computes/local/qemu/img", 404, "POST /qemu/img not found"},
+		{"PUT", "/v2/computes/local/vpcs/images", 404, "PUT /vpcs/images not found"},
+		{"POST", "/v2/computes/local/iou/images/i86bi.bin", 409, "iou is not supported by this server"},
+		{"GET", "/v2/computes/local/dynamips/idlepc", 409, "dynamips is not supported by this server"},
+		{"PUT", "/v2/computes/local/virtualbox/vms/x", 409, "virtualbox is not supported by this server"},
+		{"GET", "/v2/computes/ghost/qemu/nothing", 404, "Compute ID ghost doesn't exist"},
+	} {
+		r := s.must(c.method, c.path, nil, c.status, fwd)
+		if msg, _ := r.body["message"].(string); !strings.HasPrefix(msg, c.msg) {
+			t.Errorf("%s %s: %s", c.method, c.path, r.raw)
+		}
+	}
+	const ep = "/v2/computes/endpoint/{compute_id}/{emulator}/{action:.+}"
+	r := s.must("GET", "/v2/computes/endpoint/local/qemu/images/my%20disk.qcow2", nil, 200, ep)
+	if r.body["endpoint"] != "http://example.com/v2/computes/local/qemu/images/my%20disk.qcow2" {
+		t.Errorf("endpoint %s", r.raw)
+	}
+	s.must("GET", "/v2/computes/endpoint/local/iou/images/x", nil, 409, ep)
+	s.must("GET", "/v2/computes/endpoint/ghost/qemu/images/x", nil, 404, ep)
+}
