@@ -416,6 +416,16 @@ func NodeFilePath(project, node, name string) string {
 	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
 }
 
+// ConsolePath is the route that connects to a started node's telnet
+// console: a GET with "Upgrade: "+ConsoleUpgrade, answered 101, after
+// which the connection carries the console's bytes both ways.
+func ConsolePath(project, node string) string {
+	return NodePath(project, node) + "/console"
+}
+
+// ConsoleUpgrade is the protocol ConsolePath switches to.
+const ConsoleUpgrade = "labtap-console"
+
 // NodeCopyPath is the route that copies a node's directory into another
 // node's (body NodeCopy).
 func NodeCopyPath(project, node string) string {

@@ -62,6 +62,12 @@ type StatisticsService interface {
 	Statistics() proto.Statistics
 }
 
+// ConsoleDialer is what a Service adds to connect to a node's console.
+// *host.Host satisfies it.
+type ConsoleDialer interface {
+	DialConsole(ctx context.Context, projectID, nodeID string) (net.Conn, error)
+}
+
 // NodeCopier is what a Service adds to copy a node's directory into
 // another's (a duplicate). *host.Host satisfies it.
 type NodeCopier interface {
@@ -128,6 +134,11 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	if st, ok := svc.(StatisticsService); ok {
 		mux.HandleFunc("GET "+proto.StatisticsPath, func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, st.Statistics())
+		})
+	}
+	if cd, ok := svc.(ConsoleDialer); ok {
+		mux.HandleFunc("GET "+n+"/console", func(w http.ResponseWriter, r *http.Request) {
+			h.serveConsole(w, r, cd)
 		})
 	}
 	if c, ok := svc.(NodeCopier); ok {

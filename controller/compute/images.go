@@ -90,3 +90,36 @@ func (r *Registry) Statistics(ctx context.Context, computeID string) (Statistics
 	err := r.do(ctx, computeID, "GET", proto.StatisticsPath, nil, &out)
 	return out, err
 }
+
+// DialConsole connects to a started node's telnet console through its
+// agent: the connection carries the console's bytes both ways until
+// closed, or until ctx ends.
+func (r *Registry) DialConsole(ctx context.Context, computeID, projectID, nodeID string) (io.ReadWriteCloser, error) {
+	t, err := r.target(computeID)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+proto.ConsolePath(projectID, nodeID), nil)
+	if err != nil {
+		return nil, &project.Error{Kind: project.ErrInvalid, Msg: "Invalid node", Err: err}
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", proto.ConsoleUpgrade)
+	t.authorize(req.Header)
+	resp, err := r.client.streams.Do(req)
+	if err != nil {
+		return nil, &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, req.URL.Path)}
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, agentError(t, resp.StatusCode, data)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, &project.Error{Kind: project.ErrConflict, Msg: "The agent did not switch to the console"}
+	}
+	return rwc, nil
+}
