@@ -59,6 +59,18 @@ type Service interface {
 	Subscribe() (events <-chan proto.Event, cancel func())
 }
 
+// StatisticsService is what a Service adds to report its host's figures.
+// *host.Host satisfies it.
+type StatisticsService interface {
+	Statistics() proto.Statistics
+}
+
+// ConsoleDialer is what a Service adds to connect to a node's console.
+// *host.Host satisfies it.
+type ConsoleDialer interface {
+	DialConsole(ctx context.Context, projectID, nodeID string) (net.Conn, error)
+}
+
 // NodeCopier is what a Service adds to copy a node's directory into
 // another's (a duplicate). *host.Host satisfies it.
 type NodeCopier interface {
@@ -130,6 +142,16 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+n+"/files/{path...}", h.nodeFile)
 	mux.HandleFunc("PUT "+n+"/files/{path...}", h.writeNodeFile)
 	mux.HandleFunc("POST "+n+"/console/reset", h.resetConsole)
+	if st, ok := svc.(StatisticsService); ok {
+		mux.HandleFunc("GET "+proto.StatisticsPath, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, st.Statistics())
+		})
+	}
+	if cd, ok := svc.(ConsoleDialer); ok {
+		mux.HandleFunc("GET "+n+"/console", func(w http.ResponseWriter, r *http.Request) {
+			h.serveConsole(w, r, cd)
+		})
+	}
 	if c, ok := svc.(NodeCopier); ok {
 		mux.HandleFunc("POST "+n+"/copy", func(w http.ResponseWriter, r *http.Request) {
 			var body proto.NodeCopy

@@ -340,6 +340,7 @@ func (a *API) register(app *fiber.App) {
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)
+	a.registerForward(app) // after every other compute route
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 	a.registerObserve(app)
 }
