@@ -349,11 +349,16 @@ type result struct {
 	relayCPU       float64       // agent CPU seconds during the run
 	cpuWait        time.Duration // agent threads were runnable but waited for a CPU
 	steal          float64       // share of the machine's CPU time the hypervisor took (steal time)
-	forwarded      int64         // by the relay, -1 if unknown
-	relayDrops     int64         // datagrams the kernel dropped at the relay's socket
-	sinkDrops      int64         // and at the sink's
-	capture        *captureCheck
-	err            error
+	// emitted frames left the captured link's relay toward its next hop
+	// (forwarded, or refused there: a full switch queue), -1 if unknown.
+	// The capture records what crossed the link, so it holds exactly
+	// these: a frame the next hop drops was still on the wire.
+	emitted    int64
+	forwarded  int64 // by the relay to the next hop, -1 if unknown
+	relayDrops int64 // datagrams the kernel dropped at the relay's socket
+	sinkDrops  int64 // and at the sink's
+	capture    *captureCheck
+	err        error
 }
 
 // runs lists the runs of one repetition, in order.
@@ -413,7 +418,7 @@ func (r result) loss() float64 {
 
 // one does one run.
 func (b *bench) one(s spec) result {
-	r := result{spec: s, forwarded: -1}
+	r := result{spec: s, emitted: -1, forwarded: -1}
 	var capPath string
 	if s.capture {
 		b.capN++
@@ -467,7 +472,9 @@ func (b *bench) one(s spec) result {
 	r.p50, r.p99 = sk.percentiles()
 	r.relayCPU = cpu1 - cpu0
 	if ok {
-		r.forwarded = int64(after.Directions[0].Forwarded - before.Directions[0].Forwarded)
+		a, b := after.Directions[0], before.Directions[0]
+		r.forwarded = int64(a.Forwarded - b.Forwarded)
+		r.emitted = r.forwarded + int64(a.SendErrors-b.SendErrors)
 	}
 	r.relayDrops = udpDrops(b.relayIn) - relayDrops0
 	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
@@ -476,7 +483,7 @@ func (b *bench) one(s spec) result {
 		if r.err = b.call("DELETE", proto.CapturePath(b.project, b.link), nil, &st); r.err != nil {
 			return r
 		}
-		c := verifyCapture(capPath, s.size, g, sk, r.forwarded)
+		c := verifyCapture(capPath, s.size, g, sk, r.emitted)
 		c.dropped = st.Dropped
 		c.agentFrames = st.Frames
 		r.capture = &c
@@ -733,18 +740,18 @@ type captureCheck struct {
 	missing     int    // received by the sink but not in the file
 	changed     int    // in the file but not byte-identical to what was sent
 	disorder    int    // out of order
-	unforwarded int64  // records - frames the relay forwarded (0 when complete)
+	unemitted   int64  // records - frames the link emitted (0 when complete)
 	err         error
 }
 
 func (c captureCheck) complete() bool {
 	return c.err == nil && c.missing == 0 && c.changed == 0 && c.disorder == 0 && c.dropped == 0 &&
-		uint64(c.records) == c.agentFrames && c.unforwarded == 0
+		uint64(c.records) == c.agentFrames && c.unemitted == 0
 }
 
 // verifyCapture reads a capture and checks it against what the generator
-// sent, what the sink received and what the relay forwarded.
-func verifyCapture(path string, size int, g *sent, sk *sink, forwarded int64) captureCheck {
+// sent, what the sink received and what the captured link emitted.
+func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) captureCheck {
 	seen := sk.seen
 	var c captureCheck
 	f, err := os.Open(path)
@@ -794,8 +801,8 @@ func verifyCapture(path string, size int, g *sent, sk *sink, forwarded int64) ca
 			c.missing++
 		}
 	}
-	if forwarded >= 0 {
-		c.unforwarded = int64(c.records) - forwarded
+	if emitted >= 0 {
+		c.unemitted = int64(c.records) - emitted
 	}
 	return c
 }
@@ -817,8 +824,8 @@ func (r result) captureSummary() string {
 	if c.complete() {
 		return fmt.Sprintf("capture complete (%d records)", c.records)
 	}
-	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs forwarded, err %v",
-		c.records, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unforwarded, c.err)
+	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v",
+		c.records, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err)
 }
 
 // procCPU returns a process's user+system CPU time in seconds.

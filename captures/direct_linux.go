@@ -37,6 +37,15 @@ func allocBlock() (b []byte, release func()) {
 	return b[:0], func() { syscall.Munmap(m) }
 }
 
+// totalMemory returns the machine's memory in bytes, 0 if unknown.
+func totalMemory() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
+
 // vecFile gives the direct handle vectored writes: a run of blocks, apart
 // in memory, goes to the disk in one call.
 type vecFile struct{ *os.File }
