@@ -691,3 +691,81 @@ func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesI
 	waitIn(t, h, 20*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.6.2")
 	c.call("DELETE", base, nil, 204, nil)
 }
+
+func TestStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	secret := "s3cret-stale"
+	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret})
+	a := &agentProc{t: t, id: "dockst", listen: "127.0.0.2:0", data: t.TempDir(), env: append(dockerInit(t), "LABTAP_SECRET="+secret), ctl: c.url}
+	a.start()
+	t.Cleanup(func() { a.kill(15) })
+	c.waitCompute(a.id, true, 30*time.Second)
+	base := newProject(c, "stale")
+	projectID := strings.TrimPrefix(base, "/v2/projects/")
+	h := c.dockerNode(base, "h", hostImage, a.id, 1)
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	inspect := func(name string) (string, bool) {
+		out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", name).Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	old, _ := inspect(container(h))
+
+	// Containers that look like labtap's: one of this project and agent
+	// whose node is gone (deleted while the agent was down), and others of
+	// another agent, another project, or nobody's (no labels).
+	mk := func(name string, labels ...string) string {
+		args := []string{"create", "--name", name, "--network", "none"}
+		for _, l := range labels {
+			args = append(args, "--label", l)
+		}
+		out, err := exec.Command("docker", append(append(args, hostImage), "sleep", "1")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker create: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("docker", "rm", "-f", name).Run() })
+		return name
+	}
+	id := func() string { return fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()) }
+	orphan := mk("labtap-stale-"+id(), "labtap.project_id="+projectID, "labtap.compute_id="+a.id, "labtap.node_id="+id())
+	others := []string{
+		mk("labtap-other-agent-"+id(), "labtap.project_id="+projectID, "labtap.compute_id=someone-else", "labtap.node_id="+id()),
+		mk("labtap-other-project-"+id(), "labtap.project_id=c0ffee00-0000-4000-8000-000000000000", "labtap.compute_id="+a.id, "labtap.node_id="+id()),
+		mk("labtap-"+id()),
+	}
+
+	a.kill(9) // leaves its container behind, which then dies too
+	c.waitCompute(a.id, false, 30*time.Second)
+	if out, err := exec.Command("docker", "stop", "-t", "0", container(h)).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop: %v %s", err, out)
+	}
+	a.start()
+	c.waitCompute(a.id, true, 30*time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, orphanThere := inspect(orphan)
+		now, nodeThere := inspect(container(h))
+		if !orphanThere && nodeThere && now != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the agent came back: stale container there %v, node's container %s (was %s)", orphanThere, now, old)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, o := range others {
+		if _, ok := inspect(o); !ok {
+			t.Fatalf("%s, not the agent's, was removed", o)
+		}
+	}
+	// The node works with its new container.
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	if h.Status != "started" {
+		t.Fatalf("node %+v", h)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+	for _, o := range others {
+		if _, ok := inspect(o); !ok {
+			t.Fatalf("%s, not the project's, was removed with it", o)
+		}
+	}
+}
