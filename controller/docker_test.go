@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -768,4 +769,49 @@ func TestStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t
 			t.Fatalf("%s, not the project's, was removed with it", o)
 		}
 	}
+}
+
+func TestAQemuGuestAndAContainerPingThroughACapturedLink(t *testing.T) {
+	guest := tinyGuest(t)
+	testenv.Docker(t, hostImage)
+	testenv.RequireTools(t, "tshark")
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	copyImages(t, c, guest)
+	base := newProject(c, "guest-container")
+	var g nodeReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "g1", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
+		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": 1,
+		"kernel_command_line": "console=ttyS0 labtap.name=g1 labtap.ip=10.0.5.1/24",
+	}}, 201, &g)
+	h := c.dockerNode(base, "h", hostImage, "local", 1)
+	l := c.link(base, g, 0, h, 0, 0)
+	for _, n := range []*nodeReply{&g, &h} {
+		c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, n)
+	}
+	if out, err := inNode(t, h, "ip", "addr", "add", "10.0.5.2/24", "dev", "eth0"); err != nil {
+		t.Fatalf("address the container: %v %s", err, out)
+	}
+	con := dialGuest(t, g.ConsoleHost, g.Console)
+	con.expect(t, 0, regexp.MustCompile(`labtap-guest ready g1`), 3*time.Minute)
+	linkPath := base + "/links/" + l.LinkID
+	var started linkReply
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, &started)
+	out := con.run(t, "ping -c 3 -W 5 10.0.5.2", 2*time.Minute)
+	if got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out); got == nil || got[1] == "0" {
+		t.Fatalf("guest → container: %s", out)
+	}
+	if out, err := inNode(t, h, "ping", "-c", "2", "-W", "5", "10.0.5.1"); err != nil {
+		t.Fatalf("container → guest: %v %s", err, out)
+	}
+	c.call("POST", linkPath+"/stop_capture", nil, 201, nil)
+	pcap := deref(started.CaptureFilePath)
+	for _, f := range []string{
+		"icmp.type == 8 && ip.src == 10.0.5.1", "icmp.type == 0 && ip.src == 10.0.5.2",
+		"icmp.type == 8 && ip.src == 10.0.5.2", "icmp.type == 0 && ip.src == 10.0.5.1",
+	} {
+		if n := tsharkCount(t, pcap, f); n < 2 {
+			t.Fatalf("the link's capture holds %d frames of %s", n, f)
+		}
+	}
+	c.call("DELETE", base, nil, 204, nil)
 }
