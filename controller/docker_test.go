@@ -446,7 +446,7 @@ type dockerReply struct {
 	} `json:"ports"`
 }
 
-func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
+func TestDockerHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "http")
@@ -509,7 +509,7 @@ func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.T) {
+func TestDockerContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "exits")
@@ -561,7 +561,7 @@ func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testing.T) {
+func TestDockerPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "volumes")
@@ -629,7 +629,7 @@ func TestPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testi
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
+func TestDockerProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "vars")
@@ -654,7 +654,7 @@ func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesIt(t *testing.T) {
+func TestDockerAdaptersOfARunningContainerAreRefusedAndOfAStoppedOneRemakeIt(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "adapters")
@@ -693,7 +693,7 @@ func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesI
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t *testing.T) {
+func TestDockerStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	secret := "s3cret-stale"
 	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret})
@@ -771,7 +771,7 @@ func TestStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t
 	}
 }
 
-func TestAQemuGuestAndAContainerPingThroughACapturedLink(t *testing.T) {
+func TestDockerQemuGuestAndAContainerPingThroughACapturedLink(t *testing.T) {
 	guest := tinyGuest(t)
 	testenv.Docker(t, hostImage)
 	testenv.RequireTools(t, "tshark")
