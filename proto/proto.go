@@ -47,6 +47,7 @@ type Code string
 const (
 	CodeInvalid      Code = "invalid"      // 400: the request is malformed or out of range
 	CodeUnauthorized Code = "unauthorized" // 401: missing or wrong shared secret
+	CodeForbidden    Code = "forbidden"    // 403: a path outside what the agent may touch
 	CodeNotFound     Code = "not_found"    // 404: no such project, node, link or capture
 	CodeConflict     Code = "conflict"     // 409: the request clashes with the current state
 	CodeInternal     Code = "internal"     // 500: the agent failed
@@ -68,6 +69,8 @@ func (c Code) Status() int {
 		return 400
 	case CodeUnauthorized:
 		return 401
+	case CodeForbidden:
+		return 403
 	case CodeNotFound:
 		return 404
 	case CodeConflict:
@@ -395,6 +398,17 @@ func NodeFilePath(project, node, name string) string {
 		parts[i] = url.PathEscape(p)
 	}
 	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
+}
+
+// NodeCopyPath is the route that copies a node's directory into another
+// node's (body NodeCopy).
+func NodeCopyPath(project, node string) string {
+	return NodePath(project, node) + "/copy"
+}
+
+// NodeCopy names the node whose directory receives the copy.
+type NodeCopy struct {
+	DestinationNodeID string `json:"destination_node_id"`
 }
 
 // ConsoleResetPath is the route that disconnects every client of a node's

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -56,6 +57,12 @@ type Service interface {
 	Subscribe() (events <-chan proto.Event, cancel func())
 }
 
+// NodeCopier is what a Service adds to copy a node's directory into
+// another's (a duplicate). *host.Host satisfies it.
+type NodeCopier interface {
+	CopyNodeDir(projectID, fromID, toID string) error
+}
+
 // ImageService is what a Service adds to serve images and the QEMU
 // wizard's routes. *host.Host satisfies it.
 type ImageService interface {
@@ -64,6 +71,14 @@ type ImageService interface {
 	QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary
 	QemuImgBinaries(ctx context.Context) []proto.QemuBinary
 	QemuCapabilities() proto.QemuCapabilities
+	// ImageFile opens an image for reading.
+	ImageFile(nodeType, path string) (*os.File, error)
+	// CreateQemuImg and ResizeQemuImg run qemu-img create and resize on a
+	// disk inside the images folder or a project's folder.
+	CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error
+	ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error
+	// ResizeDisk grows a disk of a stopped QEMU node.
+	ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error
 }
 
 // Config configures the handler.
@@ -113,6 +128,15 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+n+"/files/{path...}", h.nodeFile)
 	mux.HandleFunc("PUT "+n+"/files/{path...}", h.writeNodeFile)
 	mux.HandleFunc("POST "+n+"/console/reset", h.resetConsole)
+	if c, ok := svc.(NodeCopier); ok {
+		mux.HandleFunc("POST "+n+"/copy", func(w http.ResponseWriter, r *http.Request) {
+			var body proto.NodeCopy
+			if !decode(w, r, &body) {
+				return
+			}
+			h.reply(w, nil, c.CopyNodeDir(r.PathValue("project"), r.PathValue("node"), body.DestinationNodeID))
+		})
+	}
 	mux.HandleFunc("PUT "+l, h.putLink)
 	mux.HandleFunc("GET "+l, h.link)
 	mux.HandleFunc("DELETE "+l, h.deleteLink)

@@ -141,6 +141,8 @@ func agentError(t target, status int, body []byte) error {
 	switch pe.Code {
 	case proto.CodeInvalid:
 		kind = project.ErrInvalid
+	case proto.CodeForbidden:
+		kind = project.ErrForbidden
 	case proto.CodeNotFound:
 		kind = project.ErrNotFound
 	case proto.CodeConflict:
@@ -160,6 +162,8 @@ func codeOf(status int) proto.Code {
 		return proto.CodeInvalid
 	case 401:
 		return proto.CodeUnauthorized
+	case 403:
+		return proto.CodeForbidden
 	case 404:
 		return proto.CodeNotFound
 	case 409:

@@ -80,3 +80,45 @@ func (r *Registry) QemuCapabilities(ctx context.Context, computeID string) (Qemu
 	err := r.do(ctx, computeID, "GET", proto.QemuCapabilitiesPath, nil, &out)
 	return out, err
 }
+
+// OpenImage streams an image back from a compute; the caller closes it.
+// size is its length, -1 when unknown.
+func (r *Registry) OpenImage(ctx context.Context, computeID, nodeType, path string) (io.ReadCloser, int64, error) {
+	t, err := r.target(computeID)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+proto.ImagePath(nodeType, path), nil)
+	if err != nil {
+		return nil, 0, &project.Error{Kind: project.ErrForbidden, Msg: fmt.Sprintf("Image %s is forbidden", path), Err: err}
+	}
+	if t.secret != "" {
+		req.Header.Set(proto.SecretHeader, t.secret)
+	}
+	resp, err := r.client.streams.Do(req)
+	if err != nil {
+		return nil, 0, &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, req.URL.Path)}
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, 0, agentError(t, resp.StatusCode, data)
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// CreateQemuImg has a compute make a disk image with qemu-img create.
+func (r *Registry) CreateQemuImg(ctx context.Context, computeID string, c proto.QemuImgCreate) error {
+	return r.do(ctx, computeID, "POST", proto.QemuImgPath, c, nil)
+}
+
+// ResizeQemuImg has a compute grow a disk image with qemu-img resize.
+func (r *Registry) ResizeQemuImg(ctx context.Context, computeID string, c proto.QemuImgResize) error {
+	return r.do(ctx, computeID, "PUT", proto.QemuImgPath, c, nil)
+}
+
+// ResizeDisk grows a disk of a stopped QEMU node.
+func (r *Registry) ResizeDisk(ctx context.Context, computeID, projectID, nodeID, drive string, extendMB int) error {
+	return r.do(ctx, computeID, "POST", proto.ResizeDiskPath(projectID, nodeID), proto.ResizeDisk{DriveName: drive, Extend: extendMB}, nil)
+}

@@ -773,6 +773,12 @@ func (r *Registry) WriteNodeFile(ctx context.Context, computeID, projectID, node
 	return r.do(ctx, computeID, "PUT", proto.NodeFilePath(projectID, nodeID, name), proto.NodeFile{Content: data}, nil)
 }
 
+// CopyNodeDir copies a node's directory into another node's of the same
+// project on the same compute (a duplicate).
+func (r *Registry) CopyNodeDir(ctx context.Context, computeID, projectID, fromID, toID string) error {
+	return r.do(ctx, computeID, "POST", proto.NodeCopyPath(projectID, fromID), proto.NodeCopy{DestinationNodeID: toID}, nil)
+}
+
 // ResetConsole disconnects every client of a node's console.
 func (r *Registry) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
 	return r.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)

@@ -34,6 +34,8 @@ type NodeCreate struct {
 	// ConsoleType is the console a node with adapters asks for ("" is its
 	// default: telnet).
 	ConsoleType string
+	// Extra are stored members labtap does not model, kept (a duplicate's).
+	Extra Extra
 }
 
 // NewNodeCreate returns a request holding GNS3's defaults.
@@ -136,6 +138,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
 		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+		Extra: maps.Clone(req.Extra),
 	}
 	if hasAdapters(req.Type) {
 		n.ConsoleType = req.ConsoleType
@@ -370,16 +373,17 @@ func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node,
 }
 
 func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
-	st, err := s.lockOpened(projectID)
+	st, unlock, err := s.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer unlock()
 	return s.setStatusLocked(ctx, st, nodeID, status)
 }
 
-// setStatusLocked starts or stops one node. Several may run at once for
-// different nodes of a project. st.ops must be held.
+// setStatusLocked starts or stops one node. Several run at once for
+// different nodes of a project. st.ops must be held (shared will do), and
+// the node's lifecycle lock.
 func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
@@ -417,7 +421,9 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 }
 
 // updateRuntime applies what a compute says of node n, and stops the
-// captures that depend on it if it no longer runs. st.ops must be held.
+// captures that depend on it if it no longer runs. st.ops must be held
+// (shared will do, with n's lifecycle lock: the captures stopped are
+// those on n's side of a link, which only n's operations stop).
 func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
 	st.mu.Lock()
 	before = *n
@@ -450,21 +456,23 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 
 // ReloadNode restarts a node: stop, then start.
 func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	st, err := s.lockOpened(projectID)
+	st, unlock, err := s.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer unlock()
 	if _, err := s.setStatusLocked(ctx, st, nodeID, Stopped); err != nil {
 		return Node{}, err
 	}
 	return s.setStatusLocked(ctx, st, nodeID, Started)
 }
 
-// bulkParallel is how many nodes a bulk operation handles at once (GNS3: 3).
-const bulkParallel = 3
+// bulkParallel is how many nodes a bulk operation handles at once (GNS3:
+// 3). Each is one agent call that mostly waits (a process to start), so
+// more than the CPUs: 200 nodes start in a few seconds.
+const bulkParallel = 32
 
-// StartAll starts every node of a project, three at a time.
+// StartAll starts every node of a project, bulkParallel at a time.
 func (s *Service) StartAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
@@ -502,27 +510,45 @@ func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
 	})
 }
 
-// bulk runs op on every node, bulkParallel at a time, and returns the
-// first error after all have run.
+// bulk runs op on every node, bulkParallel at a time, each as a lifecycle
+// operation of its own (so a change, a node deletion, waits only for
+// those running), and returns the first error after all have run. A node
+// deleted before its turn is skipped.
 func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
+	if _, err := s.opened(projectID); err != nil {
+		return err
+	}
 	nodes, err := s.Nodes(projectID)
 	if err != nil {
 		return err
 	}
-	st, err := s.lockOpened(projectID)
-	if err != nil {
-		return err
-	}
-	defer st.ops.Unlock()
 	var g errgroup.Group // no context: one failure does not stop the others
 	g.SetLimit(bulkParallel)
 	for _, n := range nodes {
 		if n.Inert {
 			continue // never runs (archive.go)
 		}
-		g.Go(func() error { return op(ctx, st, n) })
+		g.Go(func() error {
+			st, unlock, err := s.lockLifecycle(projectID, n.ID)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if err := op(ctx, st, n); err != nil && !(errors.Is(err, ErrNotFound) && st.hasNotNode(n.ID)) {
+				return err
+			}
+			return nil
+		})
 	}
 	return g.Wait() // the first error
+}
+
+// hasNotNode reports whether the project no longer has a node.
+func (st *state) hasNotNode(id string) bool {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	_, ok := st.nodes[id]
+	return !ok
 }
 
 // NodeUpdate is a change to a node (PUT); nil members stay as they are.
@@ -773,6 +799,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	delete(st.nodes, nodeID)
 	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
 	st.mu.Unlock()
+	st.forgetLifecycle(nodeID)
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", projectID, "err", err)
 	}
