@@ -731,7 +731,7 @@ func TestDockerStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElse
 	others := []string{
 		mk("labtap-other-agent-"+id(), "labtap.project_id="+projectID, "labtap.compute_id=someone-else", "labtap.node_id="+id()),
 		mk("labtap-other-project-"+id(), "labtap.project_id=c0ffee00-0000-4000-8000-000000000000", "labtap.compute_id="+a.id, "labtap.node_id="+id()),
-		mk("labtap-"+id()),
+		mk("labtap-" + id()),
 	}
 
 	a.kill(9) // leaves its container behind, which then dies too
