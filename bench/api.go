@@ -48,6 +48,39 @@ type ctl struct {
 	pid    int // the controller's pid (strace's child when traced)
 	exited chan error
 	client *http.Client
+
+	logMu sync.Mutex
+	reqs  []loggedRequest // the access log's lines, controller's and embedded agent's
+}
+
+// loggedRequest is one line of the access log the controller (component
+// api) and its embedded agent (component local_agent) write at level info:
+// the time each spent on a request, from its first byte read to its reply.
+type loggedRequest struct {
+	component, method, route string
+	dur                      time.Duration
+}
+
+var accessLine = regexp.MustCompile(`msg=request component=(\S+) method=(\S+) route=(\S+) status=\d+ duration=(\S+)`)
+
+// handled returns the durations the access log gives for method and route
+// of component, from line from on, and the count of lines now.
+func (c *ctl) handled(component, method, route string, from int) []time.Duration {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	var out []time.Duration
+	for _, r := range c.reqs[min(from, len(c.reqs)):] {
+		if r.component == component && r.method == method && r.route == route {
+			out = append(out, r.dur)
+		}
+	}
+	return out
+}
+
+func (c *ctl) logged() int {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return len(c.reqs)
 }
 
 var ctlListenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
@@ -80,7 +113,13 @@ func startController(bin, traceFile string) (*ctl, error) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if m := ctlListenLine.FindStringSubmatch(sc.Text()); m != nil {
+			if m := accessLine.FindStringSubmatch(sc.Text()); m != nil {
+				if d, err := time.ParseDuration(m[4]); err == nil {
+					c.logMu.Lock()
+					c.reqs = append(c.reqs, loggedRequest{m[1], m[2], m[3], d})
+					c.logMu.Unlock()
+				}
+			} else if m := ctlListenLine.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") {
 				fmt.Fprintln(os.Stderr, "controller:", sc.Text())
@@ -266,7 +305,11 @@ func latencies(c *ctl, cfg apiConfig, cycles *[]capCycle) error {
 	}
 	var starts, stops []time.Duration
 	const warm = 3
+	var logFrom int
 	for i := range cfg.cycles + warm {
+		if i == warm {
+			logFrom = c.logged()
+		}
 		at := time.Now()
 		d1, err := c.call("POST", "/projects/"+p+"/links/"+l+"/start_capture", map[string]any{}, nil)
 		if err != nil {
@@ -285,6 +328,8 @@ func latencies(c *ctl, cfg apiConfig, cycles *[]capCycle) error {
 	}
 	fmt.Printf("start_capture (VPCS link, %d cycles): p50 %s  p99 %s  max %s\n", len(starts), pct(starts, 50), pct(starts, 99), pct(starts, 100))
 	fmt.Printf("stop_capture:                         p50 %s  p99 %s\n", pct(stops, 50), pct(stops, 99))
+	split(c, "start_capture", starts, logFrom, "POST", "/v2/projects/{project_id}/links/{link_id}/start_capture",
+		"PUT", "/v1/projects/{project}/links/{link}/capture")
 
 	var gets []time.Duration
 	for range max(200, cfg.cycles) {
@@ -298,6 +343,9 @@ func latencies(c *ctl, cfg apiConfig, cycles *[]capCycle) error {
 
 	var pairs []time.Duration
 	for i := range cfg.cycles + warm {
+		if i == warm {
+			logFrom = c.logged()
+		}
 		t0 := time.Now()
 		n, _, err := c.node(p, fmt.Sprintf("T%d", i), "vpcs", 200)
 		if err != nil {
@@ -311,8 +359,31 @@ func latencies(c *ctl, cfg apiConfig, cycles *[]capCycle) error {
 		}
 	}
 	fmt.Printf("node create+delete (VPCS, not started, %d pairs): p50 %s  p99 %s\n", len(pairs), pct(pairs, 50), pct(pairs, 99))
+	split(c, "node create", nil, logFrom, "POST", "/v2/projects/{project_id}/nodes", "PUT", "/v1/projects/{project}/nodes/{node}")
+	split(c, "node delete", nil, logFrom, "DELETE", "/v2/projects/{project_id}/nodes/{node_id}", "DELETE", "/v1/projects/{project}/nodes/{node}")
 	_, err = c.call("DELETE", "/projects/"+p, nil, nil)
 	return err
+}
+
+// split prints where a call's time went, from the access log: the client's
+// total (when given), the controller's handler (from its first byte read
+// to its reply: the project lock, JSON, the agent call and the project
+// file's write), the agent's handler, and what is left to each side.
+func split(c *ctl, name string, total []time.Duration, from int, method, route, agentMethod, agentRoute string) {
+	ctl := c.handled("api", method, route, from)
+	agent := c.handled("local_agent", agentMethod, agentRoute, from)
+	if len(ctl) == 0 {
+		fmt.Printf("  split of %s: no access log lines (the controller logs them at level info)\n", name)
+		return
+	}
+	line := fmt.Sprintf("  split of %s, p50: controller handler %s", name, pct(ctl, 50))
+	if len(total) > 0 {
+		line = fmt.Sprintf("  split of %s, p50: client total %s = HTTP and client ~%s + controller handler %s", name, pct(total, 50), pct(total, 50)-pct(ctl, 50), pct(ctl, 50))
+	}
+	if len(agent) > 0 {
+		line += fmt.Sprintf(" = the agent's handler %s + controller's own (lock, JSON, agent HTTP, project file) ~%s", pct(agent, 50), pct(ctl, 50)-pct(agent, 50))
+	}
+	fmt.Println(line)
 }
 
 // getThroughput measures GET link with cfg.clients concurrent keep-alive
@@ -367,8 +438,41 @@ func getThroughput(c *ctl, cfg apiConfig) error {
 	cpu1, _ := procCPU(c.pid)
 	fmt.Printf("GET link, %d keep-alive clients (Go net/http, same machine) for %s: %.0f req/s, %d failed; controller CPU %.2f cores\n",
 		cfg.clients, cfg.get, float64(n.Load())/el.Seconds(), failed.Load(), (cpu1-cpu0)/el.Seconds())
+	if err := wrkRun(c, url, cfg.get); err != nil {
+		fmt.Println("GET link with wrk:", err)
+	}
 	_, err = c.call("DELETE", "/projects/"+p, nil, nil)
 	return err
+}
+
+var wrkRate = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+var wrkNon2xx = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
+
+// wrkRun measures GET url with wrk -t2 -c16 (the issue's client: a C load
+// generator costs the controller's CPUs less than Go's net/http does).
+func wrkRun(c *ctl, url string, d time.Duration) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errors.New("wrk not found (scripts/bench -api installs it), skipped")
+	}
+	cpu0, _ := procCPU(c.pid)
+	t0 := time.Now()
+	out, err := exec.Command("wrk", "-t2", "-c16", fmt.Sprintf("-d%ds", max(1, int(d.Seconds()))), url).CombinedOutput()
+	el := time.Since(t0)
+	cpu1, _ := procCPU(c.pid)
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	m := wrkRate.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("no Requests/sec in its output: %s", out)
+	}
+	bad := "0"
+	if m := wrkNon2xx.FindSubmatch(out); m != nil {
+		bad = string(m[1])
+	}
+	fmt.Printf("GET link, wrk -t2 -c16 for %s: %s req/s, %s non-2xx; controller CPU %.2f cores\n",
+		d, m[1], bad, (cpu1-cpu0)/el.Seconds())
+	return nil
 }
 
 // labScale builds a lab of n nodes (3/5 VPCS, 2/5 switches, about 1.5

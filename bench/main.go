@@ -28,8 +28,12 @@
 //
 //	bench [-agent bin/agent] [-agent-cpu 1] [-reps 3] [-max 3s] [-rate 100000] [-steady 5s]
 //	      [-socket-buffer BYTES] [-no-gro] [-overdrive] [-only list] [-tunnels] [-keep]
+//	bench -captures 1000 [-agent bin/agent-main,bin/agent] [-captures-rate 100] [-captures-idle 10s]
 //	bench -api [-controller bin/controller] [-api-cycles 50] [-api-get 3s] [-api-clients 16]
 //	      [-api-lab 200] [-api-strace=true]
+//
+// -captures N measures N simultaneous captures on one agent (captures.go):
+// RSS and CPU per idle capture, and capture loss under a steady load.
 //
 // -api measures the controller's control plane instead (api.go): the real
 // controller with its embedded agent, driven over HTTP.
@@ -99,6 +103,12 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.buffered, "buffered-capture", false, "start the agent with --capture-direct-io=false: captures are written through the page cache")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
 	fs.StringVar(&topo, "topology", "cloud", "comma-separated topologies between generator and sink, each measured in turn with its own agent: cloud (cloud-cloud), switch (cloud-switch-cloud), hub, chain4 (4 switches); with more than one, a summary compares each to the first")
+	var cc capConfig
+	fs.IntVar(&cc.n, "captures", 0, "measure N simultaneous captures instead of the relay (captures.go): RSS and CPU per idle capture, then capture loss with -captures-rate frames/s on each; -agent may list binaries to compare (bin/agent-main,bin/agent)")
+	fs.IntVar(&cc.rate, "captures-rate", 100, "with -captures: frames/s sent to each link in the loaded run")
+	fs.IntVar(&cc.size, "captures-size", 128, "with -captures: frame size of the loaded run")
+	fs.DurationVar(&cc.idle, "captures-idle", 10*time.Second, "with -captures: length of each idle measurement")
+	fs.DurationVar(&cc.loaded, "captures-loaded", 10*time.Second, "with -captures: length of the loaded run")
 	var api bool
 	acfg := apiConfig{}
 	fs.BoolVar(&api, "api", false, "measure the controller's API instead of the relay: start_capture, node create+delete, GET link throughput (see api.go)")
@@ -114,6 +124,10 @@ func run(args []string) error {
 	if api {
 		acfg.keep = cfg.keep
 		return runAPI(acfg)
+	}
+	if cc.n > 0 {
+		runtime.GOMAXPROCS(max(4, runtime.NumCPU()))
+		return runCaptures(cfg, cc)
 	}
 	var topos []string
 	for _, t := range strings.Split(topo, ",") {

@@ -37,6 +37,15 @@ func allocBlock() (b []byte, release func()) {
 	return b[:0], func() { syscall.Munmap(m) }
 }
 
+// totalMemory returns the machine's memory in bytes, 0 if unknown.
+func totalMemory() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
+
 // vecFile gives the direct handle vectored writes: a run of blocks, apart
 // in memory, goes to the disk in one call.
 type vecFile struct{ *os.File }
@@ -61,3 +70,21 @@ func (f vecFile) WriteVecAt(bufs [][]byte, off int64) (n int, err error) {
 
 // directHandle wraps a file opened for direct I/O.
 func directHandle(f *os.File) fileHandle { return vecFile{f} }
+
+// dupFile duplicates f's descriptor (close-on-exec): one more handle on
+// the same open file, without a lookup of its name.
+func dupFile(f *os.File, _ string) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: derr}
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}

@@ -13,3 +13,9 @@ func allocBlock() (b []byte, release func()) { return heapBlock(), func() {} }
 
 // directHandle is never called: there is no direct handle without oDirect.
 func directHandle(f *os.File) fileHandle { return f }
+
+// totalMemory returns 0: unknown here.
+func totalMemory() int64 { return 0 }
+
+// dupFile opens f's file (at path) again, for reading.
+func dupFile(_ *os.File, path string) (*os.File, error) { return os.Open(path) }

@@ -30,10 +30,13 @@ const (
 	DefaultFlushInterval = 10 * time.Millisecond
 )
 
-// blockSize is the unit of a File's queue and of its writes. Records are
-// laid end to end across blocks, the way they lie in the file (one may
-// straddle two blocks), so block k holds bytes [k·blockSize, (k+1)·blockSize)
-// of the file and a full block is written in one piece at its place.
+// blockSize is the size of a big block, the unit of a busy File's queue and
+// of its writes. Records are laid end to end across blocks, the way they
+// lie in the file (one may straddle two blocks), and a block of size s
+// holds bytes [k·s, (k+1)·s) of the file, so a full block is written in one
+// piece at its place. Blocks come from a Pool: a File takes a small one
+// (smallBlock) when records come after a quiet spell, and big ones from
+// the next 2-MiB boundary of its file on while records keep coming.
 //
 // 2 MiB: one huge page (see allocBlock), and about 3 ms of full-size frames
 // at the fastest rate a relay reaches here, so a busy link writes a few
@@ -44,11 +47,13 @@ const blockSize = 2 << 20
 // memory. 4 KiB suits disks with 512-byte and with 4-KiB sectors.
 const directAlign = 4096
 
-// trimInterval is how long a File keeps the memory of blocks a burst made
-// it allocate, once no block fills any more.
+// trimInterval is how long a Pool keeps the memory Files gave back before
+// it returns it to the kernel, once no File needs it.
 const trimInterval = time.Second
 
-// maxRun bounds the full blocks written with one system call: 16 MiB. A
+// maxRun bounds the full blocks written with one system call: 16 MiB (a
+// run of small blocks, at the start of a burst, takes as many as make 16
+// MiB). A
 // direct write's CPU time hardly depends on its size (measured here, 3 GiB
 // written from a huge page: 0.07–0.08 s of CPU per GiB in 2-MiB writes,
 // 0.03–0.05 in 8-MiB ones, 0.02 in 16-MiB ones).
@@ -81,6 +86,14 @@ const maxInflight = 8
 // pcapng file the interface statistics written at the end), so a capture
 // may miss frames under overload but never hides that it did.
 //
+// The queue's memory is lent by a Pool shared by the agent's Files
+// (Options.Pool): blocks are taken when records come and given back once
+// written, the last one when a flush finds nothing more to write, so a
+// capture with no traffic holds no block, only the end of its last page
+// (under 4 KiB, to write that page whole again with direct I/O). Frames
+// that find the pool exhausted are dropped and counted like those that find
+// the queue full.
+//
 // Full blocks are written with direct I/O (O_DIRECT) where the file system
 // allows it: the disk takes the bytes straight from the queue. Written
 // through the page cache, the kernel copies every byte once more and keeps
@@ -99,29 +112,31 @@ const maxInflight = 8
 type File struct {
 	path     string
 	f        fileHandle // through the page cache: tails, statistics, truncation
-	direct   fileHandle // O_DIRECT, for full blocks; nil when the file system has none
-	enc      *encoder   // guarded by mu
+	direct   fileHandle // O_DIRECT, for full blocks; nil when the file system has none. Set by the writer (writeLoop) as it starts: read only by it and the writes it starts
+	openDir  func() fileHandle
+	enc      *encoder // guarded by mu
 	now      func() time.Time
 	interval time.Duration
-	trimEach time.Duration
 	hooks    hooks
 	started  time.Time
+	pool     *Pool
 
-	mu      sync.Mutex        // guards the queue and the fields below
-	cur     *block            // being filled: its records are whole
-	full    []*block          // full, waiting to be written, oldest first
-	free    []*block          // written, for reuse
-	nblocks int               // allocated, bounded by max
-	blocks  map[*block]func() // every block allocated, and how to give its memory back
-	used    bool              // a block filled since the last trim
-	max     int
-	runAt   int   // full blocks that are written before they are due: maxRun, or half a small queue
-	state   int   // running, closing or failed
-	limit   int64 // the file takes no record that would end past this offset; 0: none
-	sealed  bool  // the file takes no more records (a limit was reached, or Seal)
-	last    time.Time
-	queued  [2]uint64 // records ever queued, per direction
-	scratch []byte    // a record that straddles two blocks is encoded here
+	mu        sync.Mutex          // guards the queue and the fields below
+	cur       *block              // being filled: its records are whole; nil when the file has every record queued
+	full      []*block            // full, waiting to be written, oldest first
+	fullBytes int                 // their size
+	held      map[*block]struct{} // every block taken from the pool and not given back
+	heldBytes int                 // their size (cur, full, being written), bounded by max
+	pos       int64               // with cur nil: where the next record goes in the file
+	tail      []byte              // with cur nil: the file's bytes from its last page boundary to pos
+	max       int                 // bytes of blocks the File may hold
+	runAt     int                 // bytes of full blocks that are written before they are due: a run, or half a small queue
+	state     int                 // running, closing or failed
+	limit     int64               // the file takes no record that would end past this offset; 0: none
+	sealed    bool                // the file takes no more records (a limit was reached, or Seal)
+	last      time.Time
+	queued    [2]uint64 // records ever queued, per direction
+	scratch   []byte    // a record that straddles two blocks is encoded here
 
 	written [2]atomic.Uint64 // records on disk, per direction
 	dropped [2]atomic.Uint64 // frames not written, per direction
@@ -148,7 +163,7 @@ const (
 // block is one blockSize piece of the file, as the queue holds it.
 type block struct {
 	b   []byte // aligned to directAlign, capacity blockSize; the bytes queued so far
-	off int64  // where b[0] is in the file: a multiple of blockSize
+	off int64  // where b[0] is in the file: a multiple of cap(b)
 	// flushed bytes of b are on disk already (a flush wrote them before the
 	// block was full). Guarded by File.mu.
 	flushed int
@@ -156,6 +171,8 @@ type block struct {
 	// how many records, per direction, the file holds up to there.
 	whole int
 	count [2]uint64
+	reg   *region // the pool's memory it is in
+	chunk int     // its small block in reg, -1 for a big block
 }
 
 // heapBlock allocates the memory of a block, aligned for direct writes, on
@@ -179,23 +196,29 @@ type fileHandle interface {
 // directory, whatever name holds (the agent checks names before, with
 // capspec.ValidFileName: its trust boundary).
 func Create(dir *os.Root, name string, opts Options) (*File, error) {
-	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Read and write: followers read the file through a duplicate of this
+	// handle (Reader), so a capture opens its file once before it answers.
+	f, err := dir.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("captures: create %s: %w", name, err)
 	}
-	var direct fileHandle
 	if !opts.BufferedIO && oDirect != 0 {
-		// A second handle on the same file, for full blocks; a file system
-		// that refuses O_DIRECT (tmpfs, some network ones) gets none.
-		if d, err := dir.OpenFile(name, os.O_WRONLY|oDirect, 0); err == nil {
-			direct = directHandle(d)
+		// A second handle on the same file, for full blocks, opened by the
+		// writer when it starts: not on the way to the capture's start. A
+		// file system that refuses O_DIRECT (tmpfs, some network ones)
+		// gets none.
+		opts.openDirect = func() fileHandle {
+			if d, err := dir.OpenFile(name, os.O_WRONLY|oDirect, 0); err == nil {
+				return directHandle(d)
+			}
+			return nil
 		}
 	}
 	path := filepath.Join(dir.Name(), name)
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	c, err := newFile(path, f, direct, opts)
+	c, err := newFile(path, f, nil, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +230,17 @@ func Create(dir *os.Root, name string, opts Options) (*File, error) {
 		return nil, fmt.Errorf("captures: create %s: %w", name, err)
 	}
 	return c, nil
+}
+
+// Reader returns a handle of its own that reads the file, even once the
+// File is closed or the file removed: a duplicate of the File's handle,
+// which costs no lookup of the file's name. The caller closes it.
+func (c *File) Reader() (*os.File, error) {
+	f, ok := c.f.(*os.File)
+	if !ok {
+		return nil, errors.New("captures: the file has no handle to read through")
+	}
+	return dupFile(f, c.path)
 }
 
 // syncCreated makes a new file's contents and its directory entry durable.
@@ -230,10 +264,11 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		direct:   direct,
 		now:      opts.Now,
 		interval: opts.FlushInterval,
-		trimEach: opts.trimInterval,
-		max:      max(2, opts.QueueBytes/blockSize),
+		pool:     opts.Pool,
+		max:      max(2*blockSize, opts.QueueBytes),
 		limit:    opts.MaxBytes,
 		hooks:    opts.hooks,
+		openDir:  opts.openDirect,
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -245,15 +280,17 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		return nil, err
 	}
 	c.enc = enc
-	c.runAt = min(maxRun, max(1, c.max/2)) // a queue of few blocks must not wait for a whole run
+	c.runAt = min(maxRun*blockSize, max(blockSize, c.max/2)) // a queue of few blocks must not wait for a whole run
 	c.started = c.now()
-	c.cur = c.newBlockLocked()
-	c.cur.b = append(c.cur.b, enc.header...)
-	if _, err := c.flushTail(); err != nil {
+	// The header goes straight to the file: a File holds no block before
+	// records come.
+	if err := writeAt(c.f, enc.header, 0); err != nil {
 		c.closeFiles()
-		c.releaseAll()
 		return nil, fmt.Errorf("captures: write file header: %w", err)
 	}
+	c.pos = int64(len(enc.header))
+	c.tail = append([]byte(nil), enc.header[len(enc.header)&^(directAlign-1):]...)
+	c.commit(c.pos, [2]uint64{})
 	go c.writeLoop() // ended by Close or a failed write
 	return c, nil
 }
@@ -261,51 +298,74 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 // Path returns the file's absolute path.
 func (c *File) Path() string { return c.path }
 
-// newBlockLocked returns a free block, or a new one if the queue may grow,
-// or nil. c.mu must be held (or c not shared yet).
-func (c *File) newBlockLocked() *block {
-	if k := len(c.free); k > 0 {
-		blk := c.free[k-1]
-		c.free = c.free[:k-1]
-		return blk
+// newBlockLocked takes a block from the pool for the bytes of the file
+// from off on (a multiple of its size): a big one if big and the pool has
+// one, else a small one. It returns nil when the queue is full or the pool
+// exhausted. c.mu must be held.
+func (c *File) newBlockLocked(off int64, big bool) *block {
+	size := smallBlock
+	if big {
+		size = blockSize
 	}
-	if c.nblocks >= c.max {
+	if c.heldBytes+size > c.max {
+		if !big || c.heldBytes+smallBlock > c.max {
+			return nil
+		}
+		big = false
+	}
+	blk := c.pool.get(big)
+	if blk == nil {
 		return nil
 	}
-	c.nblocks++
-	b, release := allocBlock()
-	blk := &block{b: b}
-	if c.blocks == nil {
-		c.blocks = make(map[*block]func())
+	blk.off = off
+	if c.held == nil {
+		c.held = make(map[*block]struct{})
 	}
-	c.blocks[blk] = release
+	c.held[blk] = struct{}{}
+	c.heldBytes += cap(blk.b)
 	return blk
 }
 
-// trimLocked gives back the memory of free blocks but one when no block
-// filled since the last trim: a burst that grew the queue does not keep
-// its memory while the link is quiet. c.mu must be held.
-func (c *File) trimLocked() {
-	if c.used {
-		c.used = false
-		return
+// takeCurLocked makes a block from the pool the one being filled, when the
+// File holds none: a small block holding c.pos, with the end of the file's
+// last page put back in place (the bytes before that page are on disk and
+// never written again, so they are left as they are). It returns nil when
+// the pool is exhausted. c.mu must be held.
+func (c *File) takeCurLocked() *block {
+	off := c.pos &^ (smallBlock - 1)
+	blk := c.newBlockLocked(off, false)
+	if blk == nil {
+		return nil
 	}
-	for len(c.free) > 1 {
-		blk := c.free[len(c.free)-1]
-		c.free = c.free[:len(c.free)-1]
-		c.blocks[blk]()
-		delete(c.blocks, blk)
-		c.nblocks--
-	}
+	page := int(c.pos&^(directAlign-1) - off)
+	blk.b = append(blk.b[:page], c.tail...)
+	blk.flushed = len(blk.b)
+	c.cur = blk
+	return blk
 }
 
-// releaseAll gives back the memory of every block, once nothing can touch
-// them any more.
-func (c *File) releaseAll() {
-	for _, release := range c.blocks {
-		release()
+// giveBackCurLocked gives the block being filled back to the pool when the
+// file has all its records and nothing else waits: the File is idle. It
+// keeps the end of the file's last page (c.tail) for takeCurLocked. c.mu
+// must be held.
+func (c *File) giveBackCurLocked(blk *block) {
+	if c.cur != blk || len(blk.b) != blk.flushed || len(c.full) > 0 {
+		return
 	}
-	c.blocks = nil
+	end := len(blk.b)
+	c.tail = append(c.tail[:0], blk.b[end&^(directAlign-1):end]...)
+	c.pos = blk.off + int64(end)
+	c.cur = nil
+	c.giveBackLocked(blk)
+}
+
+// giveBackLocked gives a block back to the pool, its bytes written or no
+// longer wanted. c.mu must be held.
+func (c *File) giveBackLocked(blk *block) {
+	delete(c.held, blk)
+	c.heldBytes -= cap(blk.b)
+	blk.flushed, blk.whole, blk.count = 0, 0, [2]uint64{}
+	c.pool.put(blk)
 }
 
 // WritePacket appends frame as one record. See WritePackets.
@@ -346,43 +406,63 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) (n int) {
 	cur := c.cur
 	// Wake the writer when the queue had nothing for the file (it arms its
 	// timer), and below when a run of full blocks is ready.
-	wake := len(c.full) == 0 && len(cur.b) == cur.flushed
+	wake := len(c.full) == 0 && (cur == nil || len(cur.b) == cur.flushed)
 	var dropped uint64
+	exhausted := false // no block to be had for this batch
 	for i, f := range frames {
-		if c.limit > 0 && cur.off+int64(len(cur.b))+int64(c.enc.recordSize(len(f))) > c.limit {
+		end := c.pos
+		if cur != nil {
+			end = cur.off + int64(len(cur.b))
+		}
+		if c.limit > 0 && end+int64(c.enc.recordSize(len(f))) > c.limit {
 			c.sealed = true // this record and every later one belong to the next file
 			n = i
 			break
 		}
 		n = i + 1
-		if len(cur.b)+maxRecord(len(f)) <= blockSize {
+		if cur == nil {
+			if !exhausted {
+				cur = c.takeCurLocked()
+			}
+			if cur == nil {
+				exhausted = true
+				dropped++ // the pool is exhausted
+				continue
+			}
+		}
+		if len(cur.b)+maxRecord(len(f)) <= cap(cur.b) {
 			cur.b = c.enc.appendRecord(cur.b, dir, ts, f)
 			c.queued[dir]++
 			continue
 		}
 		rec := c.enc.appendRecord(c.scratch[:0], dir, ts, f)
 		c.scratch = rec
-		room := blockSize - len(cur.b)
+		room := cap(cur.b) - len(cur.b)
 		if len(rec) <= room {
 			cur.b = append(cur.b, rec...)
 			c.queued[dir]++
 			continue
 		}
-		// The record straddles this block and the next.
-		next := c.newBlockLocked()
+		// The record straddles this block and the next: a big one from a
+		// 2-MiB boundary on.
+		nextOff := cur.off + int64(cap(cur.b))
+		var next *block
+		if !exhausted {
+			next = c.newBlockLocked(nextOff, nextOff%blockSize == 0)
+		}
 		if next == nil {
-			dropped++ // the disk is behind and the queue is full
+			exhausted = true
+			dropped++ // the disk is behind and the queue is full, or the pool is exhausted
 			continue
 		}
 		cur.whole, cur.count = len(cur.b), c.queued
 		cur.b = append(cur.b, rec[:room]...)
 		c.queued[dir]++
-		next.off = cur.off + blockSize
 		next.b = append(next.b, rec[room:]...)
 		c.full = append(c.full, cur)
+		c.fullBytes += cap(cur.b)
 		c.cur, cur = next, next
-		c.used = true
-		wake = wake || len(c.full) >= c.runAt
+		wake = wake || c.fullBytes >= c.runAt
 	}
 	c.mu.Unlock()
 	if dropped > 0 {
@@ -452,11 +532,12 @@ type blockWrite struct {
 // flushed.
 func (c *File) writeLoop() {
 	defer close(c.stopped)
+	if c.openDir != nil {
+		c.direct = c.openDir()
+	}
 	var pending []*blockWrite // oldest first: they are committed in file order
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	trim := time.NewTicker(c.trimEach)
-	defer trim.Stop()
 	// due: FlushInterval passed since records were queued; wroteBlocks: this
 	// due time found full blocks to write.
 	armed, due, wroteBlocks := false, false, false
@@ -504,10 +585,6 @@ func (c *File) writeLoop() {
 		case <-c.kick:
 		case <-timer.C:
 			armed, due = false, true
-		case <-trim.C:
-			c.mu.Lock()
-			c.trimLocked()
-			c.mu.Unlock()
 		case <-c.stop:
 			timer.Stop()
 			err := c.drain(pending) // waits for every write it started
@@ -529,24 +606,29 @@ func (c *File) hasFull() bool {
 func (c *File) hasUnwritten() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.full) > 0 || len(c.cur.b) > c.cur.flushed
+	return len(c.full) > 0 || (c.cur != nil && len(c.cur.b) > c.cur.flushed)
 }
 
 // startBlockWrites starts writing full blocks, oldest first, in runs of up
-// to maxRun, while fewer than maxInflight writes are under way: every full
-// block when all is true, else only whole runs of runAt. It returns
-// pending with the writes it started added.
+// to maxRun big blocks' bytes, while fewer than maxInflight writes are
+// under way: every full block when all is true, else only whole runs of
+// runAt bytes. It returns pending with the writes it started added.
 func (c *File) startBlockWrites(pending []*blockWrite, all bool) []*blockWrite {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(pending) < maxInflight && len(c.full) > 0 && (all || len(c.full) >= c.runAt) {
-		n := min(len(c.full), maxRun)
+	for len(pending) < maxInflight && len(c.full) > 0 && (all || c.fullBytes >= c.runAt) {
+		n, size := 0, 0
+		for n < len(c.full) && (n == 0 || size+cap(c.full[n].b) <= maxRun*blockSize) {
+			size += cap(c.full[n].b)
+			n++
+		}
+		c.fullBytes -= size
 		blks := slices.Clone(c.full[:n])
 		c.full = c.full[:copy(c.full, c.full[n:])]
 		w := &blockWrite{blks: blks, done: make(chan struct{})}
 		data := make([][]byte, n)
 		for i, blk := range blks {
-			data[i] = blk.b[:blockSize]
+			data[i] = blk.b[:cap(blk.b)]
 		}
 		off, from := blks[0].off, blks[0].flushed
 		go func() {
@@ -571,8 +653,7 @@ func (c *File) commitOldest(pending []*blockWrite) ([]*blockWrite, error) {
 	c.commit(last.off+int64(last.whole), last.count)
 	c.mu.Lock()
 	for _, blk := range w.blks {
-		blk.b, blk.flushed, blk.whole, blk.count = blk.b[:0], 0, 0, [2]uint64{}
-		c.free = append(c.free, blk)
+		c.giveBackLocked(blk)
 	}
 	c.mu.Unlock()
 	return pending, nil
@@ -588,8 +669,8 @@ func (c *File) commit(size int64, count [2]uint64) {
 
 // flushTail writes the records of the block being filled that the file
 // does not have yet, and reports whether it could: not while a full block
-// waits to be written before it. Only the writer goroutine calls it (and
-// newFile, before there is one).
+// waits to be written before it. Then, if no record came meanwhile, it
+// gives the block back to the pool. Only the writer goroutine calls it.
 func (c *File) flushTail() (bool, error) {
 	c.mu.Lock()
 	if len(c.full) > 0 {
@@ -597,11 +678,17 @@ func (c *File) flushTail() (bool, error) {
 		return false, nil
 	}
 	blk := c.cur
-	data, from, count := blk.b, blk.flushed, c.queued
-	c.mu.Unlock()
-	if len(data) == from {
+	if blk == nil {
+		c.mu.Unlock()
 		return true, nil
 	}
+	data, from, count := blk.b, blk.flushed, c.queued
+	if len(data) == from {
+		c.giveBackCurLocked(blk)
+		c.mu.Unlock()
+		return true, nil
+	}
+	c.mu.Unlock()
 	// The block may fill and join c.full meanwhile; it is written only
 	// from this goroutine, after this returns.
 	if err := c.writeRange([][]byte{data}, blk.off, from); err != nil {
@@ -609,6 +696,7 @@ func (c *File) flushTail() (bool, error) {
 	}
 	c.mu.Lock()
 	blk.flushed = len(data)
+	c.giveBackCurLocked(blk)
 	c.mu.Unlock()
 	c.commit(blk.off+int64(len(data)), count)
 	return true, nil
@@ -764,10 +852,12 @@ func (c *File) finish(pending []*blockWrite, cause error) {
 		c.mu.Unlock()
 	}
 	// Every write has returned and WritePackets queues nothing any more
-	// (the state is not running): the blocks' memory can go.
+	// (the state is not running): the blocks go back to the pool.
 	c.mu.Lock()
-	c.releaseAll()
-	c.cur, c.full, c.free = nil, nil, nil
+	for blk := range c.held {
+		c.giveBackLocked(blk)
+	}
+	c.cur, c.full, c.fullBytes = nil, nil, 0
 	c.mu.Unlock()
 	if err := c.closeFiles(); err != nil && cause == nil {
 		cause = fmt.Errorf("captures: close %s: %w", c.path, err)

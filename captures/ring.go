@@ -131,7 +131,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd, err := r.dir.Open(name)
+	rd, err := f.Reader()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("captures: open %s for followers: %w", name, err)
@@ -529,4 +529,63 @@ func (r *Ring) Follow(ctx context.Context, w io.Writer, flush func() error) erro
 		r.mu.Unlock()
 		rf, from = next, int64(next.f.HeaderLen())
 	}
+}
+
+// Snapshot is the file a capture is writing, as it was when the snapshot
+// was taken: its first Size bytes, which end on a whole record, a valid
+// capture on its own. Read it, then Close it.
+type Snapshot struct {
+	// Name is the file's name (for a ring, the numbered file).
+	Name string
+	// Size is the snapshot's length in bytes.
+	Size int64
+	io.Reader
+	release func()
+}
+
+// Close lets the file go: the ring may close its read handle once it
+// removed the file.
+func (s *Snapshot) Close() error {
+	s.release()
+	return nil
+}
+
+// Snapshot returns the file being written (the last one, once the capture
+// ended) as it is now. The ring keeps the file readable until the
+// snapshot is closed, even if it removes the file meanwhile (too old).
+func (r *Ring) Snapshot() (*Snapshot, error) {
+	r.mu.Lock()
+	rf := r.cur.Load()
+	if rf.rd == nil { // the capture ended and nobody follows it: the file is whole
+		r.mu.Unlock()
+		f, err := r.dir.Open(rf.name)
+		if err != nil {
+			return nil, fmt.Errorf("captures: snapshot of %s: %w", rf.name, err)
+		}
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("captures: snapshot of %s: %w", rf.name, err)
+		}
+		return &Snapshot{Name: rf.name, Size: info.Size(), Reader: io.NewSectionReader(f, 0, info.Size()), release: func() { f.Close() }}, nil
+	}
+	if r.followers == nil {
+		r.followers = make(map[int]int)
+	}
+	id := r.nextID
+	r.nextID++
+	r.followers[id] = rf.n // keeps rf.rd open
+	r.mu.Unlock()
+	// The size the writer committed: whole records only (File.Stats).
+	_, size, _ := rf.f.Stats()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			r.mu.Lock()
+			delete(r.followers, id)
+			r.sweepLocked()
+			r.mu.Unlock()
+		})
+	}
+	return &Snapshot{Name: rf.name, Size: size, Reader: io.NewSectionReader(rf.rd, 0, size), release: release}, nil
 }

@@ -267,3 +267,73 @@ func TestRingFilesAreValidForCapinfos(t *testing.T) {
 		}
 	}
 }
+
+func TestASnapshotIsTheFileBeingWrittenUpToItsLastWholeRecord(t *testing.T) {
+	for _, format := range []string{capspec.FormatPcap, capspec.FormatPcapng} {
+		t.Run(format, func(t *testing.T) {
+			root, dir := openRoot(t)
+			name := "snap" + capspec.Ext(format)
+			r, err := CreateRing(root, name, Options{Format: format}, Limits{MaxBytes: 128 << 10, Files: 2}, RingHooks{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			// Frames keep coming while snapshots are taken; each snapshot
+			// reads whole records, in order, from a file that may be removed
+			// (two files kept) before it is read.
+			stop := make(chan struct{})
+			wrote := make(chan struct{})
+			go func() {
+				defer close(wrote)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					r.WritePackets(Direction(i%2), [][]byte{numbered(i, 900)})
+					time.Sleep(50 * time.Microsecond)
+				}
+			}()
+			for n := range 20 {
+				s, err := r.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !capspec.IsRingName(s.Name, name) {
+					t.Fatalf("snapshot of %s", s.Name)
+				}
+				time.Sleep(2 * time.Millisecond) // the ring moves on meanwhile
+				data, err := io.ReadAll(s)
+				s.Close()
+				if err != nil || int64(len(data)) != s.Size {
+					t.Fatalf("snapshot %d: %d bytes of %d, %v", n, len(data), s.Size, err)
+				}
+				seq := sequenceOf(t, format, data) // fails on a torn record
+				for i := 1; i < len(seq); i++ {
+					if seq[i] != seq[i-1]+1 {
+						t.Fatalf("snapshot %d: frame %d after %d", n, seq[i], seq[i-1])
+					}
+				}
+				if n == 19 {
+					path := filepath.Join(t.TempDir(), s.Name)
+					os.WriteFile(path, data, 0o644)
+					capinfosOK(t, path)
+				}
+			}
+			close(stop)
+			<-wrote
+			r.Close()
+			// Once ended, the snapshot is the whole last file.
+			s, err := r.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			info, _ := os.Stat(filepath.Join(dir, s.Name))
+			if info == nil || info.Size() != s.Size {
+				t.Fatalf("snapshot of the ended ring: %d bytes, the file %v", s.Size, info)
+			}
+		})
+	}
+}

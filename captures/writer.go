@@ -50,9 +50,14 @@ type Options struct {
 	// system had no direct I/O: for comparison, and for a file system whose
 	// direct I/O misbehaves.
 	BufferedIO bool
+	// Pool lends a File the memory of its queue; nil means DefaultPool(),
+	// the process's.
+	Pool *Pool
 
-	trimInterval time.Duration // tests shorten it; zero means the default
-	hooks        hooks         // tests open race windows with them
+	hooks hooks // tests open race windows with them
+	// openDirect opens the file's direct handle (nil: none); the writer
+	// calls it when it starts, so Create does not wait for it.
+	openDirect func() fileHandle
 }
 
 // hooks are called by a File's writer at points where tests need to act.
@@ -74,7 +79,7 @@ func (o *Options) defaults() {
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
-	if o.trimInterval <= 0 {
-		o.trimInterval = trimInterval
+	if o.Pool == nil {
+		o.Pool = DefaultPool()
 	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -428,5 +430,264 @@ func TestADockerNodeUpdateRemakesItsContainerOnlyWhileStopped(t *testing.T) {
 	if !strings.Contains(e.Message, "must be stopped") {
 		t.Fatalf("message %q", e.Message)
 	}
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+// dockerReply is a docker node as the controller shows it.
+type dockerReply struct {
+	nodeReply
+	Name        string         `json:"name"`
+	ConsoleType string         `json:"console_type"`
+	Properties  map[string]any `json:"properties"`
+	Ports       []struct {
+		Name       string `json:"name"`
+		MACAddress string `json:"mac_address"`
+	} `json:"ports"`
+}
+
+func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "http")
+	// A template with an http console, as the GUI's wizard makes one; the
+	// web server listens on the container's loopback only, so the console
+	// can reach it only from inside the container's network namespace.
+	var tpl struct {
+		TemplateID string `json:"template_id"`
+	}
+	c.call("POST", "/v2/templates", map[string]any{"name": "web", "template_type": "docker", "compute_id": "local",
+		"image": hostImage, "console_type": "http", "console_http_port": 8080, "console_http_path": "/index.html",
+		"start_command": `sh -c "mkdir -p /srv && echo hello from $(hostname) > /srv/index.html && exec busybox httpd -f -p 127.0.0.1:8080 -h /srv"`,
+	}, 201, &tpl)
+	var n dockerReply
+	c.call("POST", base+"/templates/"+tpl.TemplateID, map[string]any{"x": 0, "y": 0}, 201, &n)
+	if n.ConsoleType != "http" || n.Properties["console_http_port"] != float64(8080) || n.Properties["console_http_path"] != "/index.html" || n.Console == 0 {
+		t.Fatalf("node from the template: console %d %q, properties %v", n.Console, n.ConsoleType, n.Properties)
+	}
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(n.ConsoleHost, fmt.Sprint(n.Console)), n.Properties["console_http_path"])
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v %q", url, err, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if strings.TrimSpace(body) != "hello from "+n.Name {
+		t.Fatalf("the console's page: %q", body)
+	}
+
+	// The console type is the node's to change, while it is stopped.
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"console_type": "telnet"}, 409, &e)
+	if !strings.Contains(e.Message, "must be stopped to change console_type") {
+		t.Fatalf("message %q", e.Message)
+	}
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"console_type": "bogus"}, 400, nil)
+	c.call("POST", base+"/nodes/"+n.NodeID+"/stop", nil, 200, nil)
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
+		t.Fatal("the http console answers while the node is stopped")
+	}
+	var none dockerReply
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"console_type": "none"}, 200, &none)
+	if none.ConsoleType != "none" || none.Console != 0 {
+		t.Fatalf("after console_type none: console %d %q", none.Console, none.ConsoleType)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "exits")
+	follow := c.follow(strings.TrimPrefix(base, "/v2/projects/"))
+	var n dockerReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "h", "node_type": "docker", "compute_id": "local",
+		"properties": map[string]any{"image": hostImage, "start_command": "sleep infinity"}}, 201, &n)
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	event := func(what, status string) {
+		t.Helper()
+		err := follow.waitFor("node.updated", 30*time.Second, func(ev json.RawMessage) (bool, error) {
+			var got nodeReply
+			if err := json.Unmarshal(ev, &got); err != nil {
+				return false, err
+			}
+			return got.NodeID == n.NodeID && got.Status == status, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	stoppedEvent := func(what string) {
+		t.Helper()
+		event(what, "stopped")
+		var now nodeReply
+		c.call("GET", base+"/nodes/"+n.NodeID, nil, 200, &now)
+		if now.Status != "stopped" {
+			t.Fatalf("%s: the node is %s", what, now.Status)
+		}
+	}
+	// Killed behind labtap's back.
+	if out, err := exec.Command("docker", "kill", container(n.nodeReply)).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	stoppedEvent("docker kill")
+
+	// Its command ends by itself; it starts again afterwards.
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"properties": map[string]any{"start_command": "sleep 2"}}, 200, nil)
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	if n.Status != "started" {
+		t.Fatalf("start: %+v", n.nodeReply)
+	}
+	event("start", "started") // what came before (the PUT's node.updated) is behind
+	stoppedEvent("the command ended")
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	if n.Status != "started" {
+		t.Fatalf("start again: %+v", n.nodeReply)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "volumes")
+	var e struct {
+		Message string `json:"message"`
+	}
+	for _, bad := range []string{"data", "/data/../../etc", "/", "/proc/x", "/a:b"} {
+		c.call("POST", base+"/nodes", map[string]any{"name": "bad", "node_type": "docker", "compute_id": "local",
+			"properties": map[string]any{"image": hostImage, "extra_volumes": []string{bad}}}, 409, &e)
+		if !strings.Contains(e.Message, "Persistent volume '"+bad+"' has invalid format") {
+			t.Fatalf("%q: message %q", bad, e.Message)
+		}
+	}
+	var n dockerReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "h", "node_type": "docker", "compute_id": "local",
+		"properties": map[string]any{"image": hostImage, "extra_volumes": []string{"/data/"}, "start_command": "sleep infinity"}}, 201, &n)
+	files := base + "/nodes/" + n.NodeID + "/files/etc/network/interfaces"
+	// The GUI's "Edit network configuration" reads the file first: a new
+	// node has one that configures nothing.
+	resp, err := http.Get(c.url + files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(sample), "#iface eth0 inet static") {
+		t.Fatalf("interfaces of a new node: %d %q", resp.StatusCode, sample)
+	}
+	conf := "auto eth0\niface eth0 inet static\n\taddress 10.0.77.5/24\n"
+	req, _ := http.NewRequest("POST", c.url+files, strings.NewReader(conf))
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("write interfaces: %d", resp.StatusCode)
+	}
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	waitIn(t, n.nodeReply, 20*time.Second, "10.0.77.5/24", "ip", "-o", "addr", "show", "dev", "eth0")
+	// The image's own files of /etc/network were copied in beside it.
+	if out, err := inNode(t, n.nodeReply, "sh", "-c", "ls /etc/network; cat /etc/network/interfaces"); err != nil ||
+		!strings.Contains(out, "if-up.d") || !strings.Contains(out, "10.0.77.5/24") {
+		t.Fatalf("/etc/network in the container: %v\n%s", err, out)
+	}
+	if out, err := inNode(t, n.nodeReply, "sh", "-c", "echo kept > /etc/network/mine && echo kept > /data/mine && echo lost > /root/mine"); err != nil {
+		t.Fatalf("write: %v %s", err, out)
+	}
+	read := func(what string) string {
+		out, _ := inNode(t, n.nodeReply, "sh", "-c", "cat /etc/network/mine /data/mine /root/mine 2>&1")
+		return out
+	}
+	c.call("POST", base+"/nodes/"+n.NodeID+"/stop", nil, 200, nil)
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	if out := read("restart"); strings.Count(out, "kept") != 2 || !strings.Contains(out, "lost") {
+		t.Fatalf("after stop and start:\n%s", out)
+	}
+	// A new container (a changed environment) keeps the volumes only.
+	c.call("POST", base+"/nodes/"+n.NodeID+"/stop", nil, 200, nil)
+	c.call("PUT", base+"/nodes/"+n.NodeID, map[string]any{"properties": map[string]any{"environment": "A=b"}}, 200, nil)
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	if out := read("new container"); strings.Count(out, "kept") != 2 || strings.Contains(out, "lost") {
+		t.Fatalf("in the new container:\n%s", out)
+	}
+	waitIn(t, n.nodeReply, 20*time.Second, "10.0.77.5/24", "ip", "-o", "addr", "show", "dev", "eth0")
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "vars")
+	c.call("PUT", base, map[string]any{"variables": []map[string]any{{"name": "SITE", "value": "lab-${ROOM}"}, {"name": "ROOM", "value": "7"}}}, 200, nil)
+	follow := c.follow(strings.TrimPrefix(base, "/v2/projects/"))
+	var n dockerReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "r1", "node_type": "docker", "compute_id": "local",
+		"properties": map[string]any{"image": hostImage, "start_command": "sleep infinity",
+			"environment": "WHERE=${SITE}/${ROOM}\nNAME=%vm-name%\nID=%vm-id%\nPROJECT=%project-id%\nGNS3_X=dropped\n=nameless\n"}}, 201, &n)
+	follow.logWarning(t, 10*time.Second, "r1 has invalid environment variable: =nameless")
+	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
+	out, err := inNode(t, n.nodeReply, "sh", "-c", `echo "$SITE|$ROOM|$WHERE|$NAME|$ID|$PROJECT|${GNS3_X-unset}"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ${name}s are replaced in the variables' order, so SITE's own ${ROOM}
+	// is replaced too (GNS3 does the same).
+	want := fmt.Sprintf(`lab-7|7|lab-7/7|"r1"|%s|%s|unset`, n.NodeID, strings.TrimPrefix(base, "/v2/projects/"))
+	if strings.TrimSpace(out) != want {
+		t.Fatalf("environment %q, want %q", strings.TrimSpace(out), want)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesIt(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	base := newProject(c, "adapters")
+	h := c.dockerNode(base, "h", hostImage, "local", 1)
+	peer := c.dockerNode(base, "peer", hostImage, "local", 1)
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	var e struct {
+		Message string `json:"message"`
+	}
+	c.call("PUT", base+"/nodes/"+h.NodeID, map[string]any{"properties": map[string]any{"adapters": 3}}, 409, &e)
+	if !strings.Contains(e.Message, "h must be stopped to change its number of adapters (1 to 3)") {
+		t.Fatalf("message %q", e.Message)
+	}
+	var n dockerReply
+	c.call("GET", base+"/nodes/"+h.NodeID, nil, 200, &n)
+	if len(n.Ports) != 1 || n.Properties["adapters"] != float64(1) {
+		t.Fatalf("a refused change changed the node: %+v", n)
+	}
+	c.call("POST", base+"/nodes/"+h.NodeID+"/stop", nil, 200, nil)
+	c.call("PUT", base+"/nodes/"+h.NodeID, map[string]any{"properties": map[string]any{"adapters": 3}}, 200, &n)
+	if len(n.Ports) != 3 || n.Ports[2].Name != "eth2" {
+		t.Fatalf("ports after the change: %+v", n.Ports)
+	}
+	// The new adapter carries a link like any other.
+	c.link(base, h, 2, peer, 0, 0)
+	for _, x := range []*nodeReply{&h, &peer} {
+		c.call("POST", base+"/nodes/"+x.NodeID+"/start", nil, 200, x)
+	}
+	if out, err := inNode(t, h, "ip", "addr", "add", "10.0.6.1/24", "dev", "eth2"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, err := inNode(t, peer, "ip", "addr", "add", "10.0.6.2/24", "dev", "eth0"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	waitIn(t, h, 20*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.6.2")
 	c.call("DELETE", base, nil, 204, nil)
 }

@@ -78,7 +78,7 @@ type options struct {
 	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
 	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
 	MaxConnsPerIP  int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
-	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent; longer is refused as too complex."`
+	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
 	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	pinVersion     bool          // --gns3-version or its variable was given
@@ -306,7 +306,7 @@ func run(args []string) error {
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,
-		View:          web.New(log.With("component", "web")),
+		View:          web.New(web.Config{FilterDeadline: o.FilterDeadline, Logger: log.With("component", "web")}),
 		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{reg, agents}, promhttp.HandlerOpts{}),
 		Requests:      metrics.NewHTTP(reg),
 		Logger:        log.With("component", "api"),

@@ -125,6 +125,16 @@ type NodeSpec struct {
 	// Adapters are the network adapters of an emulator node with adapters
 	// (docker, qemu); link endpoint (adapter i, port 0) is Adapters[i].
 	Adapters []AdapterSpec `json:"adapters,omitempty"`
+	// Variables are the project's variables (GNS3's project "variables"),
+	// which a docker node puts into its environment and substitutes for
+	// ${name} there. Older controllers send none.
+	Variables []Variable `json:"variables,omitempty"`
+}
+
+// Variable is one project variable.
+type Variable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // AdapterSpec is one network adapter of an emulator node.
@@ -388,6 +398,17 @@ func NodeFilePath(project, node, name string) string {
 		parts[i] = url.PathEscape(p)
 	}
 	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
+}
+
+// NodeCopyPath is the route that copies a node's directory into another
+// node's (body NodeCopy).
+func NodeCopyPath(project, node string) string {
+	return NodePath(project, node) + "/copy"
+}
+
+// NodeCopy names the node whose directory receives the copy.
+type NodeCopy struct {
+	DestinationNodeID string `json:"destination_node_id"`
 }
 
 // ConsoleResetPath is the route that disconnects every client of a node's

@@ -57,6 +57,12 @@ type Service interface {
 	Subscribe() (events <-chan proto.Event, cancel func())
 }
 
+// NodeCopier is what a Service adds to copy a node's directory into
+// another's (a duplicate). *host.Host satisfies it.
+type NodeCopier interface {
+	CopyNodeDir(projectID, fromID, toID string) error
+}
+
 // ImageService is what a Service adds to serve images and the QEMU
 // wizard's routes. *host.Host satisfies it.
 type ImageService interface {
@@ -122,6 +128,15 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+n+"/files/{path...}", h.nodeFile)
 	mux.HandleFunc("PUT "+n+"/files/{path...}", h.writeNodeFile)
 	mux.HandleFunc("POST "+n+"/console/reset", h.resetConsole)
+	if c, ok := svc.(NodeCopier); ok {
+		mux.HandleFunc("POST "+n+"/copy", func(w http.ResponseWriter, r *http.Request) {
+			var body proto.NodeCopy
+			if !decode(w, r, &body) {
+				return
+			}
+			h.reply(w, nil, c.CopyNodeDir(r.PathValue("project"), r.PathValue("node"), body.DestinationNodeID))
+		})
+	}
 	mux.HandleFunc("PUT "+l, h.putLink)
 	mux.HandleFunc("GET "+l, h.link)
 	mux.HandleFunc("DELETE "+l, h.deleteLink)

@@ -75,7 +75,7 @@ func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, erro
 	peer, err := tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
 	var port *bridge.UDPPort
 	if err == nil {
-		port, err = h.openTunnel(pm.LocalPort, peer)
+		port, err = h.relay.openTunnel(pm.LocalPort, peer)
 	}
 	if err != nil {
 		if pe, ok := err.(*proto.Error); ok {

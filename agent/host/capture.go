@@ -81,7 +81,7 @@ func (t *captureTap) WritePackets(dir bridge.Direction, frames [][]byte) {
 // pcapfilter.MaxInstructions, in a killable child, programs cached): an
 // expression libpcap refuses is an invalid request with libpcap's message,
 // one over the budget "Capture filter: too complex".
-func (h *Host) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
+func (f *filterCompiler) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
 	if spec.Filter == "" {
 		return nil, nil
 	}
@@ -89,9 +89,9 @@ func (h *Host) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	progs, err := h.bpf.compile(h.ctx, lt, spec.DataLinkType, []string{spec.Filter}, h.cfg.FilterDeadline)
+	progs, err := f.cache.compile(f.ctx, lt, spec.DataLinkType, []string{spec.Filter}, f.deadline)
 	if errors.Is(err, pcapfilter.ErrTooComplex) {
-		h.log.Warn("capture filter over budget", "err", err)
+		f.log.Warn("capture filter over budget", "err", err)
 		return nil, proto.Errorf(proto.CodeInvalid, "Capture filter: too complex")
 	}
 	if err != nil {
@@ -146,11 +146,23 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		Closed:   func(name string) { unmarkWriting(c.root, name) },
 		Removed:  func(name string) { unmarkWriting(c.root, name) },
 		Began: func(name string) {
+			if h.hooks.began != nil {
+				h.hooks.began()
+			}
+			// The ring's goroutine runs from its first file on: a file can
+			// begin (capture_max_seconds) before StartCapture has set c.tap.
+			<-c.ready
+			if c.tap == nil {
+				return // the start failed
+			}
 			h.captureRotated(projectID, l, c, name)
 			st := h.captureStateOf(c)
 			h.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
 		},
 	})
+	if err == nil && h.hooks.ringMade != nil {
+		h.hooks.ringMade()
+	}
 	h.mu.Lock()
 	if err != nil {
 		c.done = true

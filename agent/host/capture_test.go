@@ -292,3 +292,38 @@ func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
 		}
 	}
 }
+
+// A ring's new-file hook runs on the ring's goroutine, which starts with
+// the first file: it can run before StartCapture has published the capture
+// (c.tap). Here the second file begins (capture_max_seconds) while
+// StartCapture is held between the two; the hook must wait for the
+// capture, not read a nil one.
+func TestARingsFirstRotationBeforeTheCaptureIsPublishedWaitsForIt(t *testing.T) {
+	h := linkedHost(t)
+	events, cancel := h.Subscribe()
+	defer cancel()
+	entered := make(chan struct{})
+	var once sync.Once
+	h.hooks.began = func() { once.Do(func() { close(entered) }) }
+	h.hooks.ringMade = func() {
+		select {
+		case <-entered: // the ring began its second file: now publish
+		case <-time.After(30 * time.Second):
+			t.Error("the ring did not begin its second file within 30 s")
+		}
+	}
+	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "early.pcap", MaxSeconds: 1, RingFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FileName != "early-00001.pcap" && st.FileName != "early-00002.pcap" {
+		t.Fatalf("started %+v", st)
+	}
+	ev := nextEvent(t, events, proto.EventCaptureRotated)
+	if ev.Capture == nil || !ev.Capture.Active || ev.Capture.FileName < "early-00002.pcap" {
+		t.Fatalf("capture.rotated %+v", ev.Capture)
+	}
+	if _, err := h.StopCapture(testProject, testLink); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,7 +198,13 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 		_ = json.Unmarshal(spec.Properties, &top)
 		consoleType, console = top.ConsoleType, top.Console
 	}
+	var vars []docker.Variable
+	for _, v := range spec.Variables {
+		vars = append(vars, docker.Variable{Name: v.Name, Value: v.Value})
+	}
 	return docker.Config{
+		Variables:   vars,
+		ProjectDir:  filepath.Dir(filepath.Dir(filepath.Dir(dir))), // <project>/project-files/docker/<node>
 		ComputeID:   h.cfg.ComputeID,
 		ProjectID:   projectID,
 		NodeID:      spec.NodeID,
@@ -217,9 +226,9 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 type dockerRunner struct {
 	h     *Host
 	env   RunnerEnv
-	ports []*bridge.PacketPort
+	ports []*bridge.PacketPort // one per adapter
 
-	mu sync.Mutex // guards c (replaced by an update)
+	mu sync.Mutex // guards c and ports (replaced by an update)
 	c  *docker.Container
 }
 
@@ -232,8 +241,10 @@ func (d *dockerRunner) container() *docker.Container {
 // syncPorts attaches each adapter's port to the host end of the running
 // container, or detaches it while stopped.
 func (d *dockerRunner) syncPorts() {
-	c := d.container()
-	for i, p := range d.ports {
+	d.mu.Lock()
+	c, ports := d.c, slices.Clone(d.ports)
+	d.mu.Unlock()
+	for i, p := range ports {
 		idx, ok := c.HostEnd(i)
 		switch {
 		case !ok:
@@ -256,6 +267,8 @@ func (d *dockerRunner) stopped() {
 }
 
 func (d *dockerRunner) RelayPorts() []bridge.Port {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	out := make([]bridge.Port, len(d.ports))
 	for i, p := range d.ports {
 		out[i] = p
@@ -296,13 +309,17 @@ func (d *dockerRunner) ResetConsole() {
 
 var _ consoleResetter = (*dockerRunner)(nil)
 
+// inPlace are the properties a docker node takes without a new container,
+// running or not.
+var inPlace = map[string]bool{"usage": true}
+
 // Update takes a node PUT: the changed properties are merged into the
-// node's, and the container is made again with them (GNS3 does the same),
-// which a running node refuses. The adapter count cannot change here.
+// node's. A change of usage is applied as it is; any other change makes
+// the container again with the new spec (GNS3 does the same), and a
+// running node refuses it with a 409 that names what it must be stopped
+// for. A new adapter count gives the node a relay port per adapter (the
+// host checked that no link uses a removed one).
 func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []netip.AddrPort) error {
-	if len(spec.Adapters) != len(d.ports) {
-		return proto.Errorf(proto.CodeConflict, "%s: changing the number of adapters of a docker node is not supported yet; delete and create the node", spec.Name)
-	}
 	old := d.env.Spec
 	merged := map[string]json.RawMessage{}
 	if len(old.Properties) > 0 {
@@ -316,22 +333,51 @@ func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []neti
 			return proto.Errorf(proto.CodeInvalid, "docker node properties: %v", err)
 		}
 	}
+	var remake []string // what needs a new container
 	for k, v := range changed {
+		if prev, ok := merged[k]; ok && jsonEqual(prev, v) {
+			continue
+		}
 		merged[k] = v
+		if !inPlace[k] {
+			remake = append(remake, k)
+		}
 	}
+	if spec.Name != old.Name {
+		remake = append(remake, "name")
+	}
+	adaptersChanged := len(spec.Adapters) != len(old.Adapters)
+	if !adaptersChanged && !reflect.DeepEqual(spec.Adapters, old.Adapters) {
+		remake = append(remake, "mac_address")
+	}
+	slices.Sort(remake)
+	remake = slices.Compact(remake)
 	props, _ := json.Marshal(merged)
 	next := spec
 	next.Properties = props
-	if reflect.DeepEqual(json.RawMessage(props), old.Properties) && spec.Name == old.Name && reflect.DeepEqual(spec.Adapters, old.Adapters) {
+	if len(remake) == 0 && !adaptersChanged && bytes.Equal(props, old.Properties) {
 		return nil
 	}
 	c := d.container()
 	if c.Status() != node.Stopped {
-		return proto.Errorf(proto.CodeConflict, "%s must be stopped to change its properties", old.Name)
+		if adaptersChanged {
+			return proto.Errorf(proto.CodeConflict, "%s must be stopped to change its number of adapters (%d to %d): a running container's interfaces cannot be added or removed",
+				old.Name, len(old.Adapters), len(spec.Adapters))
+		}
+		if len(remake) > 0 {
+			return proto.Errorf(proto.CodeConflict, "%s must be stopped to change %s", old.Name, strings.Join(remake, ", "))
+		}
 	}
 	cfg, err := d.h.dockerConfig(d.env.ProjectID, next, d.env.Dir)
 	if err != nil {
 		return err
+	}
+	if len(remake) == 0 && !adaptersChanged {
+		c.SetProps(cfg.Props) // usage
+		d.mu.Lock()
+		d.env.Spec = next
+		d.mu.Unlock()
+		return nil
 	}
 	e, _ := d.h.dockerEngine()
 	cfg.Engine, cfg.OnStop = e, d.stopped
@@ -345,13 +391,31 @@ func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []neti
 	d.mu.Lock()
 	d.c = nc
 	d.env.Spec = next
+	for len(d.ports) > len(spec.Adapters) {
+		d.ports[len(d.ports)-1].Close()
+		d.ports = d.ports[:len(d.ports)-1]
+	}
+	for len(d.ports) < len(spec.Adapters) {
+		d.ports = append(d.ports, bridge.NewPacketPort(d.h.cfg.SocketBuffer))
+	}
 	d.mu.Unlock()
 	return nil
+}
+
+// jsonEqual compares two JSON values by meaning.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // Remove deletes the container and closes the ports.
 func (d *dockerRunner) Remove(ctx context.Context) error {
 	err := d.container().Delete(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, p := range d.ports {
 		p.Close()
 	}

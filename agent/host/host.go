@@ -142,13 +142,13 @@ type Host struct {
 
 	ctx    context.Context // lifetime of the relay goroutines
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // relay and capture goroutines
+	wg     sync.WaitGroup // capture goroutines
 
 	vpcsOnce sync.Once
 	vpcs     *node.VPCSProgram
 	vpcsErr  error
 
-	warnBufferOnce sync.Once // the kernel granted smaller socket buffers than asked
+	relay *sockets // the relay's UDP sockets and their receive loops
 
 	qemuOnce sync.Once // qemuOK is known
 	qemuOK   bool      // a qemu-system binary runs here
@@ -156,13 +156,15 @@ type Host struct {
 	// where QEMU runs.
 	probeQemu bool
 
-	bpf bpfCache // programs compiled lately
+	*filterCompiler // bpf programs of link and capture filters (CheckFilters)
 
 	load loadSampler
 
 	docker dockerState // the Docker Engine, connected on first use
 
-	ev         events     // what the controller follows; see hosts.go
+	*Images // the images folders and the QEMU wizard's facts
+
+	events                // what the controller follows (Subscribe); see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
 	mu       sync.Mutex // guards projects and everything reachable from it, but node.ops
@@ -176,6 +178,10 @@ type Host struct {
 type hooks struct {
 	closing  func() // before a capture's files are closed, without Host.mu
 	nameBusy func() // a capture waits for the close of files of its name
+	// ringMade runs in StartCapture once the capture's files exist, before
+	// the capture is published (c.tap set); began at the start of a ring's
+	// new-file hook.
+	ringMade, began func()
 }
 
 type project struct {
@@ -295,6 +301,9 @@ func New(cfg Config) *Host {
 		cancel:   cancel,
 		projects: make(map[string]*project),
 	}
+	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
+	h.filterCompiler = &filterCompiler{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
+	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
@@ -458,9 +467,10 @@ func (h *Host) Close() error {
 	for _, id := range ids {
 		h.CloseProject(context.Background(), id)
 	}
-	h.ev.closeAll()
+	h.events.closeAll()
 	h.cancel()
 	h.wg.Wait()
+	h.relay.wg.Wait()
 	return nil
 }
 
@@ -472,41 +482,6 @@ func (h *Host) projectLocked(id string) (*project, error) {
 	}
 	return p, nil
 }
-
-// goServe runs a port's receive loop until the port is closed or the host
-// ends.
-func (h *Host) goServe(p *bridge.UDPPort) {
-	h.wg.Go(func() {
-		if err := p.Serve(h.ctx); err != nil {
-			h.log.Error("relay port failed", "port", p.LocalAddr(), "err", err)
-		}
-	})
-}
-
-// listenUDP opens a relay socket with the configured buffer size, and
-// warns once when the kernel grants less than asked.
-func (h *Host) listenUDP(cfg bridge.UDPConfig) (*bridge.UDPPort, error) {
-	cfg.BufferBytes = h.cfg.SocketBuffer
-	cfg.NoGRO = h.cfg.NoUDPGRO
-	if cfg.BufferBytes <= 0 {
-		cfg.BufferBytes = bridge.DefaultBufferBytes
-	}
-	p, err := bridge.ListenUDP(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// Linux reports twice what was granted.
-	if st := p.Stats(); st.RecvBuffer < 2*cfg.BufferBytes || st.SendBuffer < 2*cfg.BufferBytes {
-		h.warnBufferOnce.Do(func() {
-			h.log.Warn("the kernel granted smaller UDP socket buffers than asked: bursts may be lost; raise net.core.rmem_max and wmem_max, or run the agent as root",
-				"asked", cfg.BufferBytes, "recv_granted", st.RecvBuffer/2, "send_granted", st.SendBuffer/2)
-		})
-	}
-	return p, nil
-}
-
-// loopbackAny binds an agent socket that faces local emulators.
-var loopbackAny = netip.MustParseAddrPort("127.0.0.1:0")
 
 // CreateNode creates a node; creating an existing node returns it
 // unchanged, but for a switch whose port types or VLANs changed, which are
@@ -572,7 +547,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	p.nodes[spec.NodeID] = n
 	for _, np := range n.ports {
 		if np.udp != nil {
-			h.goServe(np.udp)
+			h.relay.goServe(np.udp)
 		}
 	}
 	return h.nodeState(n), nil
@@ -584,7 +559,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFactory) error {
 	addrs := make([]netip.AddrPort, adapterCount(n.spec))
 	for i := range addrs {
-		port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
+		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
 		if err != nil {
 			n.close()
 			return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
@@ -655,7 +630,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	h.mu.Unlock()
 	var added []*nodePort
 	for range max(0, want-len(n.ports)) {
-		port, err := h.listenUDP(bridge.UDPConfig{Local: loopbackAny})
+		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
 		if err != nil {
 			for _, np := range added {
 				np.udp.Close()
@@ -681,6 +656,20 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 		}
 		return asProtoError(err, proto.CodeConflict)
 	}
+	if rp, ok := n.runner.(RelayPorter); ok {
+		// The runner's own ports for the adapters it has now (a docker
+		// node's AF_PACKET ports), as buildRunner takes them.
+		for i, port := range rp.RelayPorts() {
+			if port == nil || i >= len(ports) || ports[i].port == port {
+				continue
+			}
+			if ports[i].udp != nil {
+				ports[i].udp.Close()
+			}
+			added = slices.DeleteFunc(added, func(np *nodePort) bool { return np == ports[i] })
+			ports[i] = &nodePort{port: port}
+		}
+	}
 	h.mu.Lock()
 	for _, np := range n.ports[keep:] {
 		if np.udp != nil {
@@ -692,7 +681,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	n.setCarriers()
 	h.mu.Unlock()
 	for _, np := range added {
-		h.goServe(np.udp)
+		h.relay.goServe(np.udp)
 	}
 	syncPeer(n)
 	return nil

@@ -47,11 +47,11 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	if r, ok := p.reserved[id]; ok {
 		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
 	}
-	port, err := h.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(h.tunnelAddr, 0)})
+	port, err := h.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(h.tunnelAddr, 0)})
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
 		// An advertised address that is not this host's (behind NAT):
 		// every address it is.
-		port, err = h.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)})
+		port, err = h.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)})
 	}
 	if err != nil {
 		return proto.TunnelPort{}, proto.Errorf(proto.CodeConflict, "reserve a tunnel port: %v", err)
@@ -120,26 +120,26 @@ type events struct {
 
 // Subscribe follows the agent's events until cancel is called. The channel
 // is closed when the follower is dropped or cancels.
-func (h *Host) Subscribe() (<-chan proto.Event, func()) {
+func (e *events) Subscribe() (<-chan proto.Event, func()) {
 	ch := make(chan proto.Event, 256)
-	h.ev.mu.Lock()
-	if h.ev.closed {
-		h.ev.mu.Unlock()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
 		close(ch)
 		return ch, func() {}
 	}
-	if h.ev.subs == nil {
-		h.ev.subs = make(map[chan proto.Event]struct{})
+	if e.subs == nil {
+		e.subs = make(map[chan proto.Event]struct{})
 	}
-	h.ev.subs[ch] = struct{}{}
-	h.ev.mu.Unlock()
+	e.subs[ch] = struct{}{}
+	e.mu.Unlock()
 	var once sync.Once
 	return ch, func() {
 		once.Do(func() {
-			h.ev.mu.Lock()
-			defer h.ev.mu.Unlock()
-			if _, ok := h.ev.subs[ch]; ok {
-				delete(h.ev.subs, ch)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if _, ok := e.subs[ch]; ok {
+				delete(e.subs, ch)
 				close(ch)
 			}
 		})
@@ -157,14 +157,15 @@ func (e *events) closeAll() {
 	e.closed = true
 }
 
-func (h *Host) publish(ev proto.Event) {
-	h.ev.mu.Lock()
-	defer h.ev.mu.Unlock()
-	for ch := range h.ev.subs {
+// publish gives ev to every follower; it never blocks.
+func (e *events) publish(ev proto.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch := range e.subs {
 		select {
 		case ch <- ev:
 		default:
-			delete(h.ev.subs, ch)
+			delete(e.subs, ch)
 			close(ch)
 		}
 	}
@@ -179,18 +180,6 @@ func (h *Host) nodeStopped(n *hostNode) {
 	}
 	st := h.nodeState(n)
 	h.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
-}
-
-// tunnelAddr is the address reserved tunnel ports are bound to: TunnelBind,
-// else where the agent's API listens (every address included), else
-// loopback.
-func tunnelAddr(cfg Config) netip.Addr {
-	for _, s := range []string{cfg.TunnelBind, cfg.ConsoleBind} {
-		if a, err := netip.ParseAddr(s); err == nil {
-			return a.Unmap()
-		}
-	}
-	return netip.MustParseAddr("127.0.0.1")
 }
 
 // State lists what the agent runs: every open project, its nodes, its

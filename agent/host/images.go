@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,8 +19,26 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
+// Images is the agent's images folders and the QEMU wizard's facts: what
+// the images and QEMU routes serve. It holds no state but the data
+// directory, so it needs no lock; each call does its own disk I/O.
+type Images struct {
+	dataDir string
+	log     *slog.Logger
+}
+
 // DefaultMaxImageBytes bounds one image upload: 128 GiB.
 const DefaultMaxImageBytes = 128 << 30
+
+// ImagesDir is where the agent keeps the images of a node type
+// (<data dir>/images/QEMU for qemu, GNS3's layout).
+func (im *Images) ImagesDir(nodeType string) string {
+	sub := nodeType
+	if nodeType == TypeQemu {
+		sub = "QEMU"
+	}
+	return filepath.Join(im.dataDir, "images", sub)
+}
 
 // imageTypes are the node types with an images folder.
 func imageType(nodeType string) error {
@@ -33,11 +52,11 @@ func imageType(nodeType string) error {
 // under the images folder, sorted by file name, but hidden ones, md5
 // caches, partial uploads, files under 7 bytes and ELF executables. Each
 // md5 is computed once and cached next to its file in <file>.md5sum.
-func (h *Host) Images(ctx context.Context, nodeType string) ([]proto.Image, error) {
+func (im *Images) Images(ctx context.Context, nodeType string) ([]proto.Image, error) {
 	if err := imageType(nodeType); err != nil {
 		return nil, err
 	}
-	dir := h.ImagesDir(nodeType)
+	dir := im.ImagesDir(nodeType)
 	out := []proto.Image{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -97,7 +116,7 @@ func readHead(path string, n int) ([]byte, error) {
 // bytes: into <rel>.tmp, renamed over the image once whole, with its md5
 // cached. A failed or oversized upload leaves the previous image as it
 // was.
-func (h *Host) WriteImage(nodeType, rel string, r io.Reader, limit int64) error {
+func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) error {
 	if err := imageType(nodeType); err != nil {
 		return err
 	}
@@ -108,7 +127,7 @@ func (h *Host) WriteImage(nodeType, rel string, r io.Reader, limit int64) error 
 	if rel == "" || !filepath.IsLocal(clean) || strings.HasPrefix(path.Base(clean), ".") || strings.HasSuffix(clean, ".md5sum") || strings.ContainsRune(rel, 0) {
 		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden", rel)
 	}
-	dir := h.ImagesDir(nodeType)
+	dir := im.ImagesDir(nodeType)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
 	}
@@ -149,14 +168,14 @@ func (h *Host) WriteImage(nodeType, rel string, r io.Reader, limit int64) error 
 		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
 	}
 	_ = root.WriteFile(clean+".md5sum", []byte(hex.EncodeToString(m.Sum(nil))), 0o644)
-	h.log.Info("image written", "type", nodeType, "path", clean, "bytes", n)
+	im.log.Info("image written", "type", nodeType, "path", clean, "bytes", n)
 	return nil
 }
 
 var errTooLarge = errors.New("too large")
 
 // QemuCapabilities reports KVM where /dev/kvm opens read-write.
-func (h *Host) QemuCapabilities() proto.QemuCapabilities {
+func (im *Images) QemuCapabilities() proto.QemuCapabilities {
 	caps := proto.QemuCapabilities{KVM: []string{}}
 	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
 		f.Close()
@@ -166,7 +185,7 @@ func (h *Host) QemuCapabilities() proto.QemuCapabilities {
 }
 
 // QemuImgBinaries lists the qemu-img executables in PATH with versions.
-func (h *Host) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
+func (im *Images) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
 	out := []proto.QemuBinary{}
 	seen := map[string]bool{}
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
@@ -184,7 +203,7 @@ func (h *Host) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
 }
 
 // QemuBinariesList is QemuBinaries as wire data.
-func (h *Host) QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary {
+func (im *Images) QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary {
 	var out []proto.QemuBinary
 	for _, b := range QemuBinaries(ctx, archs) {
 		out = append(out, proto.QemuBinary{Path: b.Path, Version: b.Version})

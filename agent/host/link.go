@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -99,7 +100,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		}
 	}
 	for _, t := range l.tunnels {
-		h.goServe(t)
+		h.relay.goServe(t)
 	}
 	l.relay = bridge.NewLink(ends[0], ends[1], filters)
 	p.links[spec.LinkID] = l
@@ -113,7 +114,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 // refuses is an invalid request, with libpcap's message; one over the
 // budget (Config.FilterDeadline, pcapfilter.MaxInstructions) is "Filter
 // bpf: too complex".
-func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+func (f *filterCompiler) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
 	if len(out.exprs) == 0 {
 		return out, nil
@@ -126,9 +127,9 @@ func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, e
 	if err != nil {
 		return out, proto.Errorf(proto.CodeInvalid, "link %s: %v", spec.LinkID, err)
 	}
-	out.progs, err = h.bpf.compile(h.ctx, lt, spec.DataLinkType, out.exprs, h.cfg.FilterDeadline)
+	out.progs, err = f.cache.compile(f.ctx, lt, spec.DataLinkType, out.exprs, f.deadline)
 	if errors.Is(err, pcapfilter.ErrTooComplex) {
-		h.log.Warn("bpf filter over budget", "link", spec.LinkID, "err", err)
+		f.log.Warn("bpf filter over budget", "link", spec.LinkID, "err", err)
 		return out, proto.Errorf(proto.CodeInvalid, "Filter bpf: too complex")
 	}
 	if err != nil {
@@ -141,12 +142,23 @@ func (h *Host) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, e
 // PutLink would, and keeps the programs for it: the controller checks a
 // filter this way before it takes its project's lock, so the PutLink that
 // follows does not compile.
-func (h *Host) CheckFilters(dataLinkType string, bpfs []string) error {
+func (f *filterCompiler) CheckFilters(dataLinkType string, bpfs []string) error {
 	if dataLinkType == "" {
 		dataLinkType = capspec.DefaultDataLinkType
 	}
-	_, err := h.compileBPF(proto.LinkSpec{LinkID: "check", DataLinkType: dataLinkType, Filters: proto.Filters{BPF: bpfs}}, compiledBPF{})
+	_, err := f.compileBPF(proto.LinkSpec{LinkID: "check", DataLinkType: dataLinkType, Filters: proto.Filters{BPF: bpfs}}, compiledBPF{})
 	return err
+}
+
+// filterCompiler compiles the bpf expressions of link and capture
+// filters, in a killable child within Config.FilterDeadline, and keeps the
+// programs compiled lately. It is safe for concurrent use; its cache has
+// its own lock, never held while compiling.
+type filterCompiler struct {
+	ctx      context.Context // the host's lifetime: compiling ends with it
+	deadline time.Duration   // Config.FilterDeadline
+	log      *slog.Logger
+	cache    bpfCache
 }
 
 // bpfCache keeps programs compiled lately, by data link type and
@@ -281,7 +293,7 @@ func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, err
 			return port, nil
 		}
 	}
-	return h.openTunnel(t.LocalPort, peer)
+	return h.relay.openTunnel(t.LocalPort, peer)
 }
 
 // tunnelPeer resolves the remote end of a tunnel.
@@ -298,24 +310,6 @@ func tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
 		addr = ips[0]
 	}
 	return netip.AddrPortFrom(addr.Unmap(), uint16(t.RemotePort)), nil
-}
-
-// openTunnel opens a UDP tunnel end: bound to localPort on every address,
-// connected to peer, as tunnelPeer resolved it (datapath.md 2.2).
-func (h *Host) openTunnel(localPort int, peer netip.AddrPort) (*bridge.UDPPort, error) {
-	local := netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(localPort))
-	if peer.Addr().Is6() {
-		local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(localPort))
-	}
-	port, err := h.listenUDP(bridge.UDPConfig{
-		Local:   local,
-		Peer:    peer,
-		Connect: true,
-	})
-	if err != nil {
-		return nil, proto.Errorf(proto.CodeConflict, "tunnel: %v", err)
-	}
-	return port, nil
 }
 
 func sameEnds(a, b proto.LinkSpec) bool {

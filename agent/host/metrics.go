@@ -21,7 +21,8 @@ type LinkMetrics struct {
 type CaptureMetrics struct {
 	File string // the file name in the project's captures folder (a ring's newest)
 	// Frames and Bytes are the records written and the file's size; Dropped
-	// counts the records the disk could not take in time.
+	// counts the records the disk could not take in time or the capture
+	// memory (captures.Pool) had no room for.
 	Frames, Bytes, Dropped uint64
 	// Rotations counts the files the capture has started after its first
 	// (ring files).

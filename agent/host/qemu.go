@@ -144,16 +144,6 @@ func (h *Host) qemuUsable() bool {
 	return h.qemuOK
 }
 
-// ImagesDir is where the agent keeps the images of a node type
-// (<data dir>/images/QEMU for qemu, GNS3's layout).
-func (h *Host) ImagesDir(nodeType string) string {
-	sub := nodeType
-	if nodeType == TypeQemu {
-		sub = "QEMU"
-	}
-	return filepath.Join(h.cfg.DataDir, "images", sub)
-}
-
 // runtimeDir is the private folder of a node's sockets.
 func (h *Host) runtimeDir(nodeID string) string {
 	base := os.Getenv("XDG_RUNTIME_DIR")

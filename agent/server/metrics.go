@@ -36,7 +36,7 @@ func newLinkCollector(h *host.Host) *linkCollector {
 		delayed:    d("labtap_link_frames_delayed", "Frames in a link's delay line now, per direction.", link),
 		capFrames:  d("labtap_capture_frames_written_total", "Records a link's capture has written (a new capture starts from 0).", capture),
 		capBytes:   d("labtap_capture_bytes_written_total", "Size of a link's capture file(s), in bytes.", capture),
-		capDropped: d("labtap_capture_records_dropped_total", "Records a link's capture dropped because the disk could not take them in time.", capture),
+		capDropped: d("labtap_capture_records_dropped_total", "Records a link's capture dropped because the disk could not take them in time or the agent's capture memory was exhausted.", capture),
 		capRotated: d("labtap_capture_files_rotated_total", "Files a link's capture started after its first (ring files).", capture),
 		capActive:  d("labtap_capture_active", "1 while a link captures, 0 once its capture stopped.", capture),
 	}

@@ -720,11 +720,15 @@ func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
 		map[string]any{"node_id": a["node_id"], "adapter_number": 0, "port_number": 0},
 		map[string]any{"node_id": b["node_id"], "adapter_number": 0, "port_number": 0}}}, 201)
 	os.WriteFile(filepath.Join(l.projects, pid, "README.txt"), []byte("before"), 0o644)
+	const note = `<svg height="20" width="80"><text>kept</text></svg>`
+	d1 := l.call("POST", base+"/drawings", map[string]any{"svg": note, "x": 5, "y": 6}, 201)
 	snap := l.call("POST", base+"/snapshots", map[string]any{"name": "two PCs"}, 201)
 	// After the snapshot: PC2 renamed, a third PC, the link gone, a capture file.
 	l.call("PUT", base+"/nodes/"+b["node_id"].(string), map[string]any{"name": "renamed"}, 200)
 	c := l.call("POST", base+"/nodes", map[string]any{"name": "PC3", "node_type": "vpcs", "compute_id": "local"}, 201)
 	l.call("DELETE", base+"/links/"+link["link_id"].(string), nil, 204)
+	d2 := l.call("POST", base+"/drawings", map[string]any{"svg": `<svg height="9" width="9"><rect height="9" width="9"/></svg>`}, 201)
+	l.call("PUT", base+"/drawings/"+d1["drawing_id"].(string), map[string]any{"x": 50}, 201)
 	os.WriteFile(filepath.Join(l.projects, pid, "README.txt"), []byte("after"), 0o644)
 	os.MkdirAll(filepath.Join(l.projects, pid, "project-files", "captures"), 0o755)
 	os.WriteFile(filepath.Join(l.projects, pid, "project-files", "captures", "kept.pcap"), []byte("pcap"), 0o644)
@@ -735,12 +739,25 @@ func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
 	if got["project_id"] != pid || got["status"] != "opened" || got["name"] != "restore" {
 		t.Fatalf("restore reply %v", got)
 	}
-	events := ls.expect(t, "node.deleted", "node.deleted", "node.deleted", "node.created", "node.created", "link.created", "snapshot.restored", "log.info")
-	if events[6].Event["snapshot_id"] != snap["snapshot_id"] || events[6].Event["name"] != "two PCs" {
-		t.Errorf("snapshot.restored %v", events[6].Event)
+	// Everything that was is deleted, everything restored created, then
+	// snapshot.restored (spec 2.2 REC: the web UI keeps stale items
+	// otherwise).
+	events := ls.expect(t, "node.deleted", "node.deleted", "node.deleted", "drawing.deleted", "drawing.deleted",
+		"node.created", "node.created", "link.created", "drawing.created", "snapshot.restored", "log.info")
+	if events[9].Event["snapshot_id"] != snap["snapshot_id"] || events[9].Event["name"] != "two PCs" {
+		t.Errorf("snapshot.restored %v", events[9].Event)
 	}
-	if events[3].Event["name"] != "PC1" || events[4].Event["name"] != "PC2" || events[3].Event["status"] != "stopped" {
-		t.Errorf("node.created %v / %v", events[3].Event, events[4].Event)
+	if events[5].Event["name"] != "PC1" || events[6].Event["name"] != "PC2" || events[5].Event["status"] != "stopped" {
+		t.Errorf("node.created %v / %v", events[5].Event, events[6].Event)
+	}
+	if events[3].Event["drawing_id"] != d1["drawing_id"] || events[4].Event["drawing_id"] != d2["drawing_id"] || events[4].Event["svg"] == nil {
+		t.Errorf("drawing.deleted %v / %v", events[3].Event, events[4].Event)
+	}
+	if e := events[8].Event; e["drawing_id"] != d1["drawing_id"] || e["x"] != 5.0 || e["svg"] != note || e["project_id"] != pid {
+		t.Errorf("drawing.created %v", e)
+	}
+	if got := l.list(base + "/drawings"); len(got) != 1 || got[0]["drawing_id"] != d1["drawing_id"] || got[0]["x"] != 5.0 {
+		t.Errorf("drawings after restore %v", got)
 	}
 	ctlEvents := ctl.expect(t, "project.opened")
 	if ctlEvents[0].Event["project_id"] != pid {

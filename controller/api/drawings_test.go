@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"crypto/md5"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"image"
 	"image/png"
@@ -161,25 +163,44 @@ func TestDrawingSVGIsCheckedAndCleaned(t *testing.T) {
 			t.Errorf("%q lost: %s", kept, svg)
 		}
 	}
-	// A picture as GNS3's "Insert picture" makes it, over 1000 characters:
-	// kept in project-files/images/, read back whole, and the file stays
-	// small and readable.
-	png := base64.StdEncoding.EncodeToString(onePixelPNG(t))
-	pic := `<svg height="1" width="1"><image height="1" width="1" xlink:href="data:image/png;base64,` + png + `" />` +
+	// A picture as GNS3's "Insert picture" makes it: the picture goes to
+	// project-files/images/<md5>.png and reads give GNS3's wrapper of it
+	// (spec 2.1, SVG storage 3), so the file stays small.
+	pixel := onePixelPNG(t)
+	b64 := base64.StdEncoding.EncodeToString(pixel)
+	pic := `<svg height="1" width="1"><image height="1" width="1" xlink:href="data:image/png;base64,` + b64 + `" />` +
 		strings.Repeat(" ", 1100) + `</svg>`
+	wrapped := "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" height=\"1\" width=\"1\">\n" +
+		"<image height=\"1\" width=\"1\" xlink:href=\"data:image/png;base64," + b64 + "\" />\n</svg>"
 	p := l.call("POST", base, map[string]any{"svg": pic}, 201)
-	if p["svg"] != pic {
-		t.Fatalf("picture changed: %.200v", p["svg"])
-	}
-	l.call("POST", "/v2/projects/"+pid+"/close", nil, 204)
-	l.call("POST", "/v2/projects/"+pid+"/open", nil, 201)
-	if got := l.call("GET", base+"/"+p["drawing_id"].(string), nil, 200); got["svg"] != pic {
-		t.Fatalf("picture after reopening: %.200v", got["svg"])
+	if p["svg"] != wrapped {
+		t.Fatalf("picture reads back as %.300v", p["svg"])
 	}
 	proj := l.call("GET", "/v2/projects/"+pid, nil, 200)
+	sum := md5.Sum(pixel)
+	if got, err := os.ReadFile(filepath.Join(proj["path"].(string), "project-files", "images", hex.EncodeToString(sum[:])+".png")); err != nil || !bytes.Equal(got, pixel) {
+		t.Fatalf("the picture file: %v", err)
+	}
+	// Sent again as read (the GUI's PUT after a move): nothing changes.
+	l.call("PUT", base+"/"+p["drawing_id"].(string), map[string]any{"svg": wrapped}, 201)
+	l.call("POST", "/v2/projects/"+pid+"/close", nil, 204)
+	l.call("POST", "/v2/projects/"+pid+"/open", nil, 201)
+	if got := l.call("GET", base+"/"+p["drawing_id"].(string), nil, 200); got["svg"] != wrapped {
+		t.Fatalf("picture after reopening: %.200v", got["svg"])
+	}
 	data, err := os.ReadFile(filepath.Join(proj["path"].(string), proj["filename"].(string)))
-	if err != nil || len(data) > 8000 || strings.Contains(string(data), "base64") {
-		t.Fatalf("project file (%d bytes, %v) holds the picture inline", len(data), err)
+	if err != nil || len(data) > 8000 || strings.Contains(string(data), "base64") || !strings.Contains(string(data), hex.EncodeToString(sum[:])+".png") {
+		t.Fatalf("project file (%d bytes, %v) does not name the picture's file", len(data), err)
+	}
+	// Not a picture GNS3 splits (two children, an undecodable payload): a
+	// long SVG is kept whole in a .svg file.
+	for _, other := range []string{
+		`<svg height="1" width="1"><image height="1" width="1" xlink:href="data:image/png;base64,` + b64 + `" /><rect width="1" height="1"/>` + strings.Repeat(" ", 1100) + `</svg>`,
+		`<svg height="1" width="1"><image height="1" width="1" xlink:href="data:image/png;base64,` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 900)) + `" /></svg>`,
+	} {
+		if got := l.call("POST", base, map[string]any{"svg": other}, 201); got["svg"] != other {
+			t.Errorf("changed: %.200v", got["svg"])
+		}
 	}
 }
 

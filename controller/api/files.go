@@ -87,31 +87,3 @@ func (a *API) postNodeFile(c *fiber.Ctx) error {
 	}
 	return created(c)
 }
-
-func (a *API) resetConsoles(c *fiber.Ctx) error {
-	if err := a.projects.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
-		return err
-	}
-	return noContent(c)
-}
-
-func (a *API) resetConsole(c *fiber.Ctx) error {
-	if err := a.projects.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
-		return err
-	}
-	return noContent(c)
-}
-
-func (a *API) duplicateNode(c *fiber.Ctx) error {
-	var r struct {
-		X, Y, Z int
-	}
-	if err := a.decode(c, "node_duplicate", &r); err != nil {
-		return err
-	}
-	n, err := a.projects.DuplicateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
-	if err != nil {
-		return err
-	}
-	return c.Status(fiber.StatusCreated).JSON(nodeFrom(n))
-}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,4 +93,60 @@ func TestNodeDuplicateAndConsoleReset(t *testing.T) {
 	l.must("POST", p+"/nodes/"+l.a+"/console/reset", nil, 204, rNode+"/console/reset")
 	l.must("POST", p+"/close", nil, 204, rProject+"/close")
 	l.must("POST", p+"/nodes/console/reset", nil, 403, "/v2/projects/{project_id}/nodes/console/reset")
+}
+
+// A duplicate keeps what labtap does not model: the node entry's unknown
+// members and properties, and every file of the node's directory (regular
+// files and folders only: a link to elsewhere is not followed).
+func TestNodeDuplicateKeepsWhatLabtapDoesNotModel(t *testing.T) {
+	f := mixedLabFile(t, func(typ string) bool { return typ == "vpcs" })
+	pc := f["topology"].(map[string]any)["nodes"].([]any)[0].(map[string]any)
+	pc["future_member"] = map[string]any{"depth": []any{json.Number("1"), "two"}}
+	pc["application_id"] = json.Number("7")
+	pc["properties"].(map[string]any)["future_property"] = "kept"
+	pc["properties"].(map[string]any)["mac_address"] = "00:50:79:66:68:00"
+	const id = "a0000001-0000-4000-8000-000000000001"
+	var dir string
+	s := newServerWith(t, func(data string) {
+		writeProjectFile(t, data, mixedLab, "mixed-lab.gns3", f)
+		dir = filepath.Join(data, "projects", mixedLab, "project-files", "vpcs", id)
+		os.MkdirAll(filepath.Join(dir, "notes"), 0o755)
+		os.WriteFile(filepath.Join(dir, "notes", "extra.bin"), []byte{0, 1, 2}, 0o600)
+		os.WriteFile(filepath.Join(dir, "startup.vpc"), []byte("ip 10.0.0.9/24\n"), 0o644)
+		os.Symlink("/etc/hostname", filepath.Join(dir, "elsewhere"))
+	})
+	p := "/v2/projects/" + mixedLab
+	s.must("POST", p+"/open", nil, 201, rProject+"/open")
+	d := s.must("POST", p+"/nodes/"+id+"/duplicate", map[string]any{"x": 20, "y": 30}, 201, rNode+"/duplicate")
+	dupID := d.body["node_id"].(string)
+	props := d.body["properties"].(map[string]any)
+	if props["future_property"] != "kept" || props["mac_address"] != nil {
+		t.Errorf("properties of the copy: %v", props)
+	}
+	dupDir := filepath.Join(filepath.Dir(dir), dupID)
+	if b, err := os.ReadFile(filepath.Join(dupDir, "notes", "extra.bin")); err != nil || string(b) != "\x00\x01\x02" {
+		t.Errorf("notes/extra.bin of the copy: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dupDir, "startup.vpc")); err != nil || string(b) != "ip 10.0.0.9/24\n" {
+		t.Errorf("startup.vpc of the copy: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dupDir, "elsewhere")); err == nil {
+		t.Errorf("a link was copied")
+	}
+	s.must("POST", p+"/close", nil, 204, rProject+"/close")
+	var copied map[string]any
+	for _, n := range s.projectFile(mixedLab, "mixed-lab.gns3")["topology"].(map[string]any)["nodes"].([]any) {
+		if n.(map[string]any)["node_id"] == dupID {
+			copied = n.(map[string]any)
+		}
+	}
+	if copied == nil {
+		t.Fatal("the copy is not in the file")
+	}
+	if d := jsonDiff("", pc["future_member"], copied["future_member"]); len(d) > 0 || copied["application_id"] != nil {
+		t.Errorf("the copy's entry: %v", copied)
+	}
+	if copied["properties"].(map[string]any)["future_property"] != "kept" {
+		t.Errorf("the copy's properties in the file: %v", copied["properties"])
+	}
 }

@@ -17,9 +17,9 @@ type View interface {
 	Page() []byte
 	// Asset returns a file of the page (script, style) and its media type.
 	Asset(name string) (data []byte, contentType string, ok bool)
-	// CheckFilter reports whether a display filter is valid; the error is
-	// for the user.
-	CheckFilter(expr string) error
+	// CheckFilter reports whether a display filter is valid (it compiles,
+	// within link filters' budget); the error is for the user.
+	CheckFilter(ctx context.Context, expr string) error
 	// Feed writes the decoded rows of the capture stream pcap that pass the
 	// filter as Server-Sent Events, calling flush after each, until the
 	// stream ends, ctx is done or a write fails; it closes pcap.
@@ -99,7 +99,7 @@ func (a *API) linkView(c *fiber.Ctx) error {
 // one is a 400 with the compiler's message.
 func (a *API) packets(c *fiber.Ctx) error {
 	expr := c.Query("filter")
-	if err := a.cfg.View.CheckFilter(expr); err != nil {
+	if err := a.cfg.View.CheckFilter(c.UserContext(), expr); err != nil {
 		return &badRequest{msg: "Invalid display filter: " + err.Error(), request: fiber.Map{"filter": expr}}
 	}
 	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))

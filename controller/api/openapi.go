@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // routeDoc documents one route of the OpenAPI document.
@@ -340,4 +342,8 @@ func operationID(method, template string) string {
 	path := placeholder.ReplaceAllString(strings.TrimPrefix(template, "/v2/"), "$1")
 	path = strings.NewReplacer("/", "_", ".", "_").Replace(path)
 	return strings.ToLower(method) + "_" + path
+}
+
+func (a *API) openAPI(c *fiber.Ctx) error {
+	return c.JSON(a.OpenAPI())
 }

@@ -168,3 +168,70 @@ func TestAClosedProjectOfOtherNodeTypesIsRewrittenWhole(t *testing.T) {
 		t.Fatalf("rewrite of a closed project changed:\n%v", d)
 	}
 }
+
+// A project holding node types this server cannot run (dynamips, iou)
+// opens: those nodes are kept, stopped, with their links; starting one is
+// 409 naming its type, starting all starts the others; the file keeps them
+// whole (spec 3.1 item 18, 6.7).
+func TestAProjectWithNodesThisServerCannotRunOpens(t *testing.T) {
+	keep := func(typ string) bool { return typ == "vpcs" || typ == "ethernet_switch" || typ == "dynamips" }
+	orig := mixedLabFile(t, keep)
+	topo := orig["topology"].(map[string]any)
+	const iou = "a0000009-0000-4000-8000-000000000009"
+	topo["nodes"] = append(topo["nodes"].([]any), map[string]any{
+		"node_id": iou, "node_type": "iou", "name": "IOU1", "compute_id": "local", "console": json.Number("5009"),
+		"console_type": "telnet", "x": json.Number("10"), "y": json.Number("10"), "z": json.Number("1"),
+		"symbol": ":/symbols/multilayer_switch.svg", "properties": map[string]any{"path": "i86bi-linux-l2.bin",
+			"ethernet_adapters": json.Number("2"), "serial_adapters": json.Number("0"), "ram": json.Number("256")},
+		"port_name_format": "Ethernet{segment0}/{port0}", "port_segment_size": json.Number("4"),
+	})
+	topo["links"] = append(topo["links"].([]any), map[string]any{"link_id": "b0000009-0000-4000-8000-000000000009", "nodes": []any{
+		map[string]any{"node_id": iou, "adapter_number": json.Number("0"), "port_number": json.Number("0")},
+		map[string]any{"node_id": "a0000002-0000-4000-8000-000000000002", "adapter_number": json.Number("0"), "port_number": json.Number("2")},
+	}})
+	s := newServerWith(t, func(data string) { writeProjectFile(t, data, mixedLab, "mixed-lab.gns3", orig) })
+	p := "/v2/projects/" + mixedLab
+	s.must("POST", p+"/open", nil, 201, rProject+"/open")
+	nodes := s.must("GET", p+"/nodes", nil, 200, rNodes).list
+	if len(nodes) != 4 {
+		t.Fatalf("opened project lists %d nodes", len(nodes))
+	}
+	if links := s.must("GET", p+"/links", nil, 200, rLinks).list; len(links) != 2 {
+		t.Fatalf("opened project lists %d links", len(links))
+	}
+	for id, typ := range map[string]string{"a0000005-0000-4000-8000-000000000005": "dynamips", iou: "iou"} {
+		n := s.must("GET", p+"/nodes/"+id, nil, 200, rNode)
+		if n.body["status"] != "stopped" || n.body["node_type"] != typ {
+			t.Errorf("%s node: %v", typ, n.body)
+		}
+		r := s.must("POST", p+"/nodes/"+id+"/start", nil, 409, rNode+"/start")
+		if r.body["message"] != "Node type "+typ+" is not supported by this server" {
+			t.Errorf("start %s: %v", typ, r.body)
+		}
+	}
+	s.must("POST", p+"/nodes/start", nil, 204, rNodes+"/start")
+	if n := s.must("GET", p+"/nodes/a0000001-0000-4000-8000-000000000001", nil, 200, rNode); n.body["status"] != "started" {
+		t.Errorf("PC1 after start all: %v", n.body["status"])
+	}
+	s.must("POST", p+"/nodes/stop", nil, 204, rNodes+"/stop")
+	s.must("POST", p+"/close", nil, 204, rProject+"/close")
+	got := s.projectFile(mixedLab, "mixed-lab.gns3")
+	gotNodes := got["topology"].(map[string]any)["nodes"].([]any)
+	for i, n := range topo["nodes"].([]any) {
+		n, g := n.(map[string]any), gotNodes[i].(map[string]any)
+		if n["node_type"] != "dynamips" && n["node_type"] != "iou" {
+			continue
+		}
+		for k := range g {
+			if _, ok := n[k]; !ok {
+				delete(g, k) // defaults labtap writes, as GNS3 does
+			}
+		}
+		if d := jsonDiff(n["name"].(string), n, g); len(d) > 0 {
+			t.Errorf("%s changed in the file: %v", n["node_type"], d)
+		}
+	}
+	if l := got["topology"].(map[string]any)["links"].([]any); len(l) != 2 {
+		t.Errorf("file keeps %d links", len(l))
+	}
+}

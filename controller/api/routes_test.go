@@ -347,7 +347,7 @@ var update = flag.Bool("update", false, "rewrite openapi.json from the routes")
 func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
 	reg := compute.NewRegistry(compute.RegistryConfig{})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg})
-	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", View: web.New(nil)})
+	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", View: web.New(web.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/project"
 )
 
 // createTemplate answers POST /v2/templates: 201 and the whole template;
@@ -43,4 +48,76 @@ func (a *API) duplicateTemplate(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(templateFrom(t))
+}
+
+// templateJSON is a template as GNS3 lists it.
+type templateJSON struct {
+	Builtin           bool           `json:"builtin"`
+	Category          string         `json:"category"`
+	ComputeID         *string        `json:"compute_id"`
+	ConsoleType       string         `json:"console_type,omitempty"`
+	DefaultNameFormat string         `json:"default_name_format"`
+	Name              string         `json:"name"`
+	Properties        map[string]any `json:"properties,omitempty"`
+	Symbol            string         `json:"symbol"`
+	TemplateID        string         `json:"template_id"`
+	TemplateType      string         `json:"template_type"`
+}
+
+// templateFrom is a template as GNS3 shows it: a user template is its
+// whole flat object.
+func templateFrom(t project.Template) any {
+	if t.Settings != nil {
+		return t.Settings
+	}
+	return templateJSON{
+		Builtin: t.Builtin, Category: t.Category, ConsoleType: t.ConsoleType, DefaultNameFormat: t.DefaultNameFormat,
+		Name: t.Name, Properties: t.Properties, Symbol: t.Symbol, TemplateID: t.ID, TemplateType: t.Type,
+	}
+}
+
+func (a *API) listTemplates(c *fiber.Ctx) error {
+	return c.JSON(mapAll(a.projects.Templates(), templateFrom))
+}
+
+// getTemplate answers one template, with an ETag; a client that already
+// holds it (If-None-Match) gets 304.
+func (a *API) getTemplate(c *fiber.Ctx) error {
+	t, err := a.projects.Template(c.Params("template_id"))
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(templateFrom(t))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	c.Set(fiber.HeaderETag, etag)
+	if c.Get(fiber.HeaderIfNoneMatch) == etag {
+		c.Response().Header.SetNoDefaultContentType(true)
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+func (a *API) createFromTemplate(c *fiber.Ctx) error {
+	var r struct {
+		X         int     `json:"x"`
+		Y         int     `json:"y"`
+		Name      *string `json:"name"`
+		ComputeID *string `json:"compute_id"`
+	}
+	if err := a.decode(c, "template_create", &r); err != nil {
+		return err
+	}
+	req := project.FromTemplate{X: r.X, Y: r.Y}
+	set(&req.Name, r.Name)
+	set(&req.ComputeID, r.ComputeID)
+	n, err := a.projects.CreateFromTemplate(c.UserContext(), c.Params("project_id"), c.Params("template_id"), req)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(nodeFrom(n))
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -132,3 +133,23 @@ func TestTemplateEditsAreCheckedAndBuiltinsAreReadOnly(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// Template names are held to the project's name check (project.CheckName):
+// a refused name gets the same 400 and the same reason a project name gets.
+func TestTemplateNamesUseTheProjectsNameCheck(t *testing.T) {
+	l := newLive(t, time.Minute)
+	id := l.call("POST", rTemplates, map[string]any{"name": "ok", "template_type": "vpcs", "compute_id": "local"}, 201)["template_id"].(string)
+	for _, name := range []string{"bad\nname", "bad\x7fname", strings.Repeat("é", 128)} {
+		p := l.call("POST", "/v2/projects", map[string]any{"name": name}, 400)["message"].(string)
+		want := strings.Replace(p, "Project name", "Template name", 1)
+		if !strings.HasPrefix(p, "Project name") {
+			t.Fatalf("project name %q: %q", name, p)
+		}
+		if got := l.call("POST", rTemplates, map[string]any{"name": name, "template_type": "vpcs", "compute_id": "local"}, 400)["message"]; got != want {
+			t.Errorf("POST template %q: %q, want %q", name, got, want)
+		}
+		if got := l.call("PUT", rTemplates+"/"+id, map[string]any{"name": name}, 400)["message"]; got != want {
+			t.Errorf("PUT template %q: %q, want %q", name, got, want)
+		}
+	}
+}

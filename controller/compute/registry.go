@@ -250,6 +250,9 @@ func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, 
 	for _, a := range n.Adapters {
 		spec.Adapters = append(spec.Adapters, proto.AdapterSpec{MACAddress: a.MACAddress, PortName: a.Name, AdapterType: a.AdapterType})
 	}
+	for _, v := range n.Variables {
+		spec.Variables = append(spec.Variables, proto.Variable{Name: v.Name, Value: v.Value})
+	}
 	if n.Properties != nil {
 		raw, err := json.Marshal(n.Properties)
 		if err != nil {
@@ -768,6 +771,12 @@ func (r *Registry) NodeFile(ctx context.Context, computeID, projectID, nodeID, n
 // WriteNodeFile replaces a file of a node's directory on its compute.
 func (r *Registry) WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error {
 	return r.do(ctx, computeID, "PUT", proto.NodeFilePath(projectID, nodeID, name), proto.NodeFile{Content: data}, nil)
+}
+
+// CopyNodeDir copies a node's directory into another node's of the same
+// project on the same compute (a duplicate).
+func (r *Registry) CopyNodeDir(ctx context.Context, computeID, projectID, fromID, toID string) error {
+	return r.do(ctx, computeID, "POST", proto.NodeCopyPath(projectID, fromID), proto.NodeCopy{DestinationNodeID: toID}, nil)
 }
 
 // ResetConsole disconnects every client of a node's console.

@@ -6,11 +6,12 @@
 //
 // Each link is captured on its compute as a pcapng capture of its own (the
 // one the link already runs, or one this package starts); the controller
-// follows the links' capture streams and merges their records, as they
-// come, into the project's file: each link's frames in their order, the
-// links interleaved as their records arrive. Links created while the
-// capture runs join it, and so do links whose capture stopped (a node
-// stopped) once it can run again.
+// follows the links' capture streams and merges their records into the
+// project's file in timestamp order, within a reorder window (order.go):
+// each link direction's frames in their order, the file in time order
+// within each agent as long as its streams arrive within the window of each
+// other. Links created while the capture runs join it, and so do links
+// whose capture stopped (a node stopped) once it can run again.
 package labcapture
 
 import (
@@ -53,7 +54,11 @@ type Config struct {
 	Projects Projects
 	// Every is how often a running capture looks for links to join; zero
 	// means half a second.
-	Every  time.Duration
+	Every time.Duration
+	// Window is how long a record may wait for older records of links
+	// that are silent: the merge's reorder window, and so the live
+	// stream's delay when some link is idle. Zero means DefaultWindow.
+	Window time.Duration
 	Logger *slog.Logger
 }
 
@@ -76,8 +81,16 @@ func New(cfg Config) *Service {
 	if cfg.Every <= 0 {
 		cfg.Every = 500 * time.Millisecond
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
 	return &Service{cfg: cfg, log: cfg.Logger, running: make(map[string]*run)}
 }
+
+// DefaultWindow is the merge's reorder window: an agent writes out its
+// captures every 10 ms, and a loaded controller or network may take a few
+// hundred more to relay them.
+const DefaultWindow = 500 * time.Millisecond
 
 // State describes a project capture.
 type State = capspec.ProjectState
@@ -102,10 +115,12 @@ type run struct {
 	ng       *pcapgo.NgWriter // nil until the first interface
 	ifaces   map[ifaceKey]int // merged interface ids
 	links    map[string]*member
+	order    *reorder // records waiting for their turn
 	frames   uint64
 	stopping bool // no link joins any more
 	ended    bool // the file is complete
 
+	kick    chan struct{} // capacity 1: a record was queued (releaseLoop)
 	size    atomic.Int64  // bytes of the file that hold whole blocks
 	changed chan struct{} // closed and replaced at each change of size, and at the end
 	done    chan struct{} // closed when the capture has ended and the file is complete
@@ -155,6 +170,7 @@ func (s *Service) Start(ctx context.Context, projectID string, spec capspec.Spec
 	r.stopJoining, r.endStreams, r.streamCtx = stopJoining, endStreams, streamCtx
 	r.reconcile(joinCtx, spec.Filter) // the links there are join before Start returns
 	s.wg.Go(func() { r.loop(joinCtx, spec.Filter) })
+	s.wg.Go(r.releaseLoop)
 	s.log.Info("project capture started", "project", projectID, "file", r.path)
 	return r.state(), nil
 }
@@ -184,6 +200,8 @@ func (s *Service) create(projectID, dir, name string) (*run, error) {
 		bw:      bufio.NewWriterSize(f, 256<<10),
 		ifaces:  make(map[ifaceKey]int),
 		links:   make(map[string]*member),
+		order:   newReorder(s.cfg.Window),
+		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -354,6 +372,7 @@ func (r *run) reconcile(ctx context.Context, filter string) {
 			if _, err := r.ifaceLocked(k, nameOf(names, k.dir), lt); err != nil {
 				r.s.log.Warn("project capture: add an interface", "link", l.ID, "err", err)
 			}
+			r.order.open(k)
 		}
 		if err := r.flushLocked(); err != nil {
 			r.s.log.Warn("project capture: write", "err", err)
@@ -366,6 +385,10 @@ func (r *run) reconcile(ctx context.Context, filter string) {
 			}
 			r.mu.Lock()
 			m.active = false
+			for _, k := range keys {
+				r.order.close(k)
+			}
+			r.releaseLocked(time.Now(), false) // the others wait for it no more
 			r.signalLocked()
 			r.mu.Unlock()
 		})
@@ -441,7 +464,7 @@ func (r *run) merge(linkID string, names [2]string, stream io.Reader) error {
 		if !ng { // a pcap capture does not say who sent a frame
 			key.dir = -1
 		}
-		if err := r.write(key, nameOf(names, key.dir), linkType(ci.InterfaceIndex), ci, data); err != nil {
+		if err := r.push(&record{key: key, name: nameOf(names, key.dir), lt: linkType(ci.InterfaceIndex), ci: ci, data: data}); err != nil {
 			return err
 		}
 	}
@@ -456,24 +479,85 @@ func nameOf(names [2]string, dir int) string {
 	return names[dir]
 }
 
-// write appends one record to the project's file, adding its interface
-// first if it is new, and lets followers see it.
-func (r *run) write(key ifaceKey, name string, lt layers.LinkType, ci gopacket.CaptureInfo, data []byte) error {
+// push queues one record of a link's stream and writes what is due: the
+// records that are in timestamp order now (order.go).
+func (r *run) push(rec *record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended {
 		return nil
 	}
-	id, err := r.ifaceLocked(key, name, lt)
+	rec.at = time.Now()
+	if err := r.order.push(rec, r.emitLocked); err != nil {
+		return err
+	}
+	if _, _, err := r.releaseLocked(rec.at, false); err != nil {
+		return err
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// releaseLocked writes the records due at now (every record, with force)
+// and lets followers see them; it says when the next queued record will be
+// due (ok false: none waits). r.mu must be held.
+func (r *run) releaseLocked(now time.Time, force bool) (next time.Time, ok bool, err error) {
+	if r.ended {
+		return time.Time{}, false, nil
+	}
+	before := r.frames
+	next, ok, err = r.order.release(now, force, r.emitLocked)
+	if r.frames != before {
+		if ferr := r.flushLocked(); err == nil {
+			err = ferr
+		}
+	}
+	return next, ok, err
+}
+
+// releaseLoop writes the records that waited the reorder window for silent
+// links, until the capture ends.
+func (r *run) releaseLoop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		next, ok, err := r.releaseLocked(time.Now(), false)
+		r.mu.Unlock()
+		if err != nil {
+			r.s.log.Warn("project capture: write", "err", err)
+		}
+		wait := time.Hour
+		if ok {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-r.kick:
+		case <-timer.C:
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// emitLocked writes one record to the project's file, adding its
+// interface first if it is new. r.mu must be held; the caller flushes.
+func (r *run) emitLocked(rec *record) error {
+	id, err := r.ifaceLocked(rec.key, rec.name, rec.lt)
 	if err != nil {
 		return err
 	}
+	ci := rec.ci
 	ci.InterfaceIndex = id
-	if err := r.ng.WritePacket(ci, data); err != nil {
+	if err := r.ng.WritePacket(ci, rec.data); err != nil {
 		return err
 	}
 	r.frames++
-	return r.flushLocked()
+	return nil
 }
 
 // ifaceLocked returns the file's interface of key, adding it (and the
@@ -551,6 +635,9 @@ func (r *run) stop(ctx context.Context) {
 	r.endStreams() // the links captured by someone else: their capture goes on
 	r.waitMerges(nil, deadline.C)
 	r.mu.Lock()
+	if _, _, err := r.releaseLocked(time.Now(), true); err != nil {
+		r.s.log.Warn("project capture: write", "err", err)
+	}
 	r.ended = true
 	_ = r.flushLocked()
 	if err := r.f.Close(); err != nil {

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +108,12 @@ func (f *fakeProjects) CaptureStream(_ context.Context, _, id string) (io.ReadCl
 // pcapng header first, then a record of direction dir.
 func (f *fakeProjects) send(t *testing.T, id string, dir int, frame []byte) {
 	t.Helper()
+	f.sendAt(t, id, dir, frame, time.Now())
+}
+
+// sendAt is send with the record stamped ts.
+func (f *fakeProjects) sendAt(t *testing.T, id string, dir int, frame []byte, ts time.Time) {
+	t.Helper()
 	f.mu.Lock()
 	fd := f.feeds[id]
 	f.mu.Unlock()
@@ -117,7 +127,7 @@ func (f *fakeProjects) send(t *testing.T, id string, dir int, frame []byte) {
 		}
 		fd.ng = ng
 	}
-	ci := gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(frame), Length: len(frame), InterfaceIndex: dir}
+	ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(frame), Length: len(frame), InterfaceIndex: dir}
 	if err := fd.ng.WritePacket(ci, frame); err != nil {
 		t.Fatal(err)
 	}
@@ -217,4 +227,115 @@ func TestAProjectCaptureMergesEveryLinkAndDirectionAndLinksMadeLater(t *testing.
 	if _, err := s.Start(t.Context(), "p", capspec.Spec{}); !errors.Is(err, project.ErrConflict) {
 		t.Fatalf("a capture over the file of the last one: %v", err)
 	}
+}
+
+func TestAProjectCaptureIsInTimeOrderWithinEachAgentWhateverOrderTheStreamsArriveIn(t *testing.T) {
+	f := &fakeProjects{dir: t.TempDir(), feeds: map[string]*feed{}}
+	for i := 1; i <= 6; i++ {
+		f.nodes = append(f.nodes, project.Node{ID: fmt.Sprint("n", i), Name: fmt.Sprint("PC", i), Type: "vpcs"})
+	}
+	// Two links on agent1, one on agent2, whose clock is an hour behind.
+	f.addLink("link-one", "n1", "n2")
+	f.addLink("link-two", "n3", "n4")
+	f.addLink("link-three", "n5", "n6")
+	agentOf := map[string]string{"PC1": "agent1", "PC2": "agent1", "PC3": "agent1", "PC4": "agent1", "PC5": "agent2", "PC6": "agent2"}
+	skew := map[string]time.Duration{"agent1": 0, "agent2": -time.Hour}
+	s := New(Config{Projects: f, Every: 10 * time.Millisecond, Window: 5 * time.Second})
+	defer s.Close(context.Background())
+	st, err := s.Start(t.Context(), "p", capspec.Spec{})
+	if err != nil || st.Links != 3 {
+		t.Fatalf("Start: %+v, %v", st, err)
+	}
+	type src struct {
+		link  string
+		dir   int
+		agent string
+	}
+	sources := []src{{"link-one", 0, "agent1"}, {"link-one", 1, "agent1"}, {"link-two", 0, "agent1"}, {"link-two", 1, "agent1"}, {"link-three", 0, "agent2"}, {"link-three", 1, "agent2"}}
+	base := time.Now().Truncate(time.Second)
+	const rounds = 40
+	for r := range rounds {
+		// Each source stamps one record per round, 1 ms apart, in its
+		// agent's clock; they arrive in the reverse order of their stamps.
+		for i := len(sources) - 1; i >= 0; i-- {
+			sc := sources[i]
+			ts := base.Add(skew[sc.agent] + time.Duration(r*10+i)*time.Millisecond)
+			f.sendAt(t, sc.link, sc.dir, fmt.Appendf(nil, "%s/%d#%03d", sc.link, sc.dir, r), ts)
+		}
+	}
+	final, err := s.Stop(t.Context(), "p")
+	if err != nil || final.Frames != rounds*uint64(len(sources)) {
+		t.Fatalf("Stop: %+v, %v", final, err)
+	}
+	file, err := os.ReadFile(final.FilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr, err := pcapgo.NewNgReader(bytes.NewReader(file), pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stamped struct {
+		iface string
+		ts    time.Time
+	}
+	var got []stamped
+	last := map[string]string{} // per source, its last record
+	for {
+		data, ci, err := nr.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		intf, _ := nr.Interface(ci.InterfaceIndex)
+		got = append(got, stamped{intf.Name, ci.Timestamp})
+		name, seq, _ := strings.Cut(string(data), "#")
+		if seq <= last[name] {
+			t.Fatalf("record %s after #%s of the same direction", data, last[name])
+		}
+		last[name] = seq
+	}
+	if len(got) != rounds*len(sources) {
+		t.Fatalf("%d records in the file, want %d", len(got), rounds*len(sources))
+	}
+	inOrder := func(how string, recs []stamped) {
+		t.Helper()
+		prev := map[string]time.Time{}
+		for i, r := range recs {
+			sender, _, _ := strings.Cut(r.iface, " ")
+			agent := agentOf[sender]
+			if agent == "" {
+				t.Fatalf("%s: record %d on interface %q of no agent", how, i, r.iface)
+			}
+			if r.ts.Before(prev[agent]) {
+				t.Fatalf("%s: record %d (%s, %v) is older than the one before it on %s (%v)", how, i, r.iface, r.ts, agent, prev[agent])
+			}
+			prev[agent] = r.ts
+		}
+	}
+	inOrder("gopacket", got)
+
+	// tshark reads it the same way.
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Log("no tshark: checked with gopacket only")
+		return
+	}
+	out, err := exec.Command("tshark", "-r", final.FilePath, "-T", "fields", "-E", "separator=|", "-e", "frame.interface_name", "-e", "frame.time_epoch").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	var read []stamped
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		iface, epoch, _ := strings.Cut(strings.TrimSpace(line), "|")
+		sec, frac, _ := strings.Cut(epoch, ".")
+		ns, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		s, _ := strconv.ParseInt(sec, 10, 64)
+		read = append(read, stamped{iface, time.Unix(s, ns)})
+	}
+	if len(read) != len(got) {
+		t.Fatalf("tshark read %d records, want %d", len(read), len(got))
+	}
+	inOrder("tshark", read)
 }

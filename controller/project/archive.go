@@ -400,15 +400,13 @@ func (s *Service) unrunnable(nodes []Node) []string {
 	return out
 }
 
-// checkProjectName bounds a project name taken from a client or archive.
+// checkProjectName bounds a project name taken from a client or archive:
+// the project's own name check (CheckName), and not empty.
 func checkProjectName(name string) error {
 	if name == "" {
 		return errorf(ErrInvalid, "Project name cannot be empty")
 	}
-	if utf8.RuneCountInString(name) > 255 || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
-		return errorf(ErrInvalid, "Project name must be 1 to 255 printable characters")
-	}
-	return nil
+	return CheckName("Project name", name)
 }
 
 // freeProjectName is name, or the first of "name-1", "name-2", ... that no
@@ -638,8 +636,9 @@ func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) err
 // unpacked one (snapshots/ and captures carried over), and the project
 // built again from it, with the ids and computes the snapshot holds. If
 // anything fails, the project is put back as it was. Listeners get
-// node.deleted and link.deleted for everything that was there, then
-// node.created and link.created for everything restored, then
+// link.deleted, node.deleted and drawing.deleted for everything that was
+// there, then node.created, link.created and drawing.created for
+// everything restored, then
 // snapshot.restored (the GUI reloads the project on it); never
 // project.closed.
 func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
@@ -674,13 +673,20 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	old := st.snapshotLocked()
 	computes := st.openComputesLocked()
 	st.mu.RUnlock()
+	// What drawing.deleted carries: each drawing whole, its SVG read now,
+	// while its picture is still in the project's images.
+	gone := *old
+	gone.Drawings = slices.Clone(old.Drawings)
+	for i := range gone.Drawings {
+		gone.Drawings[i].SVG = s.resolveSVG(p, gone.Drawings[i].SVG)
+	}
 	s.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
 		s.reopen(ctx, st, old, nil)
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
 	}
 	snap.Project.Path = p.Path
-	if err := s.reopen(ctx, st, snap, old); err != nil {
+	if err := s.reopen(ctx, st, snap, &gone); err != nil {
 		s.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
 		if serr := exchange(p.Path, aside, tmp); serr != nil {
 			s.log.Error("put back the project directory", "project", id, "err", serr)
@@ -863,7 +869,8 @@ func recoverRestore(dir string) {
 
 // reopen replaces an opened project's nodes and links with snap's, built
 // on their computes, saves it and announces the change: deletions of
-// what was (before, if not nil), then creations. st.ops must be held.
+// what was (before, if not nil; its drawings' SVG as it was), then
+// creations. st.ops must be held.
 func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
 	p := st.project()
 	opened := newState(p)
@@ -884,6 +891,9 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		for i := range before.Nodes {
 			s.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
 		}
+		for i := range before.Drawings {
+			s.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &before.Drawings[i]})
+		}
 	}
 	st.mu.Lock()
 	st.p = opened.p
@@ -902,6 +912,11 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		}
 		for i := range snapNow.Links {
 			s.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
+		}
+		for i := range snapNow.Drawings {
+			d := snapNow.Drawings[i]
+			d.SVG = s.resolveSVG(snapNow.Project, d.SVG)
+			s.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
 		}
 	}
 	return nil

@@ -41,12 +41,22 @@ func captureSide(nodes []*Node) int {
 }
 
 // captureUsing is the id of a link other than except whose running capture
-// writes a file named name (or, for a ring, is named name), or "".
-func (st *state) captureUsing(name, except string) string {
+// writes a file named name (or, for a ring, is named name, or writes one
+// of name's numbered files name-00001.pcap, ...), or "". ring says the
+// asked capture is a ring itself: its numbered files must not be another
+// capture's file either.
+func (st *state) captureUsing(name, except string, ring bool) string {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	for id, l := range st.links {
-		if id != except && l.Capture.Active && (l.Capture.FileName == name || l.Capture.Spec.FileName == name) {
+		if id == except || !l.Capture.Active {
+			continue
+		}
+		c := l.Capture
+		switch {
+		case c.FileName == name || c.Spec.FileName == name,
+			c.Spec.Ring() && capspec.IsRingName(name, c.Spec.FileName),
+			ring && (capspec.IsRingName(c.FileName, name) || capspec.IsRingName(c.Spec.FileName, name)):
 			return id
 		}
 	}
@@ -93,7 +103,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 			return Link{}, errorf(ErrInvalid, "%v", err)
 		}
 	}
-	if other := st.captureUsing(name, linkID); other != "" {
+	if other := st.captureUsing(name, linkID, req.Ring()); other != "" {
 		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
 	}
 	req.FileName = name

@@ -71,6 +71,15 @@ type NodeSpec struct {
 	// Adapters are a node with adapters' network adapters; link endpoint
 	// (adapter i, port 0) is Adapters[i].
 	Adapters []Adapter
+	// Variables are the project's variables, for a node with adapters
+	// whose compute substitutes them (a docker node's environment).
+	Variables []Variable
+}
+
+// Variable is one of a project's variables (GNS3's project "variables":
+// name and value).
+type Variable struct {
+	Name, Value string
 }
 
 // NodeRuntime is what a compute reports of a node.

@@ -208,7 +208,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 			links = append(links, l)
 		}
 	}
-	pid := st.p.ID
+	pid, vars := st.p.ID, st.p.Settings.Variables
 	st.mu.RUnlock()
 	if !uses {
 		return
@@ -218,7 +218,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		return
 	}
 	for _, n := range nodes {
-		spec, err := s.nodeSpec(&n)
+		spec, err := s.nodeSpec(&n, vars)
 		if err != nil {
 			s.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
 			continue

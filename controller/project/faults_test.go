@@ -1,9 +1,11 @@
 package project
 
 import (
-	"github.com/labtap/labtap/capspec"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // capturingPair is a fixture with two started nodes on compute local, a
@@ -177,5 +179,60 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	f.computes.mu.Unlock()
 	if !ok {
 		t.Fatal("the link was not set up again on the restarted compute")
+	}
+}
+
+func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.T) {
+	f := newFixture(t)
+	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
+	for _, n := range []Node{a, b, c, d} {
+		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ringLink, other := f.link(t, a, b), f.link(t, c, d)
+	ring, err := f.svc.StartCapture(t.Context(), f.project.ID, ringLink.ID, capspec.Spec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 3})
+	if err != nil || !ring.Capture.Active {
+		t.Fatalf("the ring: %+v, %v", ring.Capture, err)
+	}
+	for _, spec := range []capspec.Spec{
+		{FileName: "ring.pcap"},       // the ring's own name
+		{FileName: "ring-00001.pcap"}, // its first file
+		{FileName: "ring-00042.pcap"}, // a file it will write
+		{FileName: "ring-00002.pcap", RingFiles: 2, MaxBytes: capspec.MinMaxBytes}, // a ring named after one of its files
+	} {
+		_, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, spec)
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), ringLink.ID) {
+			t.Fatalf("capture named %s beside the running ring: %v, want a conflict naming link %s", spec.FileName, err, ringLink.ID)
+		}
+	}
+	// Nothing reached the compute: only the ring's capture runs there.
+	f.computes.mu.Lock()
+	n := len(f.computes.captures)
+	f.computes.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d captures on the compute, want the ring alone", n)
+	}
+	// A name the ring never writes is fine: ring-1.pcap is not ring-00001.
+	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, capspec.Spec{FileName: "ring-1.pcap"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestARingWhoseFilesWouldBeAnotherCapturesFileIsAConflict(t *testing.T) {
+	f := newFixture(t)
+	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
+	for _, n := range []Node{a, b, c, d} {
+		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := f.link(t, a, b), f.link(t, c, d)
+	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, first.ID, capspec.Spec{FileName: "cap-00003.pcap"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.StartCapture(t.Context(), f.project.ID, second.ID, capspec.Spec{FileName: "cap.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 5})
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("a ring whose third file is a running capture's: %v", err)
 	}
 }

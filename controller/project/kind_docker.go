@@ -17,6 +17,8 @@ var dockerKind = &kind{
 	ports:       adapterPorts,
 	adapters:    dockerAdapters,
 	suspendable: true,
+	// Spec 3.8: vnc is refused by the agent until it runs an X server.
+	consoleTypes: []string{"telnet", "vnc", "http", "https", "none"},
 	templateDefaults: func() map[string]any {
 		return map[string]any{
 			"adapters": 1, "usage": "", "mac_address": "", "start_command": "", "environment": "",

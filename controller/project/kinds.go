@@ -28,6 +28,10 @@ type kind struct {
 	// the compute computes comes back into them (nodes-docker-qemu.md 2.5).
 	adapters    func(n *Node) ([]Adapter, error)
 	suspendable bool
+	// consoleTypes are the console types a node of this type may be
+	// created with or changed to (node PUT); nil: it keeps the one it was
+	// created with.
+	consoleTypes []string
 	// template is the type's built-in template, nil when it has none.
 	template *Template
 	// templateDefaults returns the properties of a new user template of

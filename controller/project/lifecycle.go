@@ -156,7 +156,7 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		if usesMAC(n.Type) {
 			n.MACIndex = st.freeMACLocked()
 		}
-		spec, err := s.nodeSpec(&n)
+		spec, err := s.nodeSpec(&n, st.p.Settings.Variables)
 		if err != nil {
 			return err
 		}

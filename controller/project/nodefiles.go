@@ -2,7 +2,9 @@ package project
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,31 +118,49 @@ func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x
 	nc.ComputeID, nc.Type, nc.Name, nc.TemplateID = n.ComputeID, n.Type, n.Name, n.TemplateID
 	nc.Symbol, nc.X, nc.Y, nc.Z = n.Symbol, x, y, z
 	nc.ConsoleAutoStart, nc.PortNameFormat, nc.PortSegmentSize = n.ConsoleAutoStart, n.PortNameFormat, n.PortSegmentSize
-	nc.FirstPortName, nc.CustomAdapters = n.FirstPortName, n.CustomAdapters
+	nc.FirstPortName, nc.CustomAdapters, nc.ConsoleType = n.FirstPortName, n.CustomAdapters, n.ConsoleType
+	// Everything the node's entry holds but what names this one node
+	// (GNS3's list), members labtap does not model included.
+	notCopied := func(k string) bool {
+		return k == "mac_address" || k == "mac_addr" || k == "application_id" || k == "dynamips_id"
+	}
 	for k, v := range n.Properties {
-		if k != "mac_address" && k != "mac_addr" {
+		if !notCopied(k) {
 			nc.Properties[k] = v
 		}
 	}
+	nc.Extra = maps.Clone(n.Extra)
+	maps.DeleteFunc(nc.Extra, func(k string, _ json.RawMessage) bool { return notCopied(k) })
 	dup, err := s.CreateNode(ctx, projectID, nc)
 	if err != nil {
 		return Node{}, err
 	}
-	if n.Type == "vpcs" {
-		data, err := s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
+	// The node's files go with it: what it holds that labtap does not
+	// model too (an agent without the copy route gets startup.vpc).
+	if c, ok := s.cfg.Computes.(nodeCopier); ok {
+		err = c.CopyNodeDir(ctx, n.ComputeID, projectID, nodeID, dup.ID)
+	} else if n.Type == "vpcs" {
+		var data []byte
+		data, err = s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
 		if err == nil {
 			err = s.cfg.Computes.WriteNodeFile(ctx, dup.ComputeID, projectID, dup.ID, "startup.vpc", data)
 		} else if isNotFound(err) {
 			err = nil
 		}
-		if err != nil {
-			if derr := s.DeleteNode(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
-				s.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
-			}
-			return Node{}, err
+	}
+	if err != nil {
+		if derr := s.DeleteNode(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
+			s.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
 		}
+		return Node{}, err
 	}
 	return dup, nil
+}
+
+// nodeCopier is what Computes adds to copy a node's directory on its
+// compute. *compute.Registry satisfies it.
+type nodeCopier interface {
+	CopyNodeDir(ctx context.Context, computeID, projectID, fromID, toID string) error
 }
 
 // projectFileName checks a client's path of a project file; the project

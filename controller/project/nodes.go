@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -33,6 +34,8 @@ type NodeCreate struct {
 	// ConsoleType is the console a node with adapters asks for ("" is its
 	// default: telnet).
 	ConsoleType string
+	// Extra are stored members labtap does not model, kept (a duplicate's).
+	Extra Extra
 }
 
 // NewNodeCreate returns a request holding GNS3's defaults.
@@ -105,6 +108,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	name, err := allocateName(req.Name, func(name string) bool { return st.nameTakenLocked(name) })
 	mac := st.freeMACLocked()
 	pref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
+	vars := st.p.Settings.Variables
 	st.mu.RUnlock()
 	if err != nil {
 		return Node{}, err
@@ -134,11 +138,12 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		Properties: req.Properties, X: req.X, Y: req.Y, Z: req.Z, Locked: req.Locked,
 		Symbol: req.Symbol, PortNameFormat: req.PortNameFormat, PortSegmentSize: req.PortSegmentSize,
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
+		Extra: maps.Clone(req.Extra),
 	}
 	if hasAdapters(req.Type) {
 		n.ConsoleType = req.ConsoleType
 	}
-	spec, err := s.nodeSpec(n)
+	spec, err := s.nodeSpec(n, vars)
 	if err != nil {
 		return Node{}, err
 	}
@@ -170,6 +175,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	}
 	out := *n
 	s.emit(st, NodeCreated, &out, nil)
+	s.warnNode(st, &out, nil)
 	return out, nil
 }
 
@@ -223,11 +229,15 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 
 // nodeSpec is what n's compute needs to create it, with every property:
 // it checks n's properties and resolves its adapters (n.Adapters).
-func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
+// vars are the project's variables (Settings.Variables).
+func (s *Service) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
 	k := kindOf(n.Type)
 	if k == nil {
 		return spec, errorf(ErrConflict, "Node type %s is not supported", n.Type)
+	}
+	if k.consoleTypes != nil && n.ConsoleType != "" && !slices.Contains(k.consoleTypes, n.ConsoleType) {
+		return spec, errorf(ErrInvalid, "Node %s: console_type %q is not one of %s", n.Name, n.ConsoleType, strings.Join(k.consoleTypes, ", "))
 	}
 	if k.portsMapping {
 		var err error
@@ -248,8 +258,48 @@ func (s *Service) nodeSpec(n *Node) (NodeSpec, error) {
 		if n.ConsoleType != "" {
 			spec.Properties["console_type"] = n.ConsoleType
 		}
+		spec.Variables = projectVariables(vars)
 	}
 	return spec, nil
+}
+
+// Bounds of the project variables a compute gets.
+const (
+	maxVariables     = 256
+	maxVariableName  = 255
+	maxVariableValue = 4096
+)
+
+// projectVariables reads a project's variables as GNS3 stores them
+// ([{"name": ..., "value": ...}]): client data kept verbatim, so entries
+// that are not such objects, have no name, or exceed the bounds are left
+// out rather than refused.
+func projectVariables(raw json.RawMessage) []Variable {
+	var list []struct {
+		Name  *string `json:"name"`
+		Value any     `json:"value"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out []Variable
+	for _, v := range list {
+		if v.Name == nil || *v.Name == "" || len(*v.Name) > maxVariableName || len(out) == maxVariables {
+			continue
+		}
+		value := ""
+		switch x := v.Value.(type) {
+		case string:
+			value = x
+		case float64, bool:
+			value = fmt.Sprint(x)
+		}
+		if len(value) > maxVariableValue {
+			continue
+		}
+		out = append(out, Variable{Name: *v.Name, Value: value})
+	}
+	return out
 }
 
 // resolveAdapters sets n.Adapters from its properties: names and types as
@@ -323,16 +373,17 @@ func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node,
 }
 
 func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
-	st, err := s.lockOpened(projectID)
+	st, unlock, err := s.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer unlock()
 	return s.setStatusLocked(ctx, st, nodeID, status)
 }
 
-// setStatusLocked starts or stops one node. Several may run at once for
-// different nodes of a project. st.ops must be held.
+// setStatusLocked starts or stops one node. Several run at once for
+// different nodes of a project. st.ops must be held (shared will do), and
+// the node's lifecycle lock.
 func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
@@ -370,7 +421,9 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 }
 
 // updateRuntime applies what a compute says of node n, and stops the
-// captures that depend on it if it no longer runs. st.ops must be held.
+// captures that depend on it if it no longer runs. st.ops must be held
+// (shared will do, with n's lifecycle lock: the captures stopped are
+// those on n's side of a link, which only n's operations stop).
 func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
 	st.mu.Lock()
 	before = *n
@@ -403,21 +456,23 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 
 // ReloadNode restarts a node: stop, then start.
 func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	st, err := s.lockOpened(projectID)
+	st, unlock, err := s.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer unlock()
 	if _, err := s.setStatusLocked(ctx, st, nodeID, Stopped); err != nil {
 		return Node{}, err
 	}
 	return s.setStatusLocked(ctx, st, nodeID, Started)
 }
 
-// bulkParallel is how many nodes a bulk operation handles at once (GNS3: 3).
-const bulkParallel = 3
+// bulkParallel is how many nodes a bulk operation handles at once (GNS3:
+// 3). Each is one agent call that mostly waits (a process to start), so
+// more than the CPUs: 200 nodes start in a few seconds.
+const bulkParallel = 32
 
-// StartAll starts every node of a project, three at a time.
+// StartAll starts every node of a project, bulkParallel at a time.
 func (s *Service) StartAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
@@ -455,27 +510,45 @@ func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
 	})
 }
 
-// bulk runs op on every node, bulkParallel at a time, and returns the
-// first error after all have run.
+// bulk runs op on every node, bulkParallel at a time, each as a lifecycle
+// operation of its own (so a change, a node deletion, waits only for
+// those running), and returns the first error after all have run. A node
+// deleted before its turn is skipped.
 func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
+	if _, err := s.opened(projectID); err != nil {
+		return err
+	}
 	nodes, err := s.Nodes(projectID)
 	if err != nil {
 		return err
 	}
-	st, err := s.lockOpened(projectID)
-	if err != nil {
-		return err
-	}
-	defer st.ops.Unlock()
 	var g errgroup.Group // no context: one failure does not stop the others
 	g.SetLimit(bulkParallel)
 	for _, n := range nodes {
 		if n.Inert {
 			continue // never runs (archive.go)
 		}
-		g.Go(func() error { return op(ctx, st, n) })
+		g.Go(func() error {
+			st, unlock, err := s.lockLifecycle(projectID, n.ID)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if err := op(ctx, st, n); err != nil && !(errors.Is(err, ErrNotFound) && st.hasNotNode(n.ID)) {
+				return err
+			}
+			return nil
+		})
 	}
 	return g.Wait() // the first error
+}
+
+// hasNotNode reports whether the project no longer has a node.
+func (st *state) hasNotNode(id string) bool {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	_, ok := st.nodes[id]
+	return !ok
 }
 
 // NodeUpdate is a change to a node (PUT); nil members stay as they are.
@@ -508,6 +581,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.nodeLocked(nodeID)
+	vars := st.p.Settings.Variables
 	var next Node
 	if err == nil {
 		next = *cur
@@ -523,7 +597,10 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		return Node{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
 	}
 	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
-		return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		if k := kindOf(cur.Type); k == nil || k.consoleTypes == nil {
+			return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
+		}
+		next.ConsoleType = *u.ConsoleType // its compute applies it
 	}
 	set := func(dst *int, v *int) {
 		if v != nil {
@@ -582,7 +659,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	}
 	if hasAdapters(cur.Type) {
 		// The compute gets the properties that changed, and the adapters.
-		spec, err := s.nodeSpec(&next)
+		spec, err := s.nodeSpec(&next, vars)
 		if err != nil {
 			return Node{}, err
 		}
@@ -591,6 +668,9 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 			if !reflect.DeepEqual(v, cur.Properties[k]) {
 				changed[k] = v
 			}
+		}
+		if next.ConsoleType != cur.ConsoleType {
+			changed["console_type"] = next.ConsoleType
 		}
 		if len(changed) > 0 || next.Name != cur.Name || !reflect.DeepEqual(next.Adapters, cur.Adapters) {
 			spec.Properties = changed
@@ -620,6 +700,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 		return Node{}, err
 	}
 	s.emit(st, NodeUpdated, &next, nil)
+	s.warnNode(st, &next, &prev)
 	return next, nil
 }
 
@@ -635,7 +716,7 @@ func derefStr(p *string) string {
 // other change needs the node to have no link (its ports are rebuilt).
 // st.ops must be held.
 func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
-	spec, err := s.nodeSpec(n)
+	spec, err := s.nodeSpec(n, nil) // a switch, hub or cloud: no variables
 	if err != nil {
 		return err
 	}
@@ -718,6 +799,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	delete(st.nodes, nodeID)
 	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
 	st.mu.Unlock()
+	st.forgetLifecycle(nodeID)
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", projectID, "err", err)
 	}

@@ -44,7 +44,9 @@ type Config struct {
 // Service carries out every operation on projects, nodes and links. It is
 // safe for concurrent use. Changes to one project are serialised (one at a
 // time, compute calls included), so checks and effects never interleave;
-// reads never wait for a change in progress.
+// starting, stopping, suspending and reloading nodes are the exception:
+// those of different nodes run at once (one at a time per node), and
+// exclude every other change. Reads never wait for a change in progress.
 type Service struct {
 	cfg Config
 	log *slog.Logger
@@ -76,7 +78,17 @@ type hooks struct {
 
 // state is one project and everything in it.
 type state struct {
-	ops sync.Mutex // serialises changes; held across compute calls
+	// ops serialises changes, held across compute calls: exclusively by
+	// a change, shared by node lifecycle operations (start, stop, suspend,
+	// reload), which also hold their node's entry of lifecycle.
+	ops sync.RWMutex
+
+	lifeMu    sync.Mutex             // guards lifecycle
+	lifecycle map[string]*sync.Mutex // node id → held by its lifecycle operation
+
+	// saveMu makes a save's snapshot and its write one step, so that of
+	// two saves under a shared ops the later snapshot is written last.
+	saveMu sync.Mutex
 
 	mu        sync.RWMutex // guards the fields below
 	p         Project
@@ -137,7 +149,8 @@ func (s *Service) Close() {
 }
 
 func newState(p Project) *state {
-	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link), onComputes: make(map[string]bool)}
+	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link), onComputes: make(map[string]bool),
+		lifecycle: make(map[string]*sync.Mutex)}
 }
 
 // openOn opens the project on a compute unless it is open there already.
@@ -189,6 +202,12 @@ func (s *Service) opened(id string) (*state, error) {
 // taken: a change that waited behind a delete must not act on the deleted
 // project (a save would write its file back).
 func (s *Service) lockProject(id string) (*state, error) {
+	return s.lockState(id, false)
+}
+
+// lockState is lockProject holding st.ops shared (the caller RUnlocks it)
+// or exclusively.
+func (s *Service) lockState(id string, shared bool) (*state, error) {
 	for {
 		st, err := s.lookup(id)
 		if err != nil {
@@ -197,12 +216,16 @@ func (s *Service) lockProject(id string) (*state, error) {
 		if s.hooks.beforeOpsLock != nil {
 			s.hooks.beforeOpsLock()
 		}
-		st.ops.Lock()
+		lock, unlock := st.ops.Lock, st.ops.Unlock
+		if shared {
+			lock, unlock = st.ops.RLock, st.ops.RUnlock
+		}
+		lock()
 		now, err := s.lookup(id)
 		if err == nil && now == st {
 			return st, nil
 		}
-		st.ops.Unlock()
+		unlock()
 		if err != nil {
 			return nil, err
 		}
@@ -224,6 +247,38 @@ func (s *Service) lockOpened(id string) (*state, error) {
 		return nil, errNotOpened
 	}
 	return st, nil
+}
+
+// lockLifecycle is lockOpened for a lifecycle operation on one node: it
+// holds st.ops shared and the node's lifecycle lock, so that operations on
+// other nodes run meanwhile and every other change waits. The caller calls
+// the returned unlock.
+func (s *Service) lockLifecycle(projectID, nodeID string) (*state, func(), error) {
+	st, err := s.lockState(projectID, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.project().Status != Opened {
+		st.ops.RUnlock()
+		return nil, nil, errNotOpened
+	}
+	st.lifeMu.Lock()
+	m := st.lifecycle[nodeID]
+	if m == nil {
+		m = new(sync.Mutex)
+		st.lifecycle[nodeID] = m
+	}
+	st.lifeMu.Unlock()
+	m.Lock()
+	return st, func() { m.Unlock(); st.ops.RUnlock() }, nil
+}
+
+// forgetLifecycle drops a deleted node's lifecycle lock. st.ops must be
+// held exclusively: no lifecycle operation holds or waits for it then.
+func (st *state) forgetLifecycle(nodeID string) {
+	st.lifeMu.Lock()
+	delete(st.lifecycle, nodeID)
+	st.lifeMu.Unlock()
 }
 
 // project returns a copy of the project's fields.
@@ -455,8 +510,11 @@ func (st *state) snapshotLocked() *Snapshot {
 	return snap
 }
 
-// save writes the project through the Store. st.ops must be held.
+// save writes the project through the Store. st.ops must be held
+// (shared will do).
 func (s *Service) save(st *state) error {
+	st.saveMu.Lock()
+	defer st.saveMu.Unlock()
 	st.mu.RLock()
 	snap := st.snapshotLocked()
 	st.mu.RUnlock()
@@ -467,7 +525,8 @@ func (s *Service) save(st *state) error {
 }
 
 // emit sends an event about a project. st.ops must be held, so that events
-// leave in the order things happened.
+// leave in the order things happened (shared, with the node's lifecycle
+// lock, orders the events of one node).
 func (s *Service) emit(st *state, action string, n *Node, l *Link) {
 	ev := Event{Action: action, Node: n, Link: l}
 	st.mu.RLock()

@@ -24,6 +24,9 @@ type fakeComputes struct {
 	reserved map[string]int          // compute/reservation id → port
 	relays   map[string]Wiring       // compute/link id → relay
 	calls    []string
+	// onStatus, when set, runs as SetNodeStatus is called, before the
+	// fake takes its lock: tests hold a start there.
+	onStatus func(nodeID, status string)
 }
 
 func newFakeComputes() *fakeComputes {
@@ -72,6 +75,9 @@ func (f *fakeComputes) CreateNode(_ context.Context, c, p string, n NodeSpec) (N
 }
 
 func (f *fakeComputes) SetNodeStatus(_ context.Context, c, p, id, status string) (NodeRuntime, error) {
+	if f.onStatus != nil {
+		f.onStatus(id, status)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.op("status_" + status); err != nil {

@@ -108,5 +108,8 @@ func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID 
 	for k, v := range t.Properties {
 		nc.Properties[k] = v
 	}
+	if hasAdapters(t.Type) {
+		nc.ConsoleType = t.ConsoleType // a docker template's http console, ...
+	}
 	return s.CreateNode(ctx, projectID, nc)
 }

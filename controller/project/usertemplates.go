@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -200,21 +198,7 @@ func checkTemplate(t map[string]any) error {
 		return errorf(ErrInvalid, "Invalid template: %s", strings.Join(reasons, "; "))
 	}
 	name, _ := t["name"].(string)
-	return checkName("Template name", name)
-}
-
-// checkName bounds a user-given name: at most 255 bytes of UTF-8 and no
-// control characters.
-func checkName(what, name string) error {
-	switch {
-	case len(name) > 255:
-		return errorf(ErrInvalid, "%s is over 255 bytes", what)
-	case !utf8.ValidString(name):
-		return errorf(ErrInvalid, "%s is not UTF-8", what)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return errorf(ErrInvalid, "%s contains a control character", what)
-	}
-	return nil
+	return CheckName("Template name", name)
 }
 
 // normalizeTemplate applies GNS3's conversions of older clients' members:

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	gojson "github.com/goccy/go-json"
 
@@ -29,6 +30,10 @@ type Store struct {
 	// Version is written as the "version" of each file (the GNS3 version
 	// the controller reports).
 	Version string
+
+	mu    sync.Mutex
+	cache map[string]*projectCache // by project id: the entries last saved
+	saves uint64
 }
 
 // File is a .gns3 file. Fields are in alphabetical order, as GNS3 sorts
@@ -126,6 +131,14 @@ type Endpoint struct {
 
 // Encode turns a project into its .gns3 content: 4-space indented JSON.
 func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
+	// go-json: the same bytes as encoding/json, several times faster; the
+	// whole file is rewritten on every change of a project. "<", ">" and
+	// "&" stay as they are (drawings are SVG text), as GNS3 writes them.
+	return gojson.MarshalIndentWithOption(s.fileOf(snap), "", "    ", gojson.DisableHTMLEscape())
+}
+
+// fileOf is a project's file, as Encode writes it.
+func (s *Store) fileOf(snap *project.Snapshot) File {
 	p := snap.Project
 	f := File{
 		AutoClose: p.Settings.AutoClose, AutoOpen: p.Settings.AutoOpen, AutoStart: p.Settings.AutoStart,
@@ -151,16 +164,14 @@ func (s *Store) Encode(snap *project.Snapshot) ([]byte, error) {
 	for _, l := range snap.Links {
 		f.Topology.Links = append(f.Topology.Links, LinkEntry(l))
 	}
-	// go-json: the same bytes as encoding/json, several times faster; the
-	// whole file is rewritten on every change of a project. "<", ">" and
-	// "&" stay as they are (drawings are SVG text), as GNS3 writes them.
-	return gojson.MarshalIndentWithOption(f, "", "    ", gojson.DisableHTMLEscape())
+	return f
 }
 
 // Save writes a project's file atomically (atomicfile.Write): a crash
-// leaves the old file or the new one, never a torn one.
+// leaves the old file or the new one, never a torn one. It encodes only
+// what changed since the project's last save (incremental.go).
 func (s *Store) Save(snap *project.Snapshot) error {
-	data, err := s.Encode(snap)
+	data, err := s.encodeIncremental(snap)
 	if err != nil {
 		return fmt.Errorf("encode project %s: %w", snap.Project.ID, err)
 	}
@@ -182,6 +193,7 @@ func (s *Store) Remove(p *project.Project) error {
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return errors.New("project directory is not inside the projects directory")
 	}
+	s.forget(p.ID)
 	return os.RemoveAll(dir)
 }
 

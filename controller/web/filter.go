@@ -1,19 +1,49 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/pcapfilter"
+	"github.com/labtap/labtap/capspec"
 	"golang.org/x/net/bpf"
 )
 
-// Bounds of a display filter.
-const (
-	maxFilterLen   = 1024
-	maxFilterInsns = 4096
-)
+// maxFilterLen bounds a display filter's text, as a capture filter's.
+const maxFilterLen = capspec.MaxFilterLen
+
+// filterCacheSize bounds the programs a View keeps; past it, it starts
+// again empty.
+const filterCacheSize = 256
+
+// filterCache keeps the programs compiled lately, by link type and
+// expression: the check of a feed's filter (for Ethernet) and the feed's
+// own compile (for its capture's link type) compile once. It is safe for
+// concurrent use.
+type filterCache struct {
+	mu    sync.Mutex
+	progs map[string][]bpf.RawInstruction
+}
+
+func (c *filterCache) get(key string) ([]bpf.RawInstruction, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.progs[key]
+	return p, ok
+}
+
+func (c *filterCache) put(key string, prog []bpf.RawInstruction) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progs == nil || len(c.progs) >= filterCacheSize {
+		c.progs = make(map[string][]bpf.RawInstruction)
+	}
+	c.progs[key] = prog
+}
 
 // filter is a compiled display filter: a protocol match on the decoded
 // rows, or a BPF program run on the raw frames. The zero filter passes all.
@@ -36,8 +66,12 @@ var protocols = map[string]string{
 
 // compileFilter compiles expr: "" passes everything; a protocol name
 // (optionally after "!" or "not "), a protocol match; anything else, a
-// tcpdump expression compiled with libpcap for link type lt.
-func compileFilter(expr string, lt layers.LinkType) (*filter, error) {
+// tcpdump expression compiled with libpcap for link type lt, with link
+// filters' budget (pcapfilter.CompileAll: in a child process killed at the
+// View's deadline, at most pcapfilter.MaxInstructions). An expression
+// libpcap refuses is an error with libpcap's message; one over the budget
+// is "too complex" (matching pcapfilter.ErrTooComplex).
+func (v *View) compileFilter(ctx context.Context, expr string, lt layers.LinkType) (*filter, error) {
 	expr = strings.TrimSpace(expr)
 	if len(expr) > maxFilterLen {
 		return nil, fmt.Errorf("the filter is longer than %d characters", maxFilterLen)
@@ -54,12 +88,19 @@ func compileFilter(expr string, lt layers.LinkType) (*filter, error) {
 	if layer, ok := protocols[word]; ok {
 		return &filter{proto: layer, negate: negate}, nil
 	}
-	prog, err := pcapfilter.Compile(lt, expr)
-	if err != nil {
-		return nil, err
-	}
-	if len(prog) > maxFilterInsns {
-		return nil, fmt.Errorf("filter %q compiles to %d instructions, over %d", expr, len(prog), maxFilterInsns)
+	key := fmt.Sprint(int(lt), "\x00", expr)
+	prog, ok := v.cache.get(key)
+	if !ok {
+		progs, err := pcapfilter.CompileAll(ctx, lt, []string{expr}, v.deadline)
+		if errors.Is(err, pcapfilter.ErrTooComplex) {
+			v.log.Warn("display filter over budget", "err", err)
+			return nil, pcapfilter.ErrTooComplex // its message says it: "too complex"
+		}
+		if err != nil {
+			return nil, err
+		}
+		prog = progs[0]
+		v.cache.put(key, prog)
 	}
 	insns, ok := bpf.Disassemble(prog)
 	if !ok {

@@ -34,15 +34,26 @@ var static embed.FS
 
 // View serves the page and the packet feeds. It is safe for concurrent use.
 type View struct {
-	log *slog.Logger
+	log      *slog.Logger
+	deadline time.Duration
+	cache    filterCache
 }
 
-// New returns a View; a nil logger discards.
-func New(log *slog.Logger) *View {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Config configures a View.
+type Config struct {
+	// FilterDeadline bounds the compile of a display filter, as
+	// pcapfilter.CompileAll's deadline (0: pcapfilter.DefaultDeadline).
+	FilterDeadline time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// New returns a View.
+func New(cfg Config) *View {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &View{log: log}
+	return &View{log: cfg.Logger, deadline: cfg.FilterDeadline}
 }
 
 // Page is the HTML page: the same for "/" and for a link's view, which the
@@ -67,10 +78,11 @@ func (v *View) Asset(name string) ([]byte, string, bool) {
 
 // CheckFilter reports whether expr is a display filter the feed accepts:
 // empty, a protocol name, or a tcpdump expression libpcap compiles (for
-// Ethernet; the feed compiles it again for the capture's link type). The
-// error is meant for the user.
-func (v *View) CheckFilter(expr string) error {
-	_, err := compileFilter(expr, layers.LinkTypeEthernet)
+// Ethernet; the feed compiles it again for the capture's link type) within
+// link filters' budget. The error is meant for the user: libpcap's message,
+// or "too complex" (matching pcapfilter.ErrTooComplex).
+func (v *View) CheckFilter(ctx context.Context, expr string) error {
+	_, err := v.compileFilter(ctx, expr, layers.LinkTypeEthernet)
 	return err
 }
 
@@ -97,7 +109,7 @@ func (v *View) Feed(ctx context.Context, pcap io.ReadCloser, expr string, out io
 		writeEvent(w, "end", map[string]string{"reason": err.Error()})
 		return err
 	}
-	f, err := compileFilter(expr, src.linkType)
+	f, err := v.compileFilter(ctx, expr, src.linkType)
 	if err != nil {
 		writeEvent(w, "end", map[string]string{"reason": err.Error()})
 		return err

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/labtap/labtap/agent/pcapfilter"
+	"github.com/labtap/labtap/capspec"
 )
 
 // frames returns an ARP request and an ICMP echo request, as VPCS sends
@@ -42,7 +46,7 @@ func frames(t *testing.T) [][]byte {
 func feed(t *testing.T, capture []byte, filter string) (events []string, rows []Row) {
 	t.Helper()
 	var out bytes.Buffer
-	err := New(nil).Feed(t.Context(), io.NopCloser(bytes.NewReader(capture)), filter, &out, func() error { return nil })
+	err := New(Config{}).Feed(t.Context(), io.NopCloser(bytes.NewReader(capture)), filter, &out, func() error { return nil })
 	if err != nil {
 		t.Fatalf("Feed: %v", err)
 	}
@@ -118,15 +122,65 @@ func TestFeedNamesTheSenderOfEachFrameOfAPcapng(t *testing.T) {
 }
 
 func TestCheckFilterRefusesWhatLibpcapRefusesAndTooLongFilters(t *testing.T) {
-	v := New(nil)
+	v := New(Config{})
 	for _, ok := range []string{"", "icmp", "not arp", "DNS", "tcp port 80 and host 10.0.0.1"} {
-		if err := v.CheckFilter(ok); err != nil {
+		if err := v.CheckFilter(t.Context(), ok); err != nil {
 			t.Errorf("CheckFilter(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"icmp[[", "tcp port nope", strings.Repeat("tcp or ", 200) + "udp"} {
-		if err := v.CheckFilter(bad); err == nil {
+	for _, bad := range []string{"icmp[[", "tcp port nope", strings.Repeat("x", capspec.MaxFilterLen+1)} {
+		if err := v.CheckFilter(t.Context(), bad); err == nil {
 			t.Errorf("CheckFilter(%q) accepted", bad)
 		}
 	}
+	// libpcap's own message.
+	if err := v.CheckFilter(t.Context(), "tcp port nope"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("a bad port: %v, want libpcap's message", err)
+	}
+}
+
+// orOf joins n terms made by term with "or".
+func orOf(n int, term func(i int) string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = term(i)
+	}
+	return strings.Join(parts, " or ")
+}
+
+func TestADisplayFilterOverLinkFiltersBudgetIsTooComplex(t *testing.T) {
+	// Over 4,096 instructions, within the length bound: 190 terms of
+	// about 35 instructions each.
+	long := orOf(190, func(i int) string { return fmt.Sprintf("ip6 protochain %d", i%200+1) })
+	// Over the deadline: libpcap's optimiser takes about 2 s (unloaded)
+	// on 220 host terms; the deadline here is a tenth of that.
+	slow := orOf(220, func(i int) string { return fmt.Sprintf("host 10.0.%d.1", i) })
+	if len(long) > capspec.MaxFilterLen || len(slow) > capspec.MaxFilterLen {
+		t.Fatalf("the filters are %d and %d characters long", len(long), len(slow))
+	}
+	v := New(Config{FilterDeadline: 200 * time.Millisecond})
+	for name, expr := range map[string]string{"long": long, "slow": slow} {
+		err := v.CheckFilter(t.Context(), expr)
+		if !errors.Is(err, pcapfilter.ErrTooComplex) || err.Error() != "too complex" {
+			t.Errorf("the %s filter: %v, want too complex", name, err)
+		}
+		// The feed refuses it the same way, and says why.
+		var out bytes.Buffer
+		if err := v.Feed(t.Context(), io.NopCloser(bytes.NewReader(pcapHeader(t))), expr, &out, func() error { return nil }); !errors.Is(err, pcapfilter.ErrTooComplex) || !strings.Contains(out.String(), "too complex") {
+			t.Errorf("Feed with the %s filter: %v, %q", name, err, out.String())
+		}
+	}
+	// Within the budget, a filter of many terms is fine.
+	if err := v.CheckFilter(t.Context(), orOf(20, func(i int) string { return fmt.Sprintf("tcp port %d", i+1) })); err != nil {
+		t.Errorf("20 port terms: %v", err)
+	}
+}
+
+// pcapHeader is an empty pcap capture of Ethernet.
+func pcapHeader(t *testing.T) []byte {
+	var b bytes.Buffer
+	if err := pcapgo.NewWriter(&b).WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

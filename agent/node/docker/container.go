@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +22,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"github.com/vishvananda/netns"
 
@@ -48,7 +52,8 @@ type Config struct {
 	Logger                       *slog.Logger
 	OnStop                       func() // called each time the container stops, asked to or not
 	StopTimeout                  time.Duration
-	ProjectVariables             []string // KEY=value lines of the project's variables
+	Variables                    []Variable // the project's variables
+	ProjectDir                   string     // the project's directory on this agent (%project-path%)
 }
 
 // Container runs one docker node. Its methods are safe for concurrent use.
@@ -60,6 +65,7 @@ type Container struct {
 	ops sync.Mutex // serialises Start, Stop, Suspend, Delete
 
 	mu      sync.Mutex // guards the fields below
+	vols    []string   // the persistent directories of its spec
 	id      string     // the container's id; "" once deleted
 	status  string
 	console int
@@ -119,6 +125,9 @@ func New(ctx context.Context, cfg Config) (*Container, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
+	if err := writeInterfaces(cfg.Dir, len(cfg.Adapters)); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
 	if err := c.create(ctx); err != nil {
 		return nil, err
 	}
@@ -143,9 +152,20 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.volumes(); err != nil {
+	var imgVolumes []string
+	if im.Config != nil {
+		imgVolumes = slices.Sorted(maps.Keys(im.Config.Volumes))
+	}
+	vols, err := p.volumes(imgVolumes)
+	if err != nil {
 		return nil, nil, err
 	}
+	if err := prepareVolumes(c.cfg.Dir, vols); err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.vols = vols
+	c.mu.Unlock()
 	hosts, err := p.hosts()
 	if err != nil {
 		return nil, nil, err
@@ -158,9 +178,9 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 		cmd = imgCmd
 	}
 	n := len(c.cfg.Adapters)
-	env := []string{"container=docker", "GNS3_MAX_ETHERNET=" + maxEthernet(n), "LABTAP_ADAPTERS=" + strconv.Itoa(n)}
-	env = append(env, c.cfg.ProjectVariables...)
-	vars, bad := p.env()
+	env := []string{"container=docker", "GNS3_MAX_ETHERNET=" + maxEthernet(n), "LABTAP_ADAPTERS=" + strconv.Itoa(n),
+		"GNS3_VOLUMES=" + strings.Join(vols, ":")}
+	vars, bad := p.env(c.cfg.Variables, nodeNames{name: c.cfg.Name, id: c.cfg.NodeID, projectID: c.cfg.ProjectID, projectPath: c.cfg.ProjectDir})
 	for _, b := range bad {
 		c.log.Warn(fmt.Sprintf("%s has invalid environment variable: %s", c.cfg.Name, b))
 	}
@@ -200,11 +220,49 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 			cfg.Cmd = []string{"/bin/sh"}
 		}
 		hc.Binds = []string{c.cfg.InitPath + ":/labtap/init:ro"}
+		// Each persistent directory, from the node's directory, where the
+		// init copies the image's content the first time and mounts it
+		// over its path (without the init the image sees them only there).
+		for _, v := range vols {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(c.cfg.Dir, v), Target: volumesRoot + v})
+		}
 	}
 	sum, _ := json.Marshal([]any{cfg, hc, im.ID})
 	h := sha256.Sum256(sum)
 	cfg.Labels["labtap.spec"] = hex.EncodeToString(h[:8])
 	return cfg, hc, nil
+}
+
+// volumesRoot is where a container sees its persistent directories before
+// its init mounts each over its own path: GNS3's place, which images and
+// exported projects know.
+const volumesRoot = "/gns3volumes"
+
+// prepareVolumes makes each volume's directory in the node's directory and
+// checks that it resolves inside it: the container writes these
+// directories, and a symbolic link it left where a volume is to be would
+// otherwise have the Engine mount a directory of the host's.
+func prepareVolumes(dir string, vols []string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	defer root.Close()
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	for _, v := range vols {
+		rel := strings.TrimPrefix(v, "/")
+		if err := root.MkdirAll(rel, 0o755); err != nil {
+			return fmt.Errorf("Persistent volume '%s': %v", v, err)
+		}
+		got, err := filepath.EvalSymlinks(filepath.Join(dir, rel))
+		if err != nil || got != filepath.Join(real, rel) {
+			return fmt.Errorf("Persistent volume '%s': its directory in the node's directory is a symbolic link; remove it", v)
+		}
+	}
+	return nil
 }
 
 // create makes the node's container, adopting or replacing one of the same
@@ -341,6 +399,14 @@ func (c *Container) HostEnd(adapter int) (int, bool) {
 	return c.run.ifindex[adapter], true
 }
 
+// SetProps replaces the node's properties where the container does not
+// depend on them (usage): the caller checked that nothing else changed.
+func (c *Container) SetProps(p Properties) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Props.Usage = p.Usage
+}
+
 // Properties returns what the compute reports in a docker node's
 // properties (spec 3.1).
 func (c *Container) Properties() map[string]any {
@@ -391,6 +457,12 @@ func (c *Container) Start(ctx context.Context) error {
 			return err
 		}
 		id = c.ID()
+	}
+	c.mu.Lock()
+	vols := c.vols
+	c.mu.Unlock()
+	if err := prepareVolumes(c.cfg.Dir, vols); err != nil { // what the container left there since
+		return err
 	}
 	// Attach before start, so the console loses none of the first output.
 	var term *client.HijackedResponse

@@ -2,7 +2,9 @@ package docker
 
 import (
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,16 +79,35 @@ func (p Properties) command() ([]string, error) {
 	return args, nil
 }
 
-// env returns the environment lines of the environment property: blank
-// lines skipped, GNS3_* dropped (GNS3 keeps those for itself), and lines
-// without a name before '=' reported in bad.
-func (p Properties) env() (vars, bad []string) {
-	if p.Environment == nil {
-		return nil, nil
+// Variable is one of the project's variables.
+type Variable struct{ Name, Value string }
+
+// env returns the container's environment from the project's variables
+// and the environment property, as GNS3 builds it: each variable as
+// name=value, its value's ${name}s replaced by the variables' values; then
+// each environment line, blank lines skipped, GNS3_* dropped (GNS3 keeps
+// those for itself), ${name}s replaced, and %vm-name% (quoted), %vm-id%,
+// %project-id% and %project-path% (quoted) substituted. Lines without a
+// name before '=' are reported in bad.
+func (p Properties) env(vars []Variable, node nodeNames) (lines, bad []string) {
+	expand := func(s string) string {
+		for _, v := range vars {
+			s = strings.ReplaceAll(s, "${"+v.Name+"}", v.Value)
+		}
+		return s
 	}
+	for _, v := range vars {
+		lines = append(lines, v.Name+"="+expand(v.Value))
+	}
+	if p.Environment == nil {
+		return lines, nil
+	}
+	quote := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+	subst := strings.NewReplacer("%vm-name%", quote(node.name), "%vm-id%", node.id,
+		"%project-id%", node.projectID, "%project-path%", quote(node.projectPath))
 	for line := range strings.SplitSeq(*p.Environment, "\n") {
-		line = strings.TrimRight(line, "\r")
-		if strings.TrimSpace(line) == "" {
+		line = strings.TrimSpace(line)
+		if line == "" {
 			continue
 		}
 		name, _, _ := strings.Cut(line, "=")
@@ -94,13 +115,17 @@ func (p Properties) env() (vars, bad []string) {
 			bad = append(bad, line)
 			continue
 		}
-		if strings.HasPrefix(name, "GNS3_") {
+		if strings.HasPrefix(line, "GNS3_") {
 			continue
 		}
-		vars = append(vars, line)
+		lines = append(lines, subst.Replace(expand(line)))
 	}
-	return vars, bad
+	return lines, bad
 }
+
+// nodeNames are what %vm-name%, %vm-id%, %project-id% and %project-path%
+// stand for in a node's environment.
+type nodeNames struct{ name, id, projectID, projectPath string }
 
 // hosts returns extra_hosts as /etc/hosts lines ("ip<TAB>name"), split on
 // the first ':' so that IPv6 addresses work (GNS3 splits on every ':').
@@ -123,14 +148,53 @@ func (p Properties) hosts() (string, error) {
 	return b.String(), nil
 }
 
-// volumes checks extra_volumes.
-func (p Properties) volumes() error {
-	for _, v := range p.ExtraVolumes {
-		if !strings.HasPrefix(v, "/") || strings.Contains(v, "..") {
-			return fmt.Errorf("Persistent volume '%s' has invalid format. It must start with a '/' and not contain '..'.", v)
+// Bounds of a node's persistent volumes.
+const (
+	maxVolumes    = 64
+	maxVolumePath = 255
+)
+
+// notVolumes are where no persistent volume may be: the kernel's and
+// labtap's own mounts.
+var notVolumes = []string{"/proc", "/sys", "/dev", "/labtap", "/gns3volumes"}
+
+// volumes returns the node's persistent directories (spec 3.5): /etc/network,
+// the image's VOLUMEs and extra_volumes, cleaned, a more general path
+// swallowing those below it (/etc takes /etc/network), in order. Each is
+// kept in the node's directory under its own path, so its content survives
+// a new container. An extra volume that is not an absolute path without
+// "..", or that names the root, a kernel file system or labtap's mounts,
+// is refused with GNS3's message; so is one with ':' (GNS3_VOLUMES joins
+// them with it) or a control character.
+func (p Properties) volumes(image []string) ([]string, error) {
+	if len(p.ExtraVolumes) > maxVolumes {
+		return nil, fmt.Errorf("at most %d extra volumes", maxVolumes)
+	}
+	all := append([]string{"/etc/network"}, image...)
+	all = append(all, p.ExtraVolumes...)
+	var clean []string
+	for i, v := range all {
+		c := path.Clean(v)
+		bad := !strings.HasPrefix(v, "/") || strings.Contains(v, "..") || c == "/" || len(v) > maxVolumePath ||
+			strings.ContainsFunc(v, func(r rune) bool { return r == ':' || r < 0x20 || r == 0x7f })
+		for _, n := range notVolumes {
+			bad = bad || c == n || strings.HasPrefix(c, n+"/")
+		}
+		if bad {
+			if i < 1+len(image) {
+				continue // an image's odd VOLUME is just not kept
+			}
+			return nil, fmt.Errorf("Persistent volume '%s' has invalid format. It must start with a '/' and not contain '..'.", v)
+		}
+		clean = append(clean, c)
+	}
+	var out []string
+	for _, v := range clean {
+		if !slices.ContainsFunc(clean, func(o string) bool { return o != v && strings.HasPrefix(v, o+"/") }) && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 var notHostname = regexp.MustCompile(`[^A-Za-z0-9-]+`)

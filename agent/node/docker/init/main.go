@@ -3,10 +3,14 @@
 // 3.6). Build it static: CGO_ENABLED=0 go build -o bin/labtap-init
 // ./agent/node/docker/init.
 //
-// It brings lo up, waits for exactly the interfaces eth0…eth<N-1> the agent
+// It mounts the node's persistent directories (GNS3_VOLUMES, kept in the
+// node's directory and bound at /gns3volumes<path>) over their paths, the
+// first time after copying the image's content there; brings lo up, waits
+// for exactly the interfaces eth0…eth<N-1> the agent
 // plumbs (N from LABTAP_ADAPTERS, else GNS3_MAX_ETHERNET; at most 30 s, then
 // it goes on with a warning on the console), brings them up, writes the
-// GNS3_EXTRA_HOSTS block into /etc/hosts, and runs the command it was given
+// GNS3_EXTRA_HOSTS block into /etc/hosts, runs `ifup -a -f` on
+// /etc/network/interfaces where the image has ifup, and runs the command it was given
 // as a child: it forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 and
 // SIGWINCH to it, reaps every orphan, and exits with the child's status, so
 // that `docker stop` ends a well-behaved image at once (a shell as PID 1
@@ -33,6 +37,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "labtap init: no command to run")
 		os.Exit(2)
 	}
+	volumes(os.Getenv("GNS3_VOLUMES"))
 	_ = setUp("lo")
 	names := interfaces()
 	if missing := waitFor(names, waitInterfaces); len(missing) > 0 {
@@ -44,6 +49,7 @@ func main() {
 	if err := extraHosts(os.Getenv("GNS3_EXTRA_HOSTS")); err != nil {
 		fmt.Fprintf(os.Stderr, "labtap init: /etc/hosts: %v\r\n", err)
 	}
+	ifup()
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"context"
+	"io"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/internal/netguard"
+)
+
+// startCapture takes the capture vocabulary's Spec as its body (it may be
+// empty, or {}): the schema, made from the vocabulary, and Spec.Check are
+// the API edge's checks.
+func (a *API) startCapture(c *fiber.Ctx) error {
+	var req capspec.Spec
+	if err := a.decode(c, "capture_start", &req); err != nil {
+		return err
+	}
+	if err := req.Check(false); err != nil {
+		return fiber.NewError(fiber.StatusBadRequest, err.Error())
+	}
+	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
+}
+
+func (a *API) stopCapture(c *fiber.Ctx) error {
+	l, err := a.projects.StopCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
+}
+
+// pcapContentType is the media type of a capture stream.
+const pcapContentType = "application/vnd.tcpdump.pcap"
+
+// pcap relays the capture from the agent that writes it: the file from
+// its first byte, then every record as it is written, in chunks flushed at
+// once, and a proper end of the body when the capture stops (GNS3 drops the
+// connection instead). `curl -sN URL | wireshark -k -i -` shows it live.
+func (a *API) pcap(c *fiber.Ctx) error {
+	// The stream lives as long as the server, not as long as a request
+	// deadline: Fiber reads it after this handler returns.
+	ctx, cancel := context.WithCancel(a.cfg.Context)
+	body, err := a.projects.CaptureStream(ctx, c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		cancel()
+		return err
+	}
+	// A client that goes away is noticed at once, not at the next frame
+	// (which may never come): its relay from the agent and the agent's
+	// file handle are released. The watch reads the connection, so it
+	// closes after the stream.
+	c.Context().SetConnectionClose()
+	netguard.WatchGone(c.Context().Conn(), cancel)
+	body = &cancelOnClose{ReadCloser: body, cancel: cancel}
+	c.Set(fiber.HeaderContentType, pcapContentType)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	// Size -1: chunked, each read flushed; fasthttp closes body when done.
+	c.Context().SetBodyStream(body, -1)
+	return nil
+}
+
+// cancelOnClose ends a stream's context when fasthttp closes its body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	b.cancel()
+	return b.ReadCloser.Close()
+}

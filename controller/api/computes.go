@@ -1,0 +1,137 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/proto"
+)
+
+func (a *API) listComputes(c *fiber.Ctx) error {
+	return c.JSON(mapAll(a.computes.List(), a.computeJSONOf))
+}
+
+// computeJSONOf is a compute as GNS3 shows it. Our agents speak proto,
+// versioned on its own; to GNS3 clients a connected agent is a compute of
+// the version the controller reports.
+func (a *API) computeJSONOf(cp compute.Compute) computeJSON {
+	j := computeFrom(cp)
+	if cp.Connected {
+		j.Capabilities.Version = &a.cfg.Version
+	}
+	return j
+}
+
+// computeRequest is the body of POST and PUT /v2/computes.
+type computeRequest struct {
+	ComputeID *string `json:"compute_id"`
+	Name      *string `json:"name"`
+	Protocol  *string `json:"protocol"`
+	Host      *string `json:"host"`
+	Port      *int    `json:"port"`
+	User      *string `json:"user"`
+	Password  *string `json:"password"`
+	// UseSecret asks for the controller-wide secret (labtap).
+	UseSecret bool `json:"use_controller_secret"`
+}
+
+// grantOf is what a compute request offers for the controller's secret.
+func grantOf(c *fiber.Ctx, req computeRequest) compute.Grant {
+	return compute.Grant{Presented: c.Get(proto.SecretHeader), Ask: req.UseSecret}
+}
+
+func (a *API) createCompute(c *fiber.Ctx) error {
+	var req computeRequest
+	if err := a.decode(c, "compute_create", &req); err != nil {
+		return err
+	}
+	cp := compute.Compute{Protocol: *req.Protocol, Host: *req.Host, Port: *req.Port}
+	set(&cp.ID, req.ComputeID)
+	set(&cp.User, req.User)
+	set(&cp.Password, req.Password)
+	set(&cp.Name, req.Name)
+	if cp.ID == "" {
+		cp.ID = uuid.NewString()
+	}
+	if cp.Name == "" {
+		cp.Name = defaultComputeName(cp)
+	}
+	got, err := a.computes.Create(c.UserContext(), cp, grantOf(c, req))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(a.computeJSONOf(got))
+}
+
+// defaultComputeName is GNS3's: "<protocol>://[<user>@]<host>:<port>", with
+// a user over 14 characters cut to 11 and "...".
+func defaultComputeName(c compute.Compute) string {
+	user := c.User
+	if len(user) > 14 {
+		user = user[:11] + "..."
+	}
+	if user != "" {
+		user += "@"
+	}
+	return fmt.Sprintf("%s://%s%s:%d", c.Protocol, user, c.Host, c.Port)
+}
+
+func (a *API) getCompute(c *fiber.Ctx) error {
+	cp, ok := a.computes.Get(c.Params("compute_id"))
+	if !ok {
+		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + c.Params("compute_id") + " doesn't exist"}
+	}
+	return c.JSON(a.computeJSONOf(cp))
+}
+
+// dockerImages lists a compute's Docker images for the GUI's docker
+// template wizard (nodes-docker-qemu.md 3.10).
+func (a *API) dockerImages(c *fiber.Ctx) error {
+	id := computeOf(c)
+	if _, ok := a.computes.Get(id); !ok {
+		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
+	}
+	tags, err := a.computes.DockerImages(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	out := make([]fiber.Map, 0, len(tags))
+	for _, t := range tags {
+		out = append(out, fiber.Map{"image": t})
+	}
+	return c.JSON(out)
+}
+
+func (a *API) updateCompute(c *fiber.Ctx) error {
+	var req computeRequest
+	if err := a.decode(c, "compute_update", &req); err != nil {
+		return err
+	}
+	got, err := a.computes.Update(c.UserContext(), c.Params("compute_id"), compute.ComputeUpdate{
+		Name: req.Name, Protocol: req.Protocol, Host: req.Host, Port: req.Port, User: req.User, Password: req.Password,
+		Grant: grantOf(c, req),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(a.computeJSONOf(got))
+}
+
+// deleteCompute closes the projects that use the compute, then forgets it;
+// an unknown id is a 204 too (GNS3).
+func (a *API) deleteCompute(c *fiber.Ctx) error {
+	id := c.Params("compute_id")
+	if id == compute.LocalID {
+		return &project.Error{Kind: project.ErrConflict, Msg: "The local compute cannot be deleted"}
+	}
+	if _, ok := a.computes.Get(id); ok {
+		a.projects.CloseProjectsOn(c.UserContext(), id)
+		if err := a.computes.Remove(id); err != nil {
+			return err
+		}
+	}
+	return noContent(c)
+}

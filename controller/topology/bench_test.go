@@ -1,0 +1,94 @@
+package topology
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/labtap/labtap/controller/project"
+)
+
+// labSnapshot is a project the size of scripts/bench -api's lab: 200
+// nodes (switches with 8 ports mapped, VPCS), 300 links.
+func labSnapshot(dir string, nodes, links int) *project.Snapshot {
+	snap := snapshot(dir)
+	base := snap.Nodes[0]
+	snap.Nodes = nil
+	for i := range nodes {
+		n := base
+		n.ID = fmt.Sprintf("9d3c51e2-7a41-4c0b-8f7e-%012d", i)
+		n.Name = fmt.Sprintf("N%d", i)
+		n.X, n.Y = i*10, i*5
+		n.Label = project.Label{"text": json.RawMessage(fmt.Sprintf("%q", n.Name)), "x": json.RawMessage("5"), "y": json.RawMessage("-25"), "style": json.RawMessage(`"font-family: TypeWriter;font-size: 10.0;font-weight: bold;fill: #000000;fill-opacity: 1.0;"`)}
+		var pm []any
+		for p := range 8 {
+			pm = append(pm, map[string]any{"name": fmt.Sprintf("Ethernet%d", p), "port_number": p, "type": "access", "vlan": 1})
+		}
+		n.Properties = map[string]any{"ports_mapping": pm}
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	bl := snap.Links[0]
+	snap.Links = nil
+	for i := range links {
+		l := bl
+		l.ID = fmt.Sprintf("2f0b7a9e-3c0d-4a5e-9a51-%012d", i)
+		l.Endpoints = []project.Endpoint{
+			{NodeID: snap.Nodes[i%nodes].ID, Label: project.Label{"text": json.RawMessage(`"e0"`), "x": json.RawMessage("40"), "y": json.RawMessage("20")}},
+			{NodeID: snap.Nodes[(i+1)%nodes].ID, Adapter: 0, Port: i % 8, Label: project.Label{"text": json.RawMessage(`"e1"`)}},
+		}
+		snap.Links = append(snap.Links, l)
+	}
+	return snap
+}
+
+// BenchmarkSaveLab is one change saved in a 200-node, 300-link project:
+// what a node move costs in Store.Save (encode, write, fsync, rename).
+func BenchmarkSaveLab(b *testing.B) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 200, 300)
+	if err := s.Save(snap); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		snap.Nodes[0].X = i
+		if err := s.Save(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeLab is the encode alone.
+func BenchmarkEncodeLab(b *testing.B) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 200, 300)
+	data, _ := s.Encode(snap)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := s.Encode(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeIncrementalLab is Save's encoding of one change (a node
+// moved) in the lab.
+func BenchmarkEncodeIncrementalLab(b *testing.B) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 200, 300)
+	if _, err := s.encodeIncremental(snap); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		snap.Nodes[0].X = i
+		if _, err := s.encodeIncremental(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
