@@ -31,6 +31,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
 	a.handle(app, "POST", project+"/nodes/console/reset", a.resetConsoles)
 	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", a.resetConsole)
+	a.handleStream(app, "GET", project+"/nodes/{node_id}/console/ws", a.nodeConsoleWS())
 	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", a.duplicateNode)
 	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)
@@ -60,6 +61,7 @@ var guiRouteDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/files/{path:.+}":                 {"Write a file of the project's directory, atomically (raw body, 10 MiB at most; not the project file)", "raw", 201, "", []int{400, 403, 404, 413}},
 	"POST /v2/projects/{project_id}/nodes/console/reset":             {"Disconnect every client of every started node's console", "", 204, "", []int{403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/console/reset":   {"Disconnect every client of a node's console", "", 204, "", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/nodes/{node_id}/console/ws":       {"A started node's telnet console over WebSocket (the web UI's terminal): binary frames both ways", "", 101, "", []int{403, 404, 409, 426}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/duplicate":       {"Copy a stopped node (VPCS: with its startup.vpc) at x, y, z; links are not copied", "node_duplicate", 201, "node", bodyErrs},
 	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
