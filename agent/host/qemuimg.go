@@ -188,7 +188,10 @@ func (h *Host) ResizeDisk(ctx context.Context, projectID, nodeID string, r proto
 	}
 	n.ops.Lock()
 	defer n.ops.Unlock()
-	return asProtoError(dr.ResizeDisk(ctx, r.DriveName, r.Extend), proto.CodeConflict)
+	if err := dr.ResizeDisk(ctx, r.DriveName, r.Extend); err != nil {
+		return asProtoError(err, proto.CodeConflict)
+	}
+	return nil
 }
 
 // ImageFile opens an image for reading (the web UI reads an appliance
