@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -366,10 +365,12 @@ func (t teeTerm) Write(b []byte) (int, error) { return t.tty.Write(b) }
 func (v *VPCS) waitReady(ctx context.Context, p *vpcsProc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
+	bound, forget := udpWatcher.bound(int(p.nic.Port()))
+	defer forget()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	nicUp := false
 	for {
-		nicUp := udpBound(int(p.nic.Port()))
 		if nicUp && p.console.sawPrompt() {
 			return nil
 		}
@@ -381,6 +382,9 @@ func (v *VPCS) waitReady(ctx context.Context, p *vpcsProc) error {
 				return fmt.Errorf("vpcs: %w: port %d", errNICTaken, p.nic.Port())
 			}
 			return fmt.Errorf("vpcs showed no prompt within %v: %s", readyTimeout, v.logTail())
+		case <-bound:
+			nicUp = true
+			bound = nil // a nil channel: the select waits on the others
 		case <-tick.C:
 		}
 	}
@@ -444,21 +448,5 @@ func freeUDPPort() (int, error) {
 // udpBound reports whether a UDP socket of this network namespace is bound
 // to port, from /proc/net/udp and /proc/net/udp6.
 func udpBound(port int) bool {
-	hexPort := fmt.Sprintf(":%04X", port)
-	for _, name := range []string{"/proc/net/udp", "/proc/net/udp6"} {
-		f, err := os.Open(name)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) > 3 && strings.HasSuffix(fields[1], hexPort) {
-				f.Close()
-				return true
-			}
-		}
-		f.Close()
-	}
-	return false
+	return udpWatcher.scan(map[int]bool{port: true})[port]
 }

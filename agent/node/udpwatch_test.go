@@ -1,0 +1,100 @@
+package node
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+func TestUDPWatchWakesWaitersOfBoundPortsOnly(t *testing.T) {
+	w := &udpWatch{every: 5 * time.Millisecond, files: udpWatcher.files}
+	free, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freePort := free.LocalAddr().(*net.UDPAddr).Port
+	free.Close() // now unbound: its waiter must not wake
+
+	idle, forgetIdle := w.bound(freePort)
+	defer forgetIdle()
+
+	// Many waiters on ports bound after they start waiting: all wake.
+	var conns []net.PacketConn
+	var chans []<-chan struct{}
+	for range 20 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		ch, forget := w.bound(c.LocalAddr().(*net.UDPAddr).Port)
+		defer forget()
+		chans = append(chans, ch)
+	}
+	c6, err := net.ListenPacket("udp6", "[::1]:0")
+	if err == nil { // IPv6 loopback may be off
+		conns = append(conns, c6)
+		ch, forget := w.bound(c6.LocalAddr().(*net.UDPAddr).Port)
+		defer forget()
+		chans = append(chans, ch)
+	}
+	for i, ch := range chans {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d: port %s bound but never reported", i, conns[i].LocalAddr())
+		}
+	}
+	select {
+	case <-idle:
+		t.Fatalf("port %d is not bound but its waiter woke", freePort)
+	case <-time.After(50 * time.Millisecond):
+	}
+	port := conns[0].LocalAddr().(*net.UDPAddr).Port
+	if !udpBound(port) {
+		t.Fatalf("udpBound(%d) = false while bound", port)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if udpBound(port) {
+		t.Fatalf("udpBound(%d) = true after close", port)
+	}
+}
+
+func TestUDPWatchPollerStopsWhenNoOneWaits(t *testing.T) {
+	w := &udpWatch{every: time.Millisecond, files: udpWatcher.files}
+	_, forget := w.bound(1) // port 1: nobody binds it here
+	forget()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poller runs on with no waiter")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLocalPortParsesProcNetUDPLines(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		port int
+		ok   bool
+	}{
+		{"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops", 0, false},
+		{"  130: 0100007F:A3F1 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 123 2 0000000000000000 0", 0xA3F1, true},
+		{"  7: 00000000000000000000000001000000:0035 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 1 2 0 0", 53, true},
+		{"garbage", 0, false},
+	} {
+		port, ok := localPort([]byte(c.line))
+		if port != c.port || ok != c.ok {
+			t.Errorf("localPort(%q) = %d, %v; want %d, %v", c.line, port, ok, c.port, c.ok)
+		}
+	}
+}
