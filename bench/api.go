@@ -475,8 +475,8 @@ func wrkRun(c *ctl, url string, d time.Duration) error {
 	return nil
 }
 
-// labScale builds a lab of n nodes (3/5 VPCS, 2/5 switches, about 1.5
-// links per node), starts it, captures every link, stops it and deletes
+// labScale builds a lab of n nodes (3/5 VPCS, 2/5 switches, n-1 links in
+// a tree: see labTopology), starts it, captures every link, stops it and deletes
 // it, timing each phase.
 func labScale(c *ctl, n int) error {
 	p, err := c.project(fmt.Sprintf("apibench-lab-%d", time.Now().UnixNano()))
@@ -508,39 +508,17 @@ func labScale(c *ctl, n int) error {
 	}
 	phase(fmt.Sprintf("create %d nodes", n), t0, "")
 
-	// Links: each VPCS to a switch (round robin), then switch to switch,
-	// ring first, then chords, until about 1.5 links per node.
+	// Links: a loop-free tree (labtap's switches, like GNS3's, have no
+	// STP: a loop storms with the VPCS' ARP broadcasts).
 	t0 = time.Now()
-	used := make([]int, nsw)
+	ids := append(append([]string{}, sws...), vpcs...)
 	var links []string
-	link := func(a string, ap int, b string, bp int) error {
-		l, _, err := c.link(p, a, ap, b, bp)
+	for _, l := range labTopology(nsw, nvpcs, swPorts) {
+		id, _, err := c.link(p, ids[l.a], l.aPort, ids[l.b], l.bPort)
 		if err != nil {
 			return err
 		}
-		links = append(links, l)
-		return nil
-	}
-	for i, v := range vpcs {
-		s := i % nsw
-		if err := link(v, 0, sws[s], used[s]); err != nil {
-			return err
-		}
-		used[s]++
-	}
-	want := 3 * n / 2
-	for k := 1; len(links) < want && k < nsw; k++ {
-		for i := 0; i < nsw && len(links) < want; i++ {
-			j := (i + k) % nsw
-			if j == i || used[i] >= swPorts || used[j] >= swPorts || (k*2 == nsw && i >= j) {
-				continue
-			}
-			if err := link(sws[i], used[i], sws[j], used[j]); err != nil {
-				return err
-			}
-			used[i]++
-			used[j]++
-		}
+		links = append(links, id)
 	}
 	phase(fmt.Sprintf("create %d links", len(links)), t0, "")
 
@@ -598,6 +576,41 @@ func labScale(c *ctl, n int) error {
 	}
 	phase("delete the project", t0, fmt.Sprintf("(it held %d capture files, %d bytes)", pcaps, bytes))
 	return nil
+}
+
+// labLink joins node a's port aPort to node b's port bPort; nodes are
+// numbered switches first, then VPCS.
+type labLink struct{ a, aPort, b, bPort int }
+
+// labTopology lays out nsw switches of ports ports each and nvpcs VPCS
+// (one port each) as a tree: switch i hangs under switch (i-1)/2, and
+// each VPCS hangs on the switch with the most free ports. A tree is the
+// most links these nodes can have without a loop (n-1: any more and some
+// switch path closes a loop, and a VPCS has only one port), so the lab
+// has n-1 links; 300 links need 301 nodes.
+func labTopology(nsw, nvpcs, ports int) []labLink {
+	used := make([]int, nsw)
+	var links []labLink
+	for i := 1; i < nsw; i++ {
+		up := (i - 1) / 2
+		links = append(links, labLink{up, used[up], i, used[i]})
+		used[up]++
+		used[i]++
+	}
+	for v := range nvpcs {
+		s := 0
+		for i := range used {
+			if used[i] < used[s] {
+				s = i
+			}
+		}
+		if used[s] >= ports {
+			break // every switch is full: the rest stay unlinked
+		}
+		links = append(links, labLink{s, used[s], nsw + v, 0})
+		used[s]++
+	}
+	return links
 }
 
 // projectFile finds project p's .gns3 file in the controller's data
