@@ -332,6 +332,25 @@ type FilterCheck struct {
 // FilterCheckPath is the route of [FilterCheck].
 const FilterCheckPath = "/v1/filter-check"
 
+// StatisticsPath is the route of [Statistics].
+const StatisticsPath = "/v1/statistics"
+
+// Statistics are an agent host's figures, in GNS3's compute statistics
+// shape: percentages as integers, sizes in bytes.
+type Statistics struct {
+	CPUPercent     int   `json:"cpu_usage_percent"`
+	DiskPercent    int   `json:"disk_usage_percent"`
+	LoadAvgPercent []int `json:"load_average_percent"`
+	MemoryFree     int64 `json:"memory_free"`
+	MemoryTotal    int64 `json:"memory_total"`
+	MemoryPercent  int   `json:"memory_usage_percent"`
+	MemoryUsed     int64 `json:"memory_used"`
+	SwapFree       int64 `json:"swap_free"`
+	SwapTotal      int64 `json:"swap_total"`
+	SwapPercent    int   `json:"swap_usage_percent"`
+	SwapUsed       int64 `json:"swap_used"`
+}
+
 // InfoPath is the route of [AgentInfo].
 const InfoPath = "/v1/info"
 
@@ -376,6 +395,13 @@ func CaptureStreamPath(project, link string) string {
 	return CapturePath(project, link) + "/pcap"
 }
 
+// CaptureFilePath is the route that sends a running capture's file as it
+// is now (for a ring, the file being written): up to its last whole
+// record, with Content-Length, and its name in Content-Disposition.
+func CaptureFilePath(project, link string) string {
+	return CapturePath(project, link) + "/file"
+}
+
 // Errorf builds an Error of the given code.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
@@ -399,6 +425,16 @@ func NodeFilePath(project, node, name string) string {
 	}
 	return NodePath(project, node) + "/files/" + strings.Join(parts, "/")
 }
+
+// ConsolePath is the route that connects to a started node's telnet
+// console: a GET with "Upgrade: "+ConsoleUpgrade, answered 101, after
+// which the connection carries the console's bytes both ways.
+func ConsolePath(project, node string) string {
+	return NodePath(project, node) + "/console"
+}
+
+// ConsoleUpgrade is the protocol ConsolePath switches to.
+const ConsoleUpgrade = "labtap-console"
 
 // NodeCopyPath is the route that copies a node's directory into another
 // node's (body NodeCopy).

@@ -3,9 +3,14 @@ package host
 import (
 	"bufio"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/labtap/labtap/proto"
 )
 
 // loadSampler reports the host's CPU and memory use from /proc. CPU use is
@@ -13,20 +18,33 @@ import (
 type loadSampler struct {
 	mu          sync.Mutex
 	total, idle uint64
+	last        float64 // the last measure, for samples too close to it
 }
 
+// minJiffies is the shortest span CPU use is measured over: a sample
+// sooner after the previous one answers the previous measure.
+const minJiffies = 50
+
 func (s *loadSampler) sample() (cpuPercent, memPercent float64) {
+	return round1(s.cpu()), round1(readMemory())
+}
+
+func (s *loadSampler) cpu() float64 {
 	total, idle, ok := readCPU()
-	if ok {
-		s.mu.Lock()
-		if s.total != 0 && total > s.total {
-			dt, di := total-s.total, idle-s.idle
-			cpuPercent = 100 * float64(dt-min(di, dt)) / float64(dt)
-		}
-		s.total, s.idle = total, idle
-		s.mu.Unlock()
+	if !ok {
+		return 0
 	}
-	return round1(cpuPercent), round1(readMemory())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total != 0 && total < s.total+minJiffies {
+		return s.last
+	}
+	if s.total != 0 {
+		dt, di := total-s.total, idle-s.idle
+		s.last = 100 * float64(dt-min(di, dt)) / float64(dt)
+	}
+	s.total, s.idle = total, idle
+	return s.last
 }
 
 // readCPU sums the first line of /proc/stat: all jiffies, and idle+iowait.
@@ -86,3 +104,74 @@ func readMemory() float64 {
 }
 
 func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
+
+// Statistics are the host's figures as GNS3's compute statistics give
+// them (GET /v2/statistics): CPU and memory use, swap, the load average
+// as a share of the CPUs, and the use of the disk holding the data
+// directory. A figure the host does not give is 0.
+func (h *Host) Statistics() proto.Statistics {
+	m := readMeminfo()
+	st := proto.Statistics{
+		CPUPercent:     int(h.load.cpu() + 0.5),
+		MemoryTotal:    m["MemTotal:"],
+		MemoryFree:     m["MemFree:"],
+		SwapTotal:      m["SwapTotal:"],
+		SwapFree:       m["SwapFree:"],
+		LoadAvgPercent: []int{0, 0, 0},
+	}
+	// psutil's "used": what is neither free, buffers nor page cache.
+	st.MemoryUsed = max(0, m["MemTotal:"]-m["MemFree:"]-m["Buffers:"]-m["Cached:"]-m["SReclaimable:"])
+	if t := m["MemTotal:"]; t > 0 {
+		st.MemoryPercent = int(100*float64(t-min(m["MemAvailable:"], t))/float64(t) + 0.5)
+	}
+	st.SwapUsed = max(0, st.SwapTotal-st.SwapFree)
+	if st.SwapTotal > 0 {
+		st.SwapPercent = int(100*float64(st.SwapUsed)/float64(st.SwapTotal) + 0.5)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f := strings.Fields(string(b))
+		for i := 0; i < 3 && i < len(f); i++ {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			st.LoadAvgPercent[i] = int(100*v/float64(runtime.NumCPU()) + 0.5)
+		}
+	}
+	var fs unix.Statfs_t
+	dir := h.cfg.DataDir
+	if dir == "" {
+		dir = "."
+	}
+	if err := unix.Statfs(dir, &fs); err == nil {
+		used := (fs.Blocks - fs.Bfree) * uint64(fs.Bsize)
+		avail := fs.Bavail * uint64(fs.Bsize)
+		if used+avail > 0 {
+			st.DiskPercent = int(100*float64(used)/float64(used+avail) + 0.5)
+		}
+	}
+	return st
+}
+
+// readMeminfo reads /proc/meminfo's figures, in bytes.
+func readMeminfo() map[string]int64 {
+	out := map[string]int64{}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		v, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(fields) > 2 && fields[2] == "kB" {
+			v <<= 10
+		}
+		out[fields[0]] = v
+	}
+	return out
+}

@@ -333,12 +333,14 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", a.pcap)
+	a.handleStream(app, "GET", link+"/capture_file", a.captureFile)
 	a.handle(app, "POST", project+"/start_capture", a.startProjectCapture)
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
 	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)
+	a.registerForward(app) // after every other compute route
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 	a.registerObserve(app)
 }

@@ -32,6 +32,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", project+"/nodes/console/reset", a.resetConsoles)
 	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", a.resetConsole)
 	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", a.duplicateNode)
+	a.handleStream(app, "GET", rConsoleWS, a.consoleWS())
 	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)
 
@@ -63,6 +64,7 @@ var guiRouteDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/nodes/{node_id}/duplicate":       {"Copy a stopped node (VPCS: with its startup.vpc) at x, y, z; links are not copied", "node_duplicate", 201, "node", bodyErrs},
 	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
+	"GET " + rConsoleWS:                                      {"WebSocket to a started node's telnet console, through its agent (binary frames out; text or binary in)", "", 101, "", []int{403, 404, 409}},
 	"GET /v2/appliances":                                     {"The appliance catalogue: empty (labtap fetches nothing; its node types are built-in templates)", "", 200, "list", nil},
 	"GET /v2/gns3vm":                                         {"GNS3 VM settings, kept for clients (labtap runs no GNS3 VM)", "", 200, "settings", nil},
 	"PUT /v2/gns3vm":                                         {"Store GNS3 VM settings (merged); enable: true is 409", "gns3vm", 201, "settings", []int{400, 409, 413}},

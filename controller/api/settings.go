@@ -1,14 +1,17 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/internal/atomicfile"
 )
@@ -151,24 +154,49 @@ func (a *API) computeEmptyList(c *fiber.Ctx) error {
 // statistics answers the web UI's system status: one entry per connected
 // compute, from what its agent reports (missing values are 0).
 func (a *API) statistics(c *fiber.Ctx) error {
-	out := []fiber.Map{}
+	src, ok := a.computes.(statisticsSource)
+	if !ok {
+		return c.JSON([]fiber.Map{})
+	}
+	var list []compute.Compute
 	for _, cp := range a.computes.List() {
-		if !cp.Connected {
-			continue
+		if cp.Connected {
+			list = append(list, cp)
 		}
-		pct := func(p *float64) int {
-			if p == nil {
-				return 0
+	}
+	// Asked all at once, each for a few seconds at most: a compute that
+	// does not answer is left out (GNS3 logs it and does the same).
+	ctx, cancel := context.WithTimeout(c.UserContext(), statisticsTimeout)
+	defer cancel()
+	got := make([]*compute.Statistics, len(list))
+	var wg sync.WaitGroup
+	for i, cp := range list {
+		wg.Go(func() {
+			st, err := src.Statistics(ctx, cp.ID)
+			if err != nil {
+				a.log.Warn("statistics: compute left out", "compute", cp.ID, "err", err)
+				return
 			}
-			return int(*p + 0.5)
+			got[i] = &st
+		})
+	}
+	wg.Wait()
+	out := []fiber.Map{}
+	for i, cp := range list {
+		if got[i] != nil {
+			out = append(out, fiber.Map{"compute_id": cp.ID, "compute_name": cp.Name, "statistics": got[i]})
 		}
-		out = append(out, fiber.Map{"compute_id": cp.ID, "compute_name": cp.Name, "statistics": fiber.Map{
-			"cpu_usage_percent": pct(cp.CPUPercent), "memory_usage_percent": pct(cp.MemoryPercent),
-			"disk_usage_percent": 0, "load_average_percent": []int{0, 0, 0}, "memory_free": 0, "memory_total": 0,
-			"memory_used": 0, "swap_free": 0, "swap_total": 0, "swap_usage_percent": 0, "swap_used": 0,
-		}})
 	}
 	return c.JSON(out)
+}
+
+// statisticsTimeout bounds each compute's answer to GET /v2/statistics.
+const statisticsTimeout = 5 * time.Second
+
+// statisticsSource asks computes for their host's figures.
+// *compute.Registry satisfies it.
+type statisticsSource interface {
+	Statistics(ctx context.Context, computeID string) (compute.Statistics, error)
 }
 
 // loadProject is GNS3's local-mode "open a .gns3 by path": labtap is never

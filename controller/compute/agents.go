@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
@@ -185,6 +186,27 @@ func (a *Agents) CaptureStream(ctx context.Context, computeID, projectID, linkID
 		return nil, err
 	}
 	return a.streams.track(computeID, body), nil
+}
+
+// CaptureFile returns the file a running capture writes on a compute, as
+// it is now (proto.CaptureFilePath).
+func (a *Agents) CaptureFile(ctx context.Context, computeID, projectID, linkID string) (project.CaptureFile, error) {
+	t, err := a.reg.target(computeID)
+	if err != nil {
+		return project.CaptureFile{}, err
+	}
+	resp, err := a.client.get(ctx, t, proto.CaptureFilePath(projectID, linkID))
+	if err != nil {
+		return project.CaptureFile{}, err
+	}
+	_, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Disposition"))
+	name := params["filename"]
+	if !capspec.ValidFileName(name) || resp.ContentLength < 0 {
+		resp.Body.Close()
+		return project.CaptureFile{}, &project.Error{Kind: project.ErrConflict,
+			Msg: fmt.Sprintf("compute '%s' sent a capture file without a valid name or length", computeID)}
+	}
+	return project.CaptureFile{Name: name, Size: resp.ContentLength, Body: a.streams.track(computeID, resp.Body)}, nil
 }
 
 // Metrics returns a compute's metrics, Prometheus's text format as the

@@ -122,3 +122,46 @@ func (a *Agents) ResizeQemuImg(ctx context.Context, computeID string, c proto.Qe
 func (a *Agents) ResizeDisk(ctx context.Context, computeID, projectID, nodeID, drive string, extendMB int) error {
 	return a.do(ctx, computeID, "POST", proto.ResizeDiskPath(projectID, nodeID), proto.ResizeDisk{DriveName: drive, Extend: extendMB}, nil)
 }
+
+// Statistics are a compute host's figures (GNS3's compute statistics).
+type Statistics = proto.Statistics
+
+// Statistics asks a compute for its host's figures.
+func (a *Agents) Statistics(ctx context.Context, computeID string) (Statistics, error) {
+	var out Statistics
+	err := a.do(ctx, computeID, "GET", proto.StatisticsPath, nil, &out)
+	return out, err
+}
+
+// DialConsole connects to a started node's telnet console through its
+// agent: the connection carries the console's bytes both ways until
+// closed, or until ctx ends.
+func (a *Agents) DialConsole(ctx context.Context, computeID, projectID, nodeID string) (io.ReadWriteCloser, error) {
+	t, err := a.reg.target(computeID)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+proto.ConsolePath(projectID, nodeID), nil)
+	if err != nil {
+		return nil, &project.Error{Kind: project.ErrInvalid, Msg: "Invalid node", Err: err}
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", proto.ConsoleUpgrade)
+	t.authorize(req.Header)
+	resp, err := a.client.streams.Do(req)
+	if err != nil {
+		return nil, &project.Error{Kind: project.ErrConflict, Err: err,
+			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, req.URL.Path)}
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, agentError(t, resp.StatusCode, data)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, &project.Error{Kind: project.ErrConflict, Msg: "The agent did not switch to the console"}
+	}
+	return rwc, nil
+}

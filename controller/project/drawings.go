@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"image"
 	_ "image/gif" // pictures GNS3 stored
@@ -268,19 +269,101 @@ func (s *Service) applyDrawing(p Project, d *Drawing, u DrawingUpdate) (string, 
 		return text, nil // unchanged: keep how it is stored
 	}
 	d.SVG = text
+	if data, ext, ok := embeddedPicture(text); ok {
+		// GNS3's "Insert picture": the picture goes to the project's
+		// images as <md5>.<type>, and reads give it back in an SVG of its
+		// size (as GNS3 does, so archives move between the two).
+		sum := md5.Sum(data)
+		name := hex.EncodeToString(sum[:]) + "." + ext
+		if err := storeImage(p, name, data); err != nil {
+			return "", err
+		}
+		d.SVG = name
+		return s.resolveSVG(p, name), nil
+	}
 	if len(text) > inlineSVG {
 		sum := md5.Sum([]byte(text))
 		name := hex.EncodeToString(sum[:]) + ".svg"
-		dir := filepath.Join(p.Path, filepath.FromSlash(imagesDir))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
-		}
-		if err := atomicfile.Write(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			return "", &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
+		if err := storeImage(p, name, []byte(text)); err != nil {
+			return "", err
 		}
 		d.SVG = name
 	}
 	return text, nil
+}
+
+// storeImage writes a drawing's picture or long SVG into the project's
+// images, named by its content.
+func storeImage(p Project, name string, data []byte) error {
+	dir := filepath.Join(p.Path, filepath.FromSlash(imagesDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
+	}
+	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o644); err != nil {
+		return &Error{Kind: ErrConflict, Msg: "Could not store the drawing", Err: err}
+	}
+	return nil
+}
+
+// maxPicturePixels bounds an embedded picture's width × height (a
+// decompression bomb is a few bytes of PNG).
+const maxPicturePixels = 64 << 20
+
+// embeddedPicture finds GNS3's picture drawing in an SVG: a root whose one
+// child element is an <image> whose (xlink:)href is a base64 data: URI of
+// a PNG, JPEG or GIF picture whose header reads as one. It returns the
+// picture's bytes and its file extension. The SVG text is bounded by
+// MaxSVG, so the picture is too.
+func embeddedPicture(text string) ([]byte, string, bool) {
+	d := xml.NewDecoder(strings.NewReader(text))
+	depth, children := 0, 0
+	var href string
+	for {
+		tok, err := d.RawToken()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", false
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth == 2 {
+				children++
+				if t.Name.Local != "image" {
+					return nil, "", false
+				}
+				for _, a := range t.Attr {
+					if a.Name.Local == "href" && (a.Name.Space == "" || a.Name.Space == "xlink") {
+						href = a.Value
+					}
+				}
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if children != 1 {
+		return nil, "", false
+	}
+	mime, payload, ok := strings.Cut(strings.TrimPrefix(href, "data:"), ";base64,")
+	if !ok || !strings.HasPrefix(href, "data:image/") {
+		return nil, "", false
+	}
+	ext := strings.TrimPrefix(mime, "image/")
+	if ext != "png" && ext != "jpeg" && ext != "gif" {
+		return nil, "", false
+	}
+	data, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(payload), ""))
+	if err != nil {
+		return nil, "", false
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil || format != ext || cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPicturePixels {
+		return nil, "", false
+	}
+	return data, ext, true
 }
 
 // resolveSVG returns a stored drawing's SVG text: the value itself, or for
