@@ -376,6 +376,13 @@ func CaptureStreamPath(project, link string) string {
 	return CapturePath(project, link) + "/pcap"
 }
 
+// CaptureFilePath is the route that sends a running capture's file as it
+// is now (for a ring, the file being written): up to its last whole
+// record, with Content-Length, and its name in Content-Disposition.
+func CaptureFilePath(project, link string) string {
+	return CapturePath(project, link) + "/file"
+}
+
 // Errorf builds an Error of the given code.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
