@@ -51,12 +51,11 @@ const directAlign = 4096
 // it returns it to the kernel, once no File needs it.
 const trimInterval = time.Second
 
-// maxRun bounds the full blocks written with one system call: 16 MiB (a
-// run of small blocks, at the start of a burst, takes as many as make 16
-// MiB). A
-// direct write's CPU time hardly depends on its size (measured here, 3 GiB
-// written from a huge page: 0.07–0.08 s of CPU per GiB in 2-MiB writes,
-// 0.03–0.05 in 8-MiB ones, 0.02 in 16-MiB ones).
+// maxRun bounds the full blocks written with one system call: 16 MiB, as
+// many big blocks (or as many small ones as make 16 MiB, at the start of a
+// burst). A direct write's CPU time hardly depends on its size (measured
+// here, 3 GiB written from a huge page: 0.07–0.08 s of CPU per GiB in 2-MiB
+// writes, 0.03–0.05 in 8-MiB ones, 0.02 in 16-MiB ones).
 const maxRun = 8
 
 // maxInflight bounds the runs of blocks being written at once. Writes of a

@@ -52,7 +52,7 @@ var rules = []rule{
 	{pkg: "controller/symbols", banned: []string{fiber, "github.com/valyala/", "net/http", mod + "controller/api", mod + "agent/"}, why: "the icon library is files and images, served by the API"},
 	{pkg: "controller/symbols/internal/icons", banned: []string{mod}, why: "the built-in icons' drawings, for go generate and the tests"},
 	{pkg: "controller/symbols/internal/gen", imports: []string{"controller/symbols/internal/icons"}, why: "go generate's program that writes the built-in SVGs"},
-	{pkg: "controller/web", imports: []string{"agent/pcapfilter"}, banned: []string{fiber, "net/http", mod + "controller/", mod + "agent/host", mod + "agent/bridge"}, why: "the capture view is a page and a decoder; routes and projects are the API's"},
+	{pkg: "controller/web", imports: []string{"agent/pcapfilter", "capspec"}, banned: []string{fiber, "net/http", mod + "controller/", mod + "agent/host", mod + "agent/bridge"}, why: "the capture view is a page and a decoder; routes and projects are the API's"},
 	{pkg: "metrics", banned: []string{fiber, mod + "controller/", mod + "agent/"}, why: "shared metric plumbing knows neither binary"},
 	{pkg: "agent", imports: []string{"agent/bridge", "agent/server", "internal/cli", "internal/netguard"}, banned: []string{mod + "controller/", fiber, retryable}, why: "the agent binary carries nothing of the controller"},
 	{pkg: "agent/server", imports: []string{"agent/api", "agent/bridge", "agent/host", "internal/netguard", "metrics", "proto"}, banned: []string{mod + "controller/", fiber}, why: "an agent, whole, for the agent command and the controller's local agent"},

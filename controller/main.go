@@ -243,7 +243,7 @@ func run(args []string) error {
 	}
 	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
-		Computes:    registry,
+		Computes:    registry.Agents, // the agent adapter: project.Service never sees the registry itself
 		Events:      events,
 		Store:       &topology.Store{Dir: projectsDir, Version: o.GNS3Version},
 		// Beside the projects, as GNS3 keeps them in its controller file.

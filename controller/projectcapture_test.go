@@ -161,4 +161,30 @@ func TestAProjectCaptureOnTwoAgentsHoldsEveryLinkAndDirection(t *testing.T) {
 			t.Errorf("tshark finds %d frames %q; all: %v", counts[want], want, counts)
 		}
 	}
+	// The links' streams are merged in timestamp order: the agents share
+	// this machine's clock, so the whole file is in time order (each
+	// echo crosses both links, request and reply in opposite orders).
+	out, err = exec.Command("tshark", "-r", stopped.FilePath, "-T", "fields", "-e", "frame.time_epoch").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	prev := ""
+	for i, line := range strings.Fields(string(out)) {
+		if prev != "" && !epochNotBefore(line, prev) {
+			t.Fatalf("frame %d at %s, before the frame ahead of it (%s)", i+1, line, prev)
+		}
+		prev = line
+	}
+}
+
+// epochNotBefore compares two of tshark's frame.time_epoch values
+// ("1700000000.123456789"): a is not earlier than b.
+func epochNotBefore(a, b string) bool {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	if len(as) != len(bs) {
+		return len(as) > len(bs)
+	}
+	pad := func(f string) string { return (f + "000000000")[:9] }
+	return as+pad(af) >= bs+pad(bf)
 }

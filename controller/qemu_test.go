@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -364,6 +365,32 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 		t.Fatalf("g1 pinging the VPCS: %s", out)
 	}
 
+	// Suspending g2 (QMP stop) freezes it: g1's pings go unanswered and
+	// the project hears g2 suspended; resuming it (start) brings the
+	// answers back and the project hears it started.
+	c.call("POST", base+"/nodes/"+vms[1].NodeID+"/suspend", nil, 200, &vms[1])
+	if vms[1].Status != "suspended" {
+		t.Fatalf("suspended g2 is %q", vms[1].Status)
+	}
+	at := waitNodeStatus(t, events, vms[1].NodeID, "suspended", 0)
+	out = cons[0].run(t, "ping -c 2 -W 2 10.0.0.2", 2*time.Minute)
+	if got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out); got == nil || got[1] != "0" {
+		t.Fatalf("g1 pinging a suspended g2: %s", out)
+	}
+	c.call("POST", base+"/nodes/"+vms[1].NodeID+"/start", nil, 200, &vms[1])
+	if vms[1].Status != "started" {
+		t.Fatalf("resumed g2 is %q", vms[1].Status)
+	}
+	waitNodeStatus(t, events, vms[1].NodeID, "started", at)
+	out = cons[0].run(t, "ping -c 3 -W 5 10.0.0.2", 2*time.Minute)
+	if got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out); got == nil || got[1] == "0" {
+		t.Fatalf("g1 pinging g2 resumed: %s", out)
+	}
+
+	// Deleting the link takes the carrier of g1's NIC down.
+	c.call("DELETE", linkPath, nil, 204, nil)
+	carrier("0")
+
 	// A guest that powers off is a stopped node, announced; without KVM
 	// the project was told the guests run under TCG.
 	cons[1].send(t, "poweroff -f")
@@ -392,6 +419,33 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// waitNodeStatus waits for a node.updated notification with the node in
+// status, past the first after notifications (JSON lines), and returns how
+// many lines it read.
+func waitNodeStatus(t *testing.T, events *syncBuffer, nodeID, status string, after int) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		lines := strings.Split(events.String(), "\n")
+		for i := after; i < len(lines)-1; i++ {
+			var n struct {
+				Action string `json:"action"`
+				Event  struct {
+					NodeID string `json:"node_id"`
+					Status string `json:"status"`
+				} `json:"event"`
+			}
+			if json.Unmarshal([]byte(lines[i]), &n) == nil && n.Action == "node.updated" && n.Event.NodeID == nodeID && n.Event.Status == status {
+				return i + 1
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no node.updated with %s %s; notifications:\n%s", nodeID, status, events.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

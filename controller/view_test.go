@@ -146,6 +146,19 @@ func TestTheBrowserViewShowsAPingLiveDecodedFilteredAndPaused(t *testing.T) {
 	chromedp.Run(ctx, chromedp.Click("#pause", chromedp.ByID))
 	waitJS(t, ctx, fmt.Sprintf(`document.querySelectorAll("#rows tr").length > %d`, shown))
 
+	// "Download pcap" is the file as it is now, a valid pcap while the
+	// capture goes on, under the file's name.
+	href := evalJS[string](t, ctx, `document.querySelector("#download").href`)
+	if !strings.HasSuffix(href, linkPath+"/capture_file") {
+		t.Fatalf("Download pcap goes to %s", href)
+	}
+	var now linkReply
+	c.call("GET", linkPath, nil, 200, &now)
+	got := downloadCaptureFile(t, href, deref(now.CaptureFileName))
+	if n := tsharkCount(t, got, "icmp"); n < 6 {
+		t.Fatalf("the downloaded file holds %d ICMP frames, want the pings so far", n)
+	}
+
 	// Filters apply to the whole capture: a protocol name, a tcpdump
 	// expression, and one libpcap refuses.
 	filter := func(expr string) {

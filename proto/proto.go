@@ -47,6 +47,7 @@ type Code string
 const (
 	CodeInvalid      Code = "invalid"      // 400: the request is malformed or out of range
 	CodeUnauthorized Code = "unauthorized" // 401: missing or wrong shared secret
+	CodeForbidden    Code = "forbidden"    // 403: a path outside what the agent may touch
 	CodeNotFound     Code = "not_found"    // 404: no such project, node, link or capture
 	CodeConflict     Code = "conflict"     // 409: the request clashes with the current state
 	CodeInternal     Code = "internal"     // 500: the agent failed
@@ -68,6 +69,8 @@ func (c Code) Status() int {
 		return 400
 	case CodeUnauthorized:
 		return 401
+	case CodeForbidden:
+		return 403
 	case CodeNotFound:
 		return 404
 	case CodeConflict:
@@ -390,6 +393,13 @@ func CapturePath(project, link string) string {
 // written, ending when the capture stops.
 func CaptureStreamPath(project, link string) string {
 	return CapturePath(project, link) + "/pcap"
+}
+
+// CaptureFilePath is the route that sends a running capture's file as it
+// is now (for a ring, the file being written): up to its last whole
+// record, with Content-Length, and its name in Content-Disposition.
+func CaptureFilePath(project, link string) string {
+	return CapturePath(project, link) + "/file"
 }
 
 // Errorf builds an Error of the given code.

@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +85,14 @@ type ImageService interface {
 	QemuBinariesList(ctx context.Context, archs []string) []proto.QemuBinary
 	QemuImgBinaries(ctx context.Context) []proto.QemuBinary
 	QemuCapabilities() proto.QemuCapabilities
+	// ImageFile opens an image for reading.
+	ImageFile(nodeType, path string) (*os.File, error)
+	// CreateQemuImg and ResizeQemuImg run qemu-img create and resize on a
+	// disk inside the images folder or a project's folder.
+	CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error
+	ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error
+	// ResizeDisk grows a disk of a stopped QEMU node.
+	ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error
 }
 
 // Config configures the handler.
@@ -157,6 +168,7 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("GET "+l+"/capture", h.capture)
 	mux.HandleFunc("DELETE "+l+"/capture", h.stopCapture)
 	mux.HandleFunc("GET "+l+"/capture/pcap", h.stream)
+	mux.HandleFunc("GET "+l+"/capture/file", h.snapshot)
 	mux.HandleFunc("PUT "+p+"/tunnel-ports/{id}", h.reserveTunnelPort)
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
@@ -380,6 +392,39 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	if err := f.Follow(r.Context(), w, rc.Flush); err != nil && r.Context().Err() == nil {
 		h.log.Debug("capture stream ended", "link", r.PathValue("link"), "err", err)
+	}
+}
+
+// PcapngContentType is the media type of a pcapng capture.
+const PcapngContentType = "application/x-pcapng"
+
+// snapshot sends the file a running capture writes as it is now: up to its
+// last whole record, a valid capture on its own, with its length and its
+// name (Content-Disposition).
+func (h *handlers) snapshot(w http.ResponseWriter, r *http.Request) {
+	f, err := h.svc.CaptureFile(r.PathValue("project"), r.PathValue("link"))
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	s, err := f.Snapshot()
+	if err != nil {
+		h.reply(w, nil, proto.Errorf(proto.CodeNotFound, "%v", err))
+		return
+	}
+	defer s.Close()
+	ctype := PcapContentType
+	if strings.HasSuffix(s.Name, ".pcapng") {
+		ctype = PcapngContentType
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Length", strconv.FormatInt(s.Size, 10))
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": s.Name}))
+	w.Header().Set("Cache-Control", "no-store")
+	// A large file takes its time: no write deadline, the size bounds it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	if _, err := io.Copy(w, s); err != nil && r.Context().Err() == nil {
+		h.log.Debug("capture snapshot cut", "link", r.PathValue("link"), "err", err)
 	}
 }
 

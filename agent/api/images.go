@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labtap/labtap/proto"
 )
@@ -25,6 +26,37 @@ func (h *handlers) registerImages(mux *http.ServeMux, is ImageService) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /v1/images/{type}/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		f, err := is.ImageFile(r.PathValue("type"), r.PathValue("path"))
+		if err != nil {
+			h.reply(w, nil, err)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, "", time.Time{}, f)
+	})
+	mux.HandleFunc("POST "+proto.QemuImgPath, func(w http.ResponseWriter, r *http.Request) {
+		var c proto.QemuImgCreate
+		if !decode(w, r, &c) {
+			return
+		}
+		h.replyCreated(w, is.CreateQemuImg(r.Context(), c))
+	})
+	mux.HandleFunc("PUT "+proto.QemuImgPath, func(w http.ResponseWriter, r *http.Request) {
+		var c proto.QemuImgResize
+		if !decode(w, r, &c) {
+			return
+		}
+		h.replyCreated(w, is.ResizeQemuImg(r.Context(), c))
+	})
+	mux.HandleFunc("POST /v1/projects/{project}/nodes/{node}/resize_disk", func(w http.ResponseWriter, r *http.Request) {
+		var c proto.ResizeDisk
+		if !decode(w, r, &c) {
+			return
+		}
+		h.replyCreated(w, is.ResizeDisk(r.Context(), r.PathValue("project"), r.PathValue("node"), c))
+	})
 	mux.HandleFunc("GET "+proto.QemuBinariesPath, func(w http.ResponseWriter, r *http.Request) {
 		var archs []string
 		if a := r.URL.Query().Get("archs"); a != "" {
@@ -38,4 +70,13 @@ func (h *handlers) registerImages(mux *http.ServeMux, is ImageService) {
 	mux.HandleFunc("GET "+proto.QemuCapabilitiesPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, is.QemuCapabilities())
 	})
+}
+
+// replyCreated answers 201 with no body, or the error.
+func (h *handlers) replyCreated(w http.ResponseWriter, err error) {
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
 }

@@ -112,7 +112,7 @@ func switchPorts(ports []proto.PortMapping) ([]bridge.SwitchPort, error) {
 
 // reconfigure applies a new spec to an existing node: the same ports change
 // nothing; a switch may change its ports' types and VLANs in place; any
-// other change is a conflict (delete the node and create it again). h.mu
+// other change is a conflict (delete the node and create it again). p.mu
 // must be held.
 func reconfigure(n *hostNode, spec proto.NodeSpec) error {
 	if len(spec.Ports) == 0 && len(n.spec.Ports) == 0 || reflect.DeepEqual(spec.Ports, n.spec.Ports) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,18 +22,20 @@ import (
 
 // A link's capture: a captures.Ring fed by the relay's tap, through the
 // capture filter when there is one. Creating and closing the files (a close
-// drains up to the queue's 64 MiB to disk) happen without Host.mu: a slow
-// disk holds up the capture's own link, never the agent's other calls. A
-// capture whose files are still being closed keeps its file name: a new
-// capture of that name waits for the close.
+// drains up to the queue's 64 MiB to disk), and naming them (which reads
+// the captures folder), happen with no lock the agent's other calls need
+// (projects.go): a slow disk holds up the capture's own link, never the
+// agent's other calls. A capture whose files are still being closed keeps
+// its file name: a new capture of that name waits for the close.
 
 type hostCapture struct {
 	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
 	name  string            // the file's name: spec's, or name-N when spec's was taken (uniqueName)
 	root  *os.Root          // the captures folder holding the files and their .writing marks
-	tap   *captureTap       // nil until the files exist
+	owner *projectCaptures  // whose mu guards done
+	tap   *captureTap       // nil until the files exist; set under projectCaptures.mu
 	ready chan struct{}     // closed when tap is set, or the start failed
-	done  bool              // guarded by Host.mu: stopped (asked, by itself, or the start failed)
+	done  bool              // guarded by projectCaptures.mu: stopped (asked, by itself, or the start failed)
 	// closed is closed once the capture's files are closed: its name may
 	// be used again.
 	closed chan struct{}
@@ -163,16 +166,16 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if err == nil && h.hooks.ringMade != nil {
 		h.hooks.ringMade()
 	}
-	h.mu.Lock()
+	p.caps.mu.Lock()
 	if err != nil {
 		c.done = true
-		if l.capture == c {
-			l.capture = nil
+		if p.caps.byLink[linkID] == c {
+			delete(p.caps.byLink, linkID)
 		}
-		if p.closing[c.name] == c {
-			delete(p.closing, c.name)
+		if p.caps.closing[c.name] == c {
+			delete(p.caps.closing, c.name)
 		}
-		h.mu.Unlock()
+		p.caps.mu.Unlock()
 		close(c.ready)
 		close(c.closed)
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
@@ -182,7 +185,7 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	if !stopped {
 		l.relay.SetTap(c.tap)
 	}
-	h.mu.Unlock()
+	p.caps.mu.Unlock()
 	close(c.ready)
 	h.wg.Go(func() { h.watchCapture(projectID, p, l, c) })
 	if stopped {
@@ -200,18 +203,24 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 // close). It returns the running capture instead when it has spec, and a
 // conflict when another runs on the link or writes files of that name. A
 // file of an earlier capture is never overwritten: c takes the first free
-// name-N.ext (uniqueName), and holds it in p.closing until its files are
-// closed.
+// name-N.ext (uniqueName), and holds it in the project's closing names
+// until its files are closed. The captures folder is read under the
+// project's nameMu only, which no other call than a capture start waits
+// for.
 func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
 	for {
-		h.mu.Lock()
-		p, l, err := h.link(projectID, linkID)
+		p, l, err := h.lockLink(projectID, linkID)
 		if err != nil {
-			h.mu.Unlock()
 			return nil, nil, nil, err
 		}
-		if c := l.capture; c != nil && !c.done {
-			h.mu.Unlock()
+		p.caps.mu.Lock()
+		c := p.caps.byLink[linkID]
+		running := c != nil && !c.done
+		busy, isBusy := p.caps.closing[spec.FileName]
+		busyRunning := isBusy && !busy.done
+		p.caps.mu.Unlock()
+		p.mu.Unlock()
+		if running {
 			if c.spec != spec {
 				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "Packet capture is already active on this link")
 			}
@@ -221,34 +230,66 @@ func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*
 			}
 			return p, l, c, nil
 		}
-		if busy, ok := p.closing[spec.FileName]; ok {
-			if !busy.done {
-				h.mu.Unlock()
+		if isBusy {
+			if busyRunning {
 				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "capture file name %s is in use by another capture", spec.FileName)
 			}
-			h.mu.Unlock()
 			if h.hooks.nameBusy != nil {
 				h.hooks.nameBusy()
 			}
 			<-busy.closed // the files of that name are being closed
 			continue
 		}
-		root, err := p.capturesRootLocked()
-		if err != nil {
-			h.mu.Unlock()
-			return nil, nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
+		c, retry, err := h.nameCapture(p, l, spec)
+		if err != nil || !retry {
+			return p, l, c, err
 		}
-		name, err := uniqueName(root, p.closing, spec.FileName, spec.RingFiles > 1)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, nil, nil, err
-		}
-		c := &hostCapture{spec: spec, name: name, root: root, ready: make(chan struct{}), closed: make(chan struct{})}
-		l.capture = c
-		p.closing[name] = c // the name is taken until the files are closed
-		h.mu.Unlock()
-		return p, l, c, nil
 	}
+}
+
+// nameCapture names a new capture of link l and claims the name and the
+// link for it, unless the link or the names changed while the folder was
+// read: then it asks for a retry.
+func (h *Host) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) (c *hostCapture, retry bool, err error) {
+	p.caps.nameMu.Lock()
+	defer p.caps.nameMu.Unlock()
+	if h.hooks.naming != nil {
+		h.hooks.naming()
+	}
+	root, err := p.caps.rootLocked()
+	if err != nil {
+		return nil, false, proto.Errorf(proto.CodeInternal, "%v", err)
+	}
+	// The names held now: none is added while nameMu is held, and one
+	// let go of has its files on disk.
+	p.caps.mu.Lock()
+	busy := maps.Clone(p.caps.closing)
+	p.caps.mu.Unlock()
+	name, err := uniqueName(root, busy, spec.FileName, spec.RingFiles > 1)
+	if err != nil {
+		return nil, false, err
+	}
+	linkID := l.spec.LinkID
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false, notOpen(p.id)
+	}
+	if p.links[linkID] != l {
+		return nil, false, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
+	}
+	p.caps.mu.Lock()
+	defer p.caps.mu.Unlock()
+	if cur := p.caps.byLink[linkID]; cur != nil && !cur.done {
+		return nil, true, nil // another start won the link
+	}
+	if _, ok := p.caps.closing[spec.FileName]; ok {
+		return nil, true, nil // the asked name was taken meanwhile
+	}
+	c = &hostCapture{spec: spec, name: name, root: root, owner: &p.caps, ready: make(chan struct{}), closed: make(chan struct{})}
+	p.caps.byLink[linkID] = c
+	p.caps.closing[name] = c // the name is taken until the files are closed
+	return c, false, nil
 }
 
 // uniqueName is name if no capture's file has it, else the first of
@@ -256,8 +297,9 @@ func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*
 // of the captures folder and no capture holding names (by the name it was
 // given, in busy) has it, and when neither it nor, for a ring, its files
 // (capspec.RingName) can be one of another ring's files, or the other way
-// round. h.mu must be held: no other capture claims a name meanwhile, and
-// every file made since the folder was read is a busy capture's.
+// round. The project's nameMu must be held, and busy read under it: no
+// other capture claims a name meanwhile, and every file made since the
+// folder was read is a busy capture's.
 func uniqueName(root *os.Root, busy map[string]*hostCapture, name string, ring bool) (string, error) {
 	var files []string // the folder's names, read only for a ring
 	if ring {
@@ -338,16 +380,16 @@ func endName(ep proto.Endpoint, def string) string {
 func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
 	ring := c.tap.ring
 	<-ring.Done()
-	h.mu.Lock()
+	p.caps.mu.Lock()
 	if c.done {
-		h.mu.Unlock()
+		p.caps.mu.Unlock()
 		return // stopped on request
 	}
 	c.done = true
-	if l.capture == c {
+	if p.caps.byLink[l.spec.LinkID] == c {
 		l.relay.SetTap(nil)
 	}
-	h.mu.Unlock()
+	p.caps.mu.Unlock()
 	h.closeCapture(p, c)
 	st := h.captureStateOf(c)
 	if err := ring.Err(); err != nil {
@@ -372,38 +414,20 @@ func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCa
 	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
 
-// capturesRootLocked opens the project's captures folder, creating it.
-// h.mu must be held.
-func (p *project) capturesRootLocked() (*os.Root, error) {
-	if p.captures != nil {
-		return p.captures, nil
-	}
-	dir := filepath.Join(p.dir, "project-files", "captures")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("captures folder: %w", err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("captures folder: %w", err)
-	}
-	p.captures = root
-	return root, nil
-}
-
 // StopCapture stops a link's capture and returns its final state, once
 // every frame the link forwarded before the stop is in the file. Stopping a
 // link that is not capturing succeeds. Only this call waits for the files
 // to be closed: the agent's other calls go on meanwhile.
 func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
-	h.mu.Lock()
-	p, l, err := h.link(projectID, linkID)
+	p, l, err := h.lockLink(projectID, linkID)
 	if err != nil {
-		h.mu.Unlock()
 		return proto.CaptureState{}, err
 	}
-	c := h.detachCaptureLocked(l)
-	last := l.capture
-	h.mu.Unlock()
+	c := h.detachCapture(p, l)
+	p.caps.mu.Lock()
+	last := p.caps.byLink[linkID]
+	p.caps.mu.Unlock()
+	p.mu.Unlock()
 	if c != nil {
 		h.closeCapture(p, c)
 	}
@@ -417,12 +441,13 @@ func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error)
 	return h.captureStateOf(last), nil
 }
 
-// detachCaptureLocked stops giving a link's frames to its capture and
-// returns the capture, whose files the caller closes with closeCapture
-// after releasing h.mu; nil when the link is not capturing. h.mu must be
-// held.
-func (h *Host) detachCaptureLocked(l *hostLink) *hostCapture {
-	c := l.capture
+// detachCapture stops giving a link's frames to its capture and returns
+// the capture, whose files the caller closes with closeCapture after
+// releasing p.mu; nil when the link is not capturing. p.mu must be held.
+func (h *Host) detachCapture(p *project, l *hostLink) *hostCapture {
+	p.caps.mu.Lock()
+	defer p.caps.mu.Unlock()
+	c := p.caps.byLink[l.spec.LinkID]
 	if c == nil || c.done {
 		return nil
 	}
@@ -432,8 +457,8 @@ func (h *Host) detachCaptureLocked(l *hostLink) *hostCapture {
 }
 
 // closeCapture closes a detached capture's files, writing every frame
-// queued so far (later ones are ignored), then frees its file name. h.mu
-// must not be held: this is the disk's time.
+// queued so far (later ones are ignored), then frees its file name. No
+// lock may be held: this is the disk's time.
 func (h *Host) closeCapture(p *project, c *hostCapture) {
 	<-c.ready
 	if c.tap == nil {
@@ -450,16 +475,16 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 	if err := c.tap.ring.Close(); err != nil {
 		h.log.Warn("capture ended badly", "file", c.name, "err", err)
 	}
-	h.mu.Lock()
-	if p.closing[c.name] == c {
-		delete(p.closing, c.name)
+	p.caps.mu.Lock()
+	if p.caps.closing[c.name] == c {
+		delete(p.caps.closing, c.name)
 	}
 	select {
 	case <-c.closed:
 	default:
 		close(c.closed)
 	}
-	h.mu.Unlock()
+	p.caps.mu.Unlock()
 	frames, _, dropped, files := c.tap.ring.Stats()
 	h.log.Info("capture stopped", "file", c.name, "frames", frames, "dropped", dropped,
 		"filtered", c.tap.filtered.Load(), "files", files)
@@ -467,13 +492,7 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 
 // Capture returns a link's capture state.
 func (h *Host) Capture(projectID, linkID string) (proto.CaptureState, error) {
-	h.mu.Lock()
-	_, l, err := h.link(projectID, linkID)
-	var c *hostCapture
-	if err == nil {
-		c = l.capture
-	}
-	h.mu.Unlock()
+	c, err := h.linkCapture(projectID, linkID)
 	if err != nil || c == nil {
 		return proto.CaptureState{}, err
 	}
@@ -482,17 +501,11 @@ func (h *Host) Capture(projectID, linkID string) (proto.CaptureState, error) {
 
 // CaptureFile returns a link's running capture, for streaming.
 func (h *Host) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
-	h.mu.Lock()
-	_, l, err := h.link(projectID, linkID)
-	var c *hostCapture
-	if err == nil {
-		c = l.capture
-	}
-	h.mu.Unlock()
+	c, err := h.linkCapture(projectID, linkID)
 	if err != nil {
 		return nil, err
 	}
-	if c == nil || c.done {
+	if c == nil || h.captureDone(c) {
 		return nil, proto.Errorf(proto.CodeConflict, "Nothing to stream because there is no packet capture active")
 	}
 	<-c.ready
@@ -502,12 +515,28 @@ func (h *Host) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
 	return c.tap.ring, nil
 }
 
-// captureStateOf returns what a capture reports. h.mu must not be held.
+// linkCapture returns a link's running or last capture, nil if none.
+func (h *Host) linkCapture(projectID, linkID string) (*hostCapture, error) {
+	p, _, err := h.lockLink(projectID, linkID)
+	if err != nil {
+		return nil, err
+	}
+	defer p.mu.Unlock()
+	p.caps.mu.Lock()
+	defer p.caps.mu.Unlock()
+	return p.caps.byLink[linkID], nil
+}
+
+// captureDone reports whether a capture has stopped.
+func (h *Host) captureDone(c *hostCapture) bool {
+	c.owner.mu.Lock()
+	defer c.owner.mu.Unlock()
+	return c.done
+}
+
+// captureStateOf returns what a capture reports. No lock may be held.
 func (h *Host) captureStateOf(c *hostCapture) proto.CaptureState {
-	h.mu.Lock()
-	active := !c.done
-	h.mu.Unlock()
-	return stateOf(c, active)
+	return stateOf(c, !h.captureDone(c))
 }
 
 // stateOf returns what a capture reports, its files made.

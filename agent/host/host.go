@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -167,32 +168,21 @@ type Host struct {
 	events                // what the controller follows (Subscribe); see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
-	mu       sync.Mutex // guards projects and everything reachable from it, but node.ops
-	projects map[string]*project
-	closed   bool
+	projects projectTable // see projects.go for the locks and their order
 
 	hooks hooks // tests open race windows with them
 }
 
 // hooks are called at points where tests need to act.
 type hooks struct {
-	closing  func() // before a capture's files are closed, without Host.mu
-	nameBusy func() // a capture waits for the close of files of its name
+	closing   func() // before a capture's files are closed, no lock held
+	nameBusy  func() // a capture waits for the close of files of its name
+	naming    func() // a new capture reads the captures folder to name its files
+	repairing func() // an opening project repairs a capture a crash left
 	// ringMade runs in StartCapture once the capture's files exist, before
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
-}
-
-type project struct {
-	id, name, dir string
-	captures      *os.Root // opened on first capture
-	nodes         map[string]*hostNode
-	links         map[string]*hostLink
-	reserved      map[string]*reservation // tunnel ports held for links across agents
-	// closing holds the captures, by file name, whose files are open:
-	// running, or being closed. A new capture of such a name waits.
-	closing map[string]*hostCapture
 }
 
 type hostNode struct {
@@ -209,7 +199,7 @@ type hostNode struct {
 type nodePort struct {
 	port bridge.Port
 	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
-	link string          // the link using the port, "" if none; guarded by Host.mu
+	link string          // the link using the port, "" if none; guarded by project.mu
 	// carrier sets the NIC's carrier, for runners that are LinkSetters.
 	carrier *carrier
 }
@@ -299,7 +289,7 @@ func New(cfg Config) *Host {
 		log:      cfg.Logger,
 		ctx:      ctx,
 		cancel:   cancel,
-		projects: make(map[string]*project),
+		projects: projectTable{open: make(map[string]*project), closing: make(map[string]*project)},
 	}
 	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
 	h.filterCompiler = &filterCompiler{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
@@ -357,78 +347,94 @@ func (h *Host) Info() proto.AgentInfo {
 }
 
 // OpenProject makes a project known to the agent; opening an open project
-// does nothing.
+// does nothing. Captures a crash left unfinished are repaired and stale
+// containers removed before any call on the project proceeds, with no lock
+// held that calls on other projects need.
 func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 	if err := checkID("project", spec.ProjectID); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return proto.Errorf(proto.CodeUnavailable, "agent is shutting down")
-	}
-	if p, ok := h.projects[spec.ProjectID]; ok {
-		p.name = spec.Name
+	for {
+		h.projects.mu.Lock()
+		if h.projects.closed {
+			h.projects.mu.Unlock()
+			return proto.Errorf(proto.CodeUnavailable, "agent is shutting down")
+		}
+		if p, ok := h.projects.open[spec.ProjectID]; ok {
+			h.projects.mu.Unlock()
+			<-p.opened
+			p.mu.Lock()
+			p.name = spec.Name
+			p.mu.Unlock()
+			return nil
+		}
+		if old, ok := h.projects.closing[spec.ProjectID]; ok {
+			h.projects.mu.Unlock()
+			<-old.gone // its captures are still being closed
+			continue
+		}
+		p := newProject(h.cfg.DataDir, spec)
+		h.projects.open[spec.ProjectID] = p
+		h.projects.mu.Unlock()
+		h.repairCaptures(p)
+		// Before any node of the project is created again.
+		h.cleanDocker(spec.ProjectID)
+		close(p.opened)
+		h.log.Info("project opened", "project", spec.ProjectID)
 		return nil
 	}
-	p := &project{
-		id:       spec.ProjectID,
-		name:     spec.Name,
-		dir:      filepath.Join(h.cfg.DataDir, "projects", spec.ProjectID),
-		nodes:    make(map[string]*hostNode),
-		links:    make(map[string]*hostLink),
-		reserved: make(map[string]*reservation),
-		closing:  make(map[string]*hostCapture),
-	}
-	h.projects[spec.ProjectID] = p
-	h.repairCapturesLocked(p)
-	h.log.Info("project opened", "project", spec.ProjectID)
-	h.mu.Unlock()
-	// Before any node of the project is created again.
-	h.cleanDocker(spec.ProjectID)
-	h.mu.Lock()
-	return nil
 }
 
 // CloseProject stops everything the project runs on this agent and forgets
 // it: captures end (their files stay valid), relays stop, nodes stop. Its
 // files stay on disk. Closing an unknown project does nothing.
 func (h *Host) CloseProject(ctx context.Context, projectID string) error {
-	h.mu.Lock()
-	p, ok := h.projects[projectID]
-	var capturing []*hostCapture
+	h.projects.mu.Lock()
+	p, ok := h.projects.open[projectID]
 	if ok {
-		delete(h.projects, projectID)
-		for _, l := range p.links {
-			if c := h.removeLinkLocked(p, l); c != nil {
-				capturing = append(capturing, c)
-			}
-		}
-		p.releaseAllLocked()
+		delete(h.projects.open, projectID)
+		h.projects.closing[projectID] = p
 	}
-	h.mu.Unlock()
+	h.projects.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	<-p.opened
+	p.mu.Lock()
+	p.closed = true
+	var capturing []*hostCapture
+	for _, l := range p.links {
+		if c := h.removeLinkLocked(p, l); c != nil {
+			capturing = append(capturing, c)
+		}
+	}
+	p.releaseAllLocked()
+	nodes := slices.Collect(maps.Values(p.nodes))
+	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range capturing {
 		wg.Go(func() { h.closeCapture(p, c) })
 	}
 	wg.Wait()
-	h.stopNodes(ctx, p)
+	h.stopNodes(ctx, nodes)
 	h.removeContainers(projectID)
-	if p.captures != nil {
-		p.captures.Close()
+	p.caps.nameMu.Lock()
+	if p.caps.root != nil {
+		p.caps.root.Close()
 	}
+	p.caps.nameMu.Unlock()
+	h.projects.mu.Lock()
+	delete(h.projects.closing, projectID)
+	h.projects.mu.Unlock()
+	close(p.gone)
 	h.log.Info("project closed", "project", projectID)
 	return nil
 }
 
-// stopNodes stops every node of a project that is no longer in h.projects,
-// and closes their ports.
-func (h *Host) stopNodes(ctx context.Context, p *project) {
+// stopNodes stops the nodes of a closed project, and closes their ports.
+func (h *Host) stopNodes(ctx context.Context, nodes []*hostNode) {
 	var wg sync.WaitGroup
-	for _, n := range p.nodes {
+	for _, n := range nodes {
 		wg.Go(func() {
 			if po, ok := n.runner.(PowerOffer); ok { // no waiting for guests at close
 				n.ops.Lock()
@@ -457,13 +463,10 @@ func (h *Host) stopNode(ctx context.Context, n *hostNode) {
 // Close ends the agent: it closes every project, then waits for all its
 // goroutines. It is safe to call twice.
 func (h *Host) Close() error {
-	h.mu.Lock()
-	h.closed = true
-	ids := make([]string, 0, len(h.projects))
-	for id := range h.projects {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
+	h.projects.mu.Lock()
+	h.projects.closed = true
+	ids := slices.Collect(maps.Keys(h.projects.open))
+	h.projects.mu.Unlock()
 	for _, id := range ids {
 		h.CloseProject(context.Background(), id)
 	}
@@ -472,15 +475,6 @@ func (h *Host) Close() error {
 	h.wg.Wait()
 	h.relay.wg.Wait()
 	return nil
-}
-
-// projectLocked returns an open project. h.mu must be held.
-func (h *Host) projectLocked(id string) (*project, error) {
-	p, ok := h.projects[id]
-	if !ok {
-		return nil, proto.Errorf(proto.CodeNotFound, "project %s is not open on this agent", id)
-	}
-	return p, nil
 }
 
 // CreateNode creates a node; creating an existing node returns it
@@ -494,31 +488,29 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	if !ok && !builtin(spec.NodeType) {
 		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
 	}
-	h.mu.Lock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
-		h.mu.Unlock()
 		return proto.NodeState{}, err
 	}
 	if n, ok := p.nodes[spec.NodeID]; ok {
 		if n.spec.NodeType != spec.NodeType {
-			h.mu.Unlock()
+			p.mu.Unlock()
 			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "node %s exists with type %s", spec.NodeID, n.spec.NodeType)
 		}
 		if !builtin(spec.NodeType) {
-			h.mu.Unlock()
+			p.mu.Unlock()
 			if err := h.updateRunner(ctx, p, n, spec); err != nil {
 				return proto.NodeState{}, err
 			}
 			return h.nodeState(n), nil
 		}
-		defer h.mu.Unlock()
+		defer p.mu.Unlock()
 		if err := reconfigure(n, spec); err != nil {
 			return proto.NodeState{}, err
 		}
 		return h.nodeState(n), nil
 	}
-	h.mu.Unlock()
+	p.mu.Unlock()
 
 	n := &hostNode{
 		projectID: projectID,
@@ -534,11 +526,11 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 		return proto.NodeState{}, err
 	}
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if cur, ok := h.projects[projectID]; !ok || cur != p {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
 		n.close()
-		return proto.NodeState{}, proto.Errorf(proto.CodeNotFound, "project %s is not open on this agent", projectID)
+		return proto.NodeState{}, notOpen(projectID)
 	}
 	if other, ok := p.nodes[spec.NodeID]; ok { // created concurrently
 		n.close()
@@ -606,9 +598,9 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec proto.NodeSpec) error {
 	n.ops.Lock()
 	defer n.ops.Unlock()
-	h.mu.Lock()
+	p.mu.Lock()
 	same := reflect.DeepEqual(spec.Adapters, n.spec.Adapters) && len(spec.Properties) == 0 && spec.Name == n.spec.Name
-	h.mu.Unlock()
+	p.mu.Unlock()
 	if same {
 		return nil
 	}
@@ -620,14 +612,14 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 		return proto.Errorf(proto.CodeConflict, "node %s exists with other adapters; delete it to change them", spec.NodeID)
 	}
 	want := adapterCount(spec)
-	h.mu.Lock()
+	p.mu.Lock()
 	for i := want; i < len(n.ports); i++ {
 		if l := n.ports[i].link; l != "" {
-			h.mu.Unlock()
+			p.mu.Unlock()
 			return proto.Errorf(proto.CodeConflict, "adapter %d of node %s is used by link %s: delete the link first", i, spec.NodeID, l)
 		}
 	}
-	h.mu.Unlock()
+	p.mu.Unlock()
 	var added []*nodePort
 	for range max(0, want-len(n.ports)) {
 		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
@@ -640,10 +632,10 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 		added = append(added, &nodePort{port: port, udp: port})
 	}
 	// The ports it keeps, then the new ones.
-	h.mu.Lock()
+	p.mu.Lock()
 	keep := min(want, len(n.ports))
 	ports := append(slices.Clone(n.ports[:keep]), added...)
-	h.mu.Unlock()
+	p.mu.Unlock()
 	addrs := make([]netip.AddrPort, len(ports))
 	for i, np := range ports {
 		if np.udp != nil {
@@ -670,7 +662,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 			ports[i] = &nodePort{port: port}
 		}
 	}
-	h.mu.Lock()
+	p.mu.Lock()
 	for _, np := range n.ports[keep:] {
 		if np.udp != nil {
 			np.udp.Close()
@@ -679,7 +671,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	n.ports = ports
 	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
 	n.setCarriers()
-	h.mu.Unlock()
+	p.mu.Unlock()
 	for _, np := range added {
 		h.relay.goServe(np.udp)
 	}
@@ -723,12 +715,11 @@ func (h *Host) nodeState(n *hostNode) proto.NodeState {
 }
 
 func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
 		return nil, err
 	}
+	defer p.mu.Unlock()
 	n, ok := p.nodes[nodeID]
 	if !ok {
 		return nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", nodeID)
@@ -846,10 +837,8 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 // DeleteNode stops a node, removes the links on its ports and forgets it.
 // Its directory stays. Deleting an unknown node does nothing.
 func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	h.mu.Lock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
-		h.mu.Unlock()
 		return err
 	}
 	n, ok := p.nodes[nodeID]
@@ -864,7 +853,7 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 		}
 		delete(p.nodes, nodeID)
 	}
-	h.mu.Unlock()
+	p.mu.Unlock()
 	for _, c := range capturing {
 		h.closeCapture(p, c)
 	}

@@ -38,15 +38,16 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
 		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
 		return proto.TunnelPort{}, err
 	}
-	if r, ok := p.reserved[id]; ok {
+	r, ok := p.reserved[id]
+	p.mu.Unlock()
+	if ok {
 		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
 	}
+	// Opening the socket takes no lock.
 	port, err := h.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(h.tunnelAddr, 0)})
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
 		// An advertised address that is not this host's (behind NAT):
@@ -56,10 +57,20 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	if err != nil {
 		return proto.TunnelPort{}, proto.Errorf(proto.CodeConflict, "reserve a tunnel port: %v", err)
 	}
-	r := &reservation{port: port}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		port.Close()
+		return proto.TunnelPort{}, notOpen(projectID)
+	}
+	if r, ok := p.reserved[id]; ok { // reserved meanwhile
+		port.Close()
+		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
+	}
+	r = &reservation{port: port}
 	r.timer = time.AfterFunc(reservationTTL, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		if p.reserved[id] == r {
 			delete(p.reserved, id)
 			r.port.Close()
@@ -71,12 +82,11 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 
 // ReleaseTunnelPort frees a reservation no link took; an unknown one is fine.
 func (h *Host) ReleaseTunnelPort(projectID, id string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
 		return err
 	}
+	defer p.mu.Unlock()
 	if r, ok := p.reserved[id]; ok {
 		delete(p.reserved, id)
 		r.timer.Stop()
@@ -86,7 +96,7 @@ func (h *Host) ReleaseTunnelPort(projectID, id string) error {
 }
 
 // takeReservationLocked hands over the reserved socket bound to local
-// port, now facing peer, or nil when no reservation holds that port. h.mu
+// port, now facing peer, or nil when no reservation holds that port. p.mu
 // must be held.
 func (p *project) takeReservationLocked(local int, peer netip.AddrPort) *bridge.UDPPort {
 	for id, r := range p.reserved {
@@ -100,7 +110,7 @@ func (p *project) takeReservationLocked(local int, peer netip.AddrPort) *bridge.
 	return nil
 }
 
-// releaseAllLocked closes every reservation of a project. h.mu must be held.
+// releaseAllLocked closes every reservation of a project. p.mu must be held.
 func (p *project) releaseAllLocked() {
 	for id, r := range p.reserved {
 		delete(p.reserved, id)
@@ -185,22 +195,33 @@ func (h *Host) nodeStopped(n *hostNode) {
 // State lists what the agent runs: every open project, its nodes, its
 // links with their specs, and the captures running on them.
 func (h *Host) State() proto.AgentState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	out := proto.AgentState{Projects: []proto.ProjectState{}}
-	for _, p := range h.projects {
+	for _, p := range h.openProjects() {
+		select {
+		case <-p.opened:
+		default:
+			continue // still opening: nothing runs in it yet
+		}
 		ps := proto.ProjectState{ProjectID: p.id, Nodes: []proto.NodeState{}, Links: []proto.LinkStatus{}}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			continue
+		}
 		for _, n := range p.nodes {
 			ps.Nodes = append(ps.Nodes, h.nodeState(n))
 		}
+		p.caps.mu.Lock()
 		for _, l := range p.links {
 			ls := proto.LinkStatus{LinkID: l.spec.LinkID, Spec: l.spec}
-			if c := l.capture; c != nil && !c.done && c.tap != nil {
+			if c := p.caps.byLink[l.spec.LinkID]; c != nil && !c.done && c.tap != nil {
 				st := stateOf(c, true)
 				ls.Capture = &st
 			}
 			ps.Links = append(ps.Links, ls)
 		}
+		p.caps.mu.Unlock()
+		p.mu.Unlock()
 		out.Projects = append(out.Projects, ps)
 	}
 	return out
@@ -224,10 +245,13 @@ func unmarkWriting(root *os.Root, name string) {
 	_ = root.Remove(name + writingSuffix)
 }
 
-// repairCapturesLocked repairs the captures a dead agent left marked in a
-// project's captures folder. h.mu must be held.
-func (h *Host) repairCapturesLocked(p *project) {
-	root, err := p.capturesRootLocked()
+// repairCaptures repairs the captures a dead agent left marked in the
+// captures folder of a project being opened. It holds only the project's
+// nameMu, which nothing else waits for until the project is opened.
+func (h *Host) repairCaptures(p *project) {
+	p.caps.nameMu.Lock()
+	defer p.caps.nameMu.Unlock()
+	root, err := p.caps.rootLocked()
 	if err != nil {
 		return
 	}
@@ -239,6 +263,9 @@ func (h *Host) repairCapturesLocked(p *project) {
 		name, ok := strings.CutSuffix(e.Name(), writingSuffix)
 		if !ok || !capspec.ValidFileName(name) {
 			continue
+		}
+		if h.hooks.repairing != nil {
+			h.hooks.repairing()
 		}
 		cut, err := captures.Repair(root, name)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -84,7 +85,7 @@ func (im *Images) Images(ctx context.Context, nodeType string) ([]proto.Image, e
 		if head, err := readHead(p, 4); err != nil || bytes.Equal(head, []byte("\x7fELF")) {
 			return nil
 		}
-		sum, err := md5Of(p, info)
+		sum, err := node.FileMD5(p)
 		if err != nil {
 			return err
 		}
@@ -108,31 +109,6 @@ func readHead(path string, n int) ([]byte, error) {
 	b := make([]byte, n)
 	_, err = io.ReadFull(f, b)
 	return b, err
-}
-
-// md5Of returns a file's md5 from its cache when the cache is newer than
-// the file, else computes it and refreshes the cache.
-func md5Of(p string, info fs.FileInfo) (string, error) {
-	cache := p + ".md5sum"
-	if st, err := os.Stat(cache); err == nil && !st.ModTime().Before(info.ModTime()) {
-		if b, err := os.ReadFile(cache); err == nil {
-			if s := strings.TrimSpace(string(b)); len(s) == 32 {
-				return s, nil
-			}
-		}
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	m := md5.New()
-	if _, err := io.Copy(m, f); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(m.Sum(nil))
-	_ = os.WriteFile(cache, []byte(sum), 0o644) // a cache: failing to write it costs time only
-	return sum, nil
 }
 
 // WriteImage stores an upload as the image at rel (a path inside the

@@ -25,7 +25,6 @@ type hostLink struct {
 	ends    [2]*nodePort      // the node ports the link uses; nil for a tunnel end
 	tunnels []*bridge.UDPPort // tunnel ends the link opened and closes
 	bpf     compiledBPF       // the programs of the filters in use
-	capture *hostCapture      // the running or last capture, nil if none
 }
 
 // compiledBPF remembers what a link's bpf filter compiled to, so that a PUT
@@ -48,14 +47,13 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	if spec.DataLinkType == "" {
 		spec.DataLinkType = capspec.DefaultDataLinkType
 	}
-	h.mu.Lock()
 	var cached compiledBPF
-	if p, err := h.projectLocked(projectID); err == nil {
+	if p, err := h.lockProject(projectID); err == nil {
 		if l, ok := p.links[spec.LinkID]; ok {
 			cached = l.bpf
 		}
+		p.mu.Unlock()
 	}
-	h.mu.Unlock()
 	// Compiling may take a while: not under the lock.
 	progs, err := h.compileBPF(spec, cached)
 	if err != nil {
@@ -66,12 +64,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		return err
 	}
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
 		return err
 	}
+	defer p.mu.Unlock()
 	if l, ok := p.links[spec.LinkID]; ok {
 		if !sameEnds(l.spec, spec) {
 			return proto.Errorf(proto.CodeConflict, "link %s exists with other endpoints", spec.LinkID)
@@ -235,7 +232,7 @@ func newFilters(spec proto.LinkSpec, progs [][]bpf.RawInstruction) (*bridge.Filt
 	return filters, nil
 }
 
-// endsLocked returns the two ports a new link joins. h.mu must be held.
+// endsLocked returns the two ports a new link joins. p.mu must be held.
 func (h *Host) endsLocked(p *project, l *hostLink) ([2]bridge.Port, error) {
 	var ends [2]bridge.Port
 	for i, ep := range []proto.Endpoint{l.spec.A, l.spec.B} {
@@ -253,7 +250,7 @@ func (h *Host) endsLocked(p *project, l *hostLink) ([2]bridge.Port, error) {
 }
 
 // endPortLocked returns the port of one endpoint: a node's port, which must
-// be free, or a new tunnel end owned by l. h.mu must be held.
+// be free, or a new tunnel end owned by l. p.mu must be held.
 func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge.Port, *nodePort, error) {
 	if ep.Tunnel != nil {
 		if ep.NodeID != "" {
@@ -282,7 +279,7 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 }
 
 // tunnelEndLocked returns a tunnel end: the socket reserved on its local
-// port, now facing the remote end, or a new one. h.mu must be held.
+// port, now facing the remote end, or a new one. p.mu must be held.
 func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, error) {
 	peer, err := tunnelPeer(t)
 	if err != nil {
@@ -327,12 +324,11 @@ func sameEnds(a, b proto.LinkSpec) bool {
 
 // Link returns the state of a link's relay: its counters and its ends.
 func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, l, err := h.link(projectID, linkID)
+	p, l, err := h.lockLink(projectID, linkID)
 	if err != nil {
 		return proto.LinkState{}, err
 	}
+	defer p.mu.Unlock()
 	st := proto.LinkState{LinkID: linkID}
 	for i, d := range l.relay.Stats() {
 		st.Directions[i] = proto.LinkCounters{
@@ -360,17 +356,15 @@ func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
 // DeleteLink stops a link's relay and capture (the capture file stays
 // valid) and closes its tunnels. Deleting an unknown link does nothing.
 func (h *Host) DeleteLink(projectID, linkID string) error {
-	h.mu.Lock()
-	p, err := h.projectLocked(projectID)
+	p, err := h.lockProject(projectID)
 	if err != nil {
-		h.mu.Unlock()
 		return err
 	}
 	var c *hostCapture
 	if l, ok := p.links[linkID]; ok {
 		c = h.removeLinkLocked(p, l)
 	}
-	h.mu.Unlock()
+	p.mu.Unlock()
 	if c != nil {
 		h.closeCapture(p, c)
 	}
@@ -378,11 +372,11 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 }
 
 // removeLinkLocked tears a link down and returns its capture, if it was
-// capturing, for the caller to close with closeCapture once h.mu is
-// released. h.mu must be held.
+// capturing, for the caller to close with closeCapture once p.mu is
+// released. p.mu must be held.
 func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	l.relay.Close()
-	c := h.detachCaptureLocked(l)
+	c := h.detachCapture(p, l)
 	for _, t := range l.tunnels {
 		t.Close()
 	}
@@ -395,16 +389,4 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	delete(p.links, l.spec.LinkID)
 	h.log.Info("link down", "project", p.id, "link", l.spec.LinkID)
 	return c
-}
-
-func (h *Host) link(projectID, linkID string) (*project, *hostLink, error) {
-	p, err := h.projectLocked(projectID)
-	if err != nil {
-		return nil, nil, err
-	}
-	l, ok := p.links[linkID]
-	if !ok {
-		return nil, nil, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
-	}
-	return p, l, nil
 }

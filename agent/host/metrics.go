@@ -34,13 +34,13 @@ type CaptureMetrics struct {
 // project then link order. The counters are read without stopping the
 // relays: each is exact, the set is not one instant.
 func (h *Host) Metrics() []LinkMetrics {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []LinkMetrics
-	for _, p := range h.projects {
+	for _, p := range h.openProjects() {
+		p.mu.Lock()
+		p.caps.mu.Lock()
 		for _, l := range p.links {
 			m := LinkMetrics{ProjectID: p.id, LinkID: l.spec.LinkID, Relay: l.relay.Stats()}
-			if c := l.capture; c != nil && c.tap != nil { // tap is nil while its files are being made
+			if c := p.caps.byLink[l.spec.LinkID]; c != nil && c.tap != nil { // tap is nil while its files are being made
 				frames, size, dropped, files := c.tap.ring.Stats()
 				name, _ := c.tap.ring.Current()
 				m.Capture = &CaptureMetrics{
@@ -50,6 +50,8 @@ func (h *Host) Metrics() []LinkMetrics {
 			}
 			out = append(out, m)
 		}
+		p.caps.mu.Unlock()
+		p.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ProjectID != out[j].ProjectID {

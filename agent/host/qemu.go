@@ -38,7 +38,7 @@ type PowerOffer interface {
 }
 
 // carrier applies a port's wanted carrier state through its runner, in
-// the background (QMP calls must not run under Host.mu), the last wish
+// the background (QMP calls must not run under project.mu), the last wish
 // winning.
 type carrier struct {
 	set     func(up bool) error

@@ -86,6 +86,11 @@ type QemuProps struct {
 	Options           string `json:"options"`
 	ConsoleType       string `json:"console_type"`
 	ReplicateLinks    *bool  `json:"replicate_network_connection_state"`
+	TPM               bool   `json:"tpm"`
+	UEFI              bool   `json:"uefi"`
+	CreateConfigDisk  bool   `json:"create_config_disk"`
+	CPUThrottling     int    `json:"cpu_throttling"`
+	ProcessPriority   string `json:"process_priority"`
 }
 
 // Merge applies the members present in a JSON object of properties (a
@@ -116,16 +121,17 @@ type Qemu struct {
 	proc    *qemuProc
 	binary  string // resolved qemu_path
 	paused  bool
+	md5s    map[string]any // <image>_md5sum members
 }
 
 type qemuProc struct {
-	cmd     *exec.Cmd
+	*child
 	cmdline string
 	nics    []netip.AddrPort // where QEMU listens, per adapter
 	mon     *qmp.SocketMonitor
 	con     net.Conn // the serial chardev, nil for VNC
 	console *consoleServer
-	exited  chan struct{}
+	helpers []*child // swtpm, cpulimit: ended once QEMU is gone
 	reaped  chan struct{}
 	err     error // the process's exit status, once exited
 }
@@ -153,6 +159,7 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 	if err := q.pickConsole(); err != nil {
 		return nil, err
 	}
+	q.md5s = q.imageMD5s()
 	return q, nil
 }
 
@@ -258,11 +265,16 @@ func (q *Qemu) NIC(adapter, port int) (netip.AddrPort, bool) {
 	return q.proc.nics[adapter], true
 }
 
-// Properties reports what the runner computed: the absolute qemu_path.
+// Properties reports what the runner computed: the absolute qemu_path and
+// the md5 sums of the image files (GNS3's <image>_md5sum members).
 func (q *Qemu) Properties() map[string]any {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return map[string]any{"qemu_path": q.binary}
+	out := map[string]any{"qemu_path": q.binary}
+	for k, v := range q.md5s {
+		out[k] = v
+	}
+	return out
 }
 
 // Update takes new properties and adapters; they apply at the next start.
@@ -290,9 +302,10 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 		q.cfg = old
 		return err
 	}
+	md5s := q.imageMD5s()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.binary = bin
+	q.binary, q.md5s = bin, md5s
 	links := make([]bool, len(adapters))
 	copy(links, q.links)
 	q.links = links
@@ -410,13 +423,46 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if warn != "" {
 		q.cfg.OnWarning(warn)
 	}
+	if warn := ramWarning(q.cfg.Name, q.ram()); warn != "" {
+		q.cfg.OnWarning(warn)
+	}
+	var helpers []*child
+	endHelpers := func() {
+		for _, h := range helpers {
+			h.end(time.Second)
+		}
+	}
+	var extra []string
+	if q.cfg.Props.TPM {
+		tpm, sock, err := q.startTPM(ctx)
+		if err != nil {
+			return nil, err
+		}
+		helpers = append(helpers, tpm)
+		extra = append(extra, "-chardev", "socket,id=chrtpm,path="+commas(sock),
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
+	}
 	args, nics, err := q.buildArgs(accel, conSock, qmpSock)
+	if err == nil && q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
+		var img string
+		if img, err = q.buildConfigDisk(ctx); err == nil {
+			iface := q.cfg.Props.HDDInterface
+			if iface == "" || iface == "none" {
+				iface = "ide"
+			}
+			args = append(args, "-drive", fmt.Sprintf("file=%s,if=%s,index=3,media=disk,id=drive3,format=raw", commas(img), iface))
+		}
+	}
 	if err != nil {
+		endHelpers()
 		return nil, err
 	}
+	args = append(args, q.savedStateArgs(ctx)...)
+	args = append(args, extra...)
 	logPath := filepath.Join(q.cfg.Dir, "qemu.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
+		endHelpers()
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
 	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
@@ -426,30 +472,45 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and gone with the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p := &qemuProc{cmdline: cmdline, nics: nics, reaped: make(chan struct{}), helpers: helpers}
+	p.child, err = startChild(cmd, func(err error) {
+		p.err = err
 		logf.Close()
+	})
+	if err != nil {
+		logf.Close()
+		endHelpers()
 		return nil, fmt.Errorf("Could not start QEMU %s: %v", q.binary, err)
 	}
-	p := &qemuProc{cmd: cmd, cmdline: cmdline, nics: nics, exited: make(chan struct{}), reaped: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
 	fail := func(err error) (*qemuProc, error) {
 		// QEMU that refuses its arguments exits by itself: let it say why.
 		select {
 		case <-p.exited:
 		case <-time.After(3 * time.Second):
 		}
-		q.end(p, 0)
+		p.end(0)
 		if p.console != nil {
 			p.console.Close()
+		}
+		for _, h := range p.helpers {
+			h.end(time.Second)
 		}
 		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", q.binary, err, q.logText())
 	}
 	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
 		return fail(err)
+	}
+	// Paused still: the priority is set on every thread QEMU has, and the
+	// threads it makes later inherit it.
+	if err := renice(p.pid(), niceOf(q.cfg.Props.ProcessPriority)); err != nil {
+		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, q.cfg.Props.ProcessPriority, err))
+	}
+	if q.cfg.Props.CPUThrottling > 0 {
+		t, err := q.startThrottle(p.pid())
+		if err != nil {
+			return fail(err)
+		}
+		p.helpers = append(p.helpers, t)
 	}
 	q.mu.Lock()
 	links := append([]bool(nil), q.links...)
@@ -470,7 +531,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	q.proc, q.paused = p, false
 	q.mu.Unlock()
 	go q.reap(p)
-	q.log.Info("qemu started", "pid", cmd.Process.Pid, "console", q.console, "accel", accel)
+	q.log.Info("qemu started", "pid", p.pid(), "console", q.console, "accel", accel)
 	return p, nil
 }
 
@@ -479,22 +540,36 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	ready := func(path string) bool { _, err := os.Stat(path); return err == nil }
-	for !(ready(qmpSock) && (q.consoleType() != "telnet" || ready(conSock))) {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("QEMU exited: %v", p.err)
-		case <-ctx.Done():
-			return fmt.Errorf("QEMU opened no QMP socket within %v", startTimeout)
-		case <-tick.C:
+	// QEMU creates a socket's file (bind) a moment before it listens:
+	// until then a connection is refused, and is tried again.
+	retry := func(what string, dial func() error) error {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			err := dial()
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			select {
+			case <-p.exited:
+				return fmt.Errorf("QEMU exited: %v", p.err)
+			case <-ctx.Done():
+				return fmt.Errorf("QEMU opened no %s within %v", what, startTimeout)
+			case <-tick.C:
+			}
 		}
 	}
 	if q.consoleType() == "telnet" {
-		c, err := net.Dial("unix", conSock)
+		var c net.Conn
+		err := retry("console socket", func() (err error) {
+			c, err = net.Dial("unix", conSock)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("console socket: %w", err)
+			return err
 		}
 		p.con = c
 		ln, err := q.listenConsole()
@@ -504,15 +579,17 @@ func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string
 		}
 		p.console = serveConsoleWith(ln, c, nil, ConsoleOptions{Replay: qemuReplayBytes, KeepBang: true})
 	}
-	mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("QMP: %w", err)
-	}
-	if err := mon.Connect(); err != nil {
-		return fmt.Errorf("QMP: %w", err)
-	}
-	p.mon = mon
-	return nil
+	return retry("QMP socket", func() error {
+		mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := mon.Connect(); err != nil {
+			return fmt.Errorf("QMP: %w", err)
+		}
+		p.mon = mon
+		return nil
+	})
 }
 
 // qemuReplayBytes is how much console output a new telnet client gets
@@ -590,13 +667,21 @@ func (q *Qemu) reap(p *qemuProc) {
 	if p.mon != nil {
 		p.mon.Disconnect()
 	}
+	for _, h := range p.helpers {
+		h.end(time.Second)
+	}
+	if q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
+		if err := q.exportConfigDisk(); err != nil {
+			q.cfg.OnWarning(fmt.Sprintf("%s: %v", q.cfg.Name, err))
+		}
+	}
 	q.mu.Lock()
 	if q.proc == p {
 		q.proc, q.paused = nil, false
 	}
 	q.mu.Unlock()
 	os.RemoveAll(q.cfg.RuntimeDir)
-	q.log.Info("qemu stopped", "pid", p.cmd.Process.Pid, "status", p.err)
+	q.log.Info("qemu stopped", "pid", p.pid(), "status", p.err)
 	if q.cfg.OnStop != nil {
 		q.cfg.OnStop()
 	}
@@ -606,18 +691,25 @@ func (q *Qemu) reap(p *qemuProc) {
 // powerdownWait bounds an ACPI shutdown (on_close shutdown_signal).
 const powerdownWait = 120 * time.Second
 
-// Stop stops the VM and waits for QEMU to be gone: with on_close
-// "shutdown_signal" an ACPI power button press first (the guest shuts
-// down cleanly) for up to 120 s or until ctx ends, then SIGTERM, and
-// SIGKILL after 3 s.
-func (q *Qemu) Stop(ctx context.Context) error {
-	return q.stop(ctx, q.cfg.Props.OnClose == "shutdown_signal")
+// Stop stops the VM as its on_close says and waits for QEMU to be gone:
+// "power_off" SIGTERM, then SIGKILL after 3 s; "shutdown_signal" an ACPI
+// power button press first (the guest shuts down cleanly) for up to
+// 120 s or until ctx ends; "save_vm_state" pauses the VM and saves its
+// state in its qcow2 disks first (the next start resumes it).
+func (q *Qemu) Stop(ctx context.Context) error { return q.stop(ctx, q.cfg.Props.OnClose) }
+
+// PowerOff stops the VM without waiting for its guest (a project
+// closing): shutdown_signal becomes power_off, a saved state is still
+// saved (GNS3).
+func (q *Qemu) PowerOff(ctx context.Context) error {
+	mode := q.cfg.Props.OnClose
+	if mode == "shutdown_signal" {
+		mode = "power_off"
+	}
+	return q.stop(ctx, mode)
 }
 
-// PowerOff stops the VM without asking the guest (a project closing).
-func (q *Qemu) PowerOff(ctx context.Context) error { return q.stop(ctx, false) }
-
-func (q *Qemu) stop(ctx context.Context, acpi bool) error {
+func (q *Qemu) stop(ctx context.Context, mode string) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
 	q.mu.Lock()
@@ -626,7 +718,8 @@ func (q *Qemu) stop(ctx context.Context, acpi bool) error {
 	if p == nil {
 		return nil
 	}
-	if acpi && p.mon != nil {
+	switch {
+	case mode == "shutdown_signal" && p.mon != nil:
 		if _, err := p.mon.Run([]byte(`{"execute": "system_powerdown"}`)); err == nil {
 			t := time.NewTimer(powerdownWait)
 			select {
@@ -636,25 +729,14 @@ func (q *Qemu) stop(ctx context.Context, acpi bool) error {
 			}
 			t.Stop()
 		}
-	}
-	q.end(p, 3*time.Second)
-	<-p.reaped
-	return nil
-}
-
-// end stops a process: SIGTERM, then SIGKILL if it is still there after
-// grace, and waits until it is gone.
-func (q *Qemu) end(p *qemuProc, grace time.Duration) {
-	if grace > 0 {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-			return
-		case <-time.After(grace):
+	case mode == "save_vm_state" && p.mon != nil:
+		if err := q.saveState(p); err != nil {
+			q.cfg.OnWarning(fmt.Sprintf("%s: could not save the VM state: %v", q.cfg.Name, err))
 		}
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	p.end(3 * time.Second)
+	<-p.reaped
+	return nil
 }
 
 // PID returns the QEMU process id, 0 while stopped (for tests).
@@ -664,5 +746,5 @@ func (q *Qemu) PID() int {
 	if q.proc == nil {
 		return 0
 	}
-	return q.proc.cmd.Process.Pid
+	return q.proc.pid()
 }

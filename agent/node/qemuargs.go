@@ -20,10 +20,7 @@ import (
 // It also returns, per adapter, the UDP address QEMU listens on.
 func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.AddrPort, error) {
 	pr := q.cfg.Props
-	ram, cpus := pr.RAM, pr.CPUs
-	if ram <= 0 {
-		ram = 256
-	}
+	ram, cpus := q.ram(), pr.CPUs
 	if cpus <= 0 {
 		cpus = 1
 	}
@@ -37,6 +34,16 @@ func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.Addr
 		"-smp", fmt.Sprintf("cpus=%d,sockets=1", cpus),
 		"-accel", accel,
 		"-boot", "order=" + boot,
+	}
+	if pr.UEFI && pr.BIOS != "" {
+		return nil, nil, fmt.Errorf("Cannot use a bios image and the UEFI boot mode at the same time")
+	}
+	if pr.UEFI {
+		uefi, err := q.uefiArgs()
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, uefi...)
 	}
 	if pr.BIOS != "" {
 		path, err := q.image(pr.BIOS)
@@ -123,6 +130,14 @@ func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.Addr
 		args = append(args, "-machine", "usb=on", "-device", "usb-tablet")
 	}
 	return args, nics, nil
+}
+
+// ram is the VM's memory in MB (GNS3's default 256).
+func (q *Qemu) ram() int {
+	if q.cfg.Props.RAM <= 0 {
+		return 256
+	}
+	return q.cfg.Props.RAM
 }
 
 // commas doubles commas, QEMU's escape inside option values.

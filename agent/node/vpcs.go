@@ -111,12 +111,11 @@ type VPCS struct {
 }
 
 type vpcsProc struct {
-	cmd     *exec.Cmd
+	*child
 	tty     *os.File // the pty master
 	console *consoleServer
 	nic     netip.AddrPort // where VPCS listens (its -s port)
 	cmdline string
-	exited  chan struct{} // closed once the process is gone
 	reaped  chan struct{} // closed once the node is marked stopped
 }
 
@@ -255,7 +254,7 @@ func (v *VPCS) Start(ctx context.Context) error {
 			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic)
 			return nil
 		}
-		v.end(p, 0)
+		p.end(0)
 		lastErr = why
 		if !errors.Is(why, errNICTaken) {
 			return why
@@ -336,23 +335,19 @@ func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 		logf = nil // the log is a convenience; the console works without it
 	}
 	p := &vpcsProc{
-		cmd:     cmd,
 		tty:     tty,
 		console: serveConsole(ln, teeTerm{tty, logf}, newLineGuard(v.cfg.Dir, v.cfg.DeniedPorts)),
 		nic:     netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(nicPort)),
 		cmdline: strings.Join(append([]string{v.cfg.Program.Path}, args...), " "),
-		exited:  make(chan struct{}),
 		reaped:  make(chan struct{}),
 	}
-	go func() {
-		_ = cmd.Wait()
+	p.child = watchChild(cmd, func(error) {
 		tty.Close() // ends the console's reader
 		p.console.Close()
 		if logf != nil {
 			logf.Close()
 		}
-		close(p.exited)
-	}()
+	})
 	return p, nil
 }
 
@@ -438,24 +433,9 @@ func (v *VPCS) Stop(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	v.end(p, 3*time.Second)
+	p.end(3 * time.Second)
 	<-p.reaped // so Status says stopped, and OnStop has run, when Stop returns
 	return nil
-}
-
-// end stops a process: SIGTERM, then SIGKILL if it is still there after
-// grace, and waits until it is gone.
-func (v *VPCS) end(p *vpcsProc, grace time.Duration) {
-	if grace > 0 {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-			return
-		case <-time.After(grace):
-		}
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
 }
 
 // freeUDPPort returns a UDP port that was free on all IPv4 addresses a

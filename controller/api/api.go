@@ -333,6 +333,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", a.pcap)
+	a.handleStream(app, "GET", link+"/capture_file", a.captureFile)
 	a.handle(app, "POST", project+"/start_capture", a.startProjectCapture)
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
 	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)

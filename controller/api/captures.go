@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"io"
+	"mime"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/capspec"
@@ -38,6 +40,9 @@ func (a *API) stopCapture(c *fiber.Ctx) error {
 // pcapContentType is the media type of a capture stream.
 const pcapContentType = "application/vnd.tcpdump.pcap"
 
+// pcapngContentType is the media type of a pcapng capture.
+const pcapngContentType = "application/x-pcapng"
+
 // pcap relays the capture from the agent that writes it: the file from
 // its first byte, then every record as it is written, in chunks flushed at
 // once, and a proper end of the body when the capture stops (GNS3 drops the
@@ -62,6 +67,28 @@ func (a *API) pcap(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	// Size -1: chunked, each read flushed; fasthttp closes body when done.
 	c.Context().SetBodyStream(body, -1)
+	return nil
+}
+
+// captureFile sends the file a link's running capture writes, as it is now
+// (for a ring, the file being written): up to its last whole record, so a
+// valid capture on its own, with its length and its name as the download's
+// file name. The capture goes on; /pcap is the live stream.
+func (a *API) captureFile(c *fiber.Ctx) error {
+	ctx, cancel := context.WithCancel(a.cfg.Context)
+	f, err := a.projects.CaptureFile(ctx, c.Params("project_id"), c.Params("link_id"))
+	if err != nil {
+		cancel()
+		return err
+	}
+	ctype := pcapContentType
+	if strings.HasSuffix(f.Name, ".pcapng") {
+		ctype = pcapngContentType
+	}
+	c.Set(fiber.HeaderContentType, ctype)
+	c.Set(fiber.HeaderContentDisposition, mime.FormatMediaType("attachment", map[string]string{"filename": f.Name}))
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Context().SetBodyStream(&cancelOnClose{ReadCloser: f.Body, cancel: cancel}, int(f.Size))
 	return nil
 }
 

@@ -90,7 +90,7 @@ func (a *API) getCompute(c *fiber.Ctx) error {
 // dockerImages lists a compute's Docker images for the GUI's docker
 // template wizard (nodes-docker-qemu.md 3.10).
 func (a *API) dockerImages(c *fiber.Ctx) error {
-	id := c.Params("compute_id")
+	id := computeOf(c)
 	if _, ok := a.computes.Get(id); !ok {
 		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 	}

@@ -9,3 +9,12 @@ func SetWriteGrace(d time.Duration) (restore func()) {
 	writeGrace = d
 	return func() { writeGrace = old }
 }
+
+// OnStreamCut calls f each time a notification stream ends because a write
+// to its client failed, for a test; it returns the function that restores
+// the previous hook.
+func OnStreamCut(f func()) (restore func()) {
+	old := streamCut
+	streamCut = f
+	return func() { streamCut = old }
+}

@@ -21,6 +21,11 @@ const pingInterval = 5 * time.Second
 // take one message before it ends.
 var writeGrace = 10 * time.Second
 
+// streamCut, when set (by a test), is called each time a notification
+// stream ends because a write to its client failed: the client left, or
+// read nothing for writeGrace.
+var streamCut func()
+
 // Events turns what happens into notification messages on the hub: project
 // lifecycle and compute events on the controller stream, node and link
 // events on their project's stream. It satisfies project.Emitter. A message
@@ -143,6 +148,7 @@ func (a *API) streamLines(c *fiber.Ctx, stream string) error {
 // pump sends a ping, then the stream's messages, with pings in silences,
 // until send fails, the subscription ends, or done is closed.
 func (a *API) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}) {
+	send = cutOnFailure(send)
 	if !send(a.ping()) {
 		return
 	}
@@ -163,6 +169,22 @@ func (a *API) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}
 		case <-done:
 			return
 		}
+	}
+}
+
+// cutOnFailure wraps send so that a failed write is reported to the
+// streamCut hook.
+func cutOnFailure(send func([]byte) bool) func([]byte) bool {
+	hook := streamCut
+	if hook == nil {
+		return send
+	}
+	return func(msg []byte) bool {
+		ok := send(msg)
+		if !ok {
+			hook()
+		}
+		return ok
 	}
 }
 

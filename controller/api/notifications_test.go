@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -300,26 +301,74 @@ func TestUnknownProjectStreamIs404AndAPlainRequestOnAWebSocketRouteIs426(t *test
 }
 
 func TestAutoCloseWaitsForTheGraceAndHonoursTheSetting(t *testing.T) {
-	const grace = 300 * time.Millisecond
-	l := newLive(t, grace)
+	// The hub, the project service and their wiring as the controller
+	// makes them (main.go), in a synctest bubble: the clock moves only
+	// when every goroutine waits, so the grace is exact and takes no time.
+	// A listener is a subscription to the project's stream, as each
+	// notification stream of the API holds one (the test below checks
+	// that a WebSocket client's departure ends it).
+	synctest.Test(t, func(t *testing.T) {
+		const grace = 5 * time.Second
+		ctx := t.Context()
+		var projects *project.Service
+		hub := notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { projects.AutoCloseIdle(ctx, id) }})
+		defer hub.Close()
+		dir := filepath.Join(t.TempDir(), "projects")
+		projects = project.NewService(project.Config{ProjectsDir: dir, Computes: compute.NewRegistry(compute.RegistryConfig{}),
+			Events: &api.Events{Hub: hub, Version: "2.2.59"}, Store: &topology.Store{Dir: dir}})
+		create := func(name string, auto bool) string {
+			p, err := projects.CreateProject(ctx, project.ProjectCreate{Name: name, Settings: project.Settings{AutoClose: auto}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.ID
+		}
+		auto, keep := create("auto", true), create("keep", false)
+		status := func(id string) string {
+			synctest.Wait()
+			p, err := projects.Project(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(p.Status)
+		}
+
+		for _, id := range []string{auto, keep} {
+			hub.Unsubscribe(hub.Subscribe(id))
+		}
+		// A listener that comes back within the grace keeps it open.
+		time.Sleep(grace / 3)
+		back := hub.Subscribe(auto)
+		time.Sleep(2 * grace)
+		if status(auto) != "opened" {
+			t.Fatal("closed although a listener came back within the grace")
+		}
+		hub.Unsubscribe(back)
+		time.Sleep(grace - time.Millisecond)
+		if status(auto) != "opened" {
+			t.Fatal("closed before the grace was over")
+		}
+		time.Sleep(time.Millisecond)
+		if status(auto) != "closed" {
+			t.Fatal("auto_close project still opened after the grace since its last listener left")
+		}
+		if status(keep) != "opened" {
+			t.Fatal("a project with auto_close false was closed")
+		}
+	})
+}
+
+func TestAWebSocketListenerLeavingLetsItsProjectAutoClose(t *testing.T) {
+	l := newLive(t, 50*time.Millisecond)
 	auto := l.call("POST", "/v2/projects", map[string]any{"name": "auto"}, 201)["project_id"].(string) // auto_close defaults to true
 	keep := l.call("POST", "/v2/projects", map[string]any{"name": "keep", "auto_close": false}, 201)["project_id"].(string)
 	status := func(id string) string { return l.call("GET", "/v2/projects/"+id, nil, 200)["status"].(string) }
-
-	// WebSocket listeners: a departure is noticed at once (an HTTP stream
+	// A WebSocket listener's departure is noticed at once (an HTTP stream
 	// notices it at its next write, within one or two pings).
 	for _, id := range []string{auto, keep} {
 		l.listenWS("/v2/projects/" + id + "/notifications/ws").close()
 	}
-	// A listener that comes back within the grace keeps it open.
-	time.Sleep(grace / 3)
-	back := l.listenWS("/v2/projects/" + auto + "/notifications/ws")
-	time.Sleep(2 * grace)
-	if status(auto) != "opened" {
-		t.Fatal("closed although a listener came back within the grace")
-	}
-	back.close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for status(auto) != "closed" {
 		if time.Now().After(deadline) {
 			t.Fatal("auto_close project still opened long after its last listener left")

@@ -76,6 +76,7 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/stop_capture":                     {"Stop the project's capture; the file is complete when it answers", "", 201, "project_capture", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/pcap":                              {"Stream the project's capture, pcapng, from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcapng", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/pcap":              {"Stream the capture from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcap", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/links/{link_id}/capture_file":      {"Download the running capture's file as it is now (for a ring, the file being written): up to its last whole record, with Content-Length and its name in Content-Disposition; the capture goes on", "", 200, "capture_file", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/view":              {"The capture view in a browser, opened on this link (HTML)", "", 200, "html", projectErrs},
 	"GET /v2/projects/{project_id}/links/{link_id}/packets":           {"The capture's frames decoded, as Server-Sent Events (info, rows: JSON arrays of rows, end) from its first frame while it runs; ?filter= a protocol name or a tcpdump expression", "", 200, "sse", []int{400, 403, 404, 409}},
 	"GET /v2/symbols":                                                 {"List symbols, built-in and uploaded", "", 200, "symbols", nil},
@@ -274,6 +275,9 @@ func responsesOf(doc routeDoc) map[string]any {
 			"type": "string", "description": "event: info {format, link_type, filter}; event: rows [{no, time, abs, iface, src, dst, proto, len, info, layers: [{name, summary}], hex}]; event: end {reason}"}}}
 	case "pcap":
 		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case "capture_file":
+		ok["content"] = map[string]any{"application/vnd.tcpdump.pcap": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
+			"application/x-pcapng": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "pcapng":
 		ok["content"] = map[string]any{"application/x-pcapng": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 	case "file":

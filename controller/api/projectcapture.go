@@ -61,7 +61,7 @@ func (a *API) projectPcap(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderContentType, "application/x-pcapng")
+	c.Set(fiber.HeaderContentType, pcapngContentType)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Context().SetBodyStream(body, -1)
 	return nil

@@ -362,8 +362,8 @@ func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
 	doc := a.OpenAPI()
 	documented := map[string]bool{}
 	for path, ops := range doc["paths"].(map[string]map[string]any) {
-		for method := range ops {
-			documented[strings.ToUpper(method)+" "+fiberPathOf(path)] = true
+		for method, op := range ops {
+			documented[strings.ToUpper(method)+" "+fiberPathOf(path, op)] = true
 		}
 	}
 	for k := range served {
@@ -401,12 +401,22 @@ func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
 	}
 }
 
-// fiberPathOf maps an OpenAPI path back to Fiber's form.
-func fiberPathOf(path string) string {
+// fiberPathOf maps an OpenAPI path back to Fiber's form: a parameter
+// documented as holding '/' is Fiber's greedy "*".
+func fiberPathOf(path string, op any) string {
+	greedy := map[string]bool{}
+	if o, ok := op.(map[string]any); ok {
+		params, _ := o["parameters"].([]any)
+		for _, p := range params {
+			if pm, ok := p.(map[string]any); ok && strings.Contains(fmt.Sprint(pm["description"]), "may contain '/'") {
+				greedy[fmt.Sprint(pm["name"])] = true
+			}
+		}
+	}
 	parts := strings.Split(path, "/")
 	for i, p := range parts {
 		if strings.HasPrefix(p, "{") {
-			if p == "{symbol_id}" || p == "{path}" || p == "{action}" {
+			if greedy[strings.Trim(p, "{}")] {
 				parts[i] = "*"
 			} else {
 				parts[i] = ":" + strings.Trim(p, "{}")

@@ -30,6 +30,8 @@ var smallBuffers = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) err
 
 func TestAStalledListenerIsDroppedWhileHealthyOnesGetEveryMessage(t *testing.T) {
 	defer api.SetWriteGrace(2 * time.Second)()
+	cut := make(chan struct{}, 16)
+	defer api.OnStreamCut(func() { cut <- struct{}{} })()
 	l := newLive(t, time.Minute)
 	p := l.call("POST", "/v2/projects", map[string]any{"name": "stalled"}, 201)["project_id"].(string)
 	path := "/v2/projects/" + p + "/notifications"
@@ -90,7 +92,15 @@ func TestAStalledListenerIsDroppedWhileHealthyOnesGetEveryMessage(t *testing.T) 
 	// open for the next request, if the server were still waiting to
 	// write when the client reads again).
 	waitCount(2)
-	time.Sleep(3 * time.Second)
+	// Reading before the server gave up would let its write finish: wait
+	// until it has given up on both stalled streams.
+	for range 2 {
+		select {
+		case <-cut:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the server did not give up on the stalled streams")
+		}
+	}
 	raw.SetReadDeadline(time.Now().Add(20 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(raw), nil)
 	if err == nil {

@@ -141,6 +141,8 @@ func agentError(t target, status int, body []byte) error {
 	switch pe.Code {
 	case proto.CodeInvalid:
 		kind = project.ErrInvalid
+	case proto.CodeForbidden:
+		kind = project.ErrForbidden
 	case proto.CodeNotFound:
 		kind = project.ErrNotFound
 	case proto.CodeConflict:
@@ -160,6 +162,8 @@ func codeOf(status int) proto.Code {
 		return proto.CodeInvalid
 	case 401:
 		return proto.CodeUnauthorized
+	case 403:
+		return proto.CodeForbidden
 	case 404:
 		return proto.CodeNotFound
 	case 409:
@@ -173,6 +177,17 @@ func codeOf(status int) proto.Code {
 // stream opens a long GET (a capture stream) without retries or timeout;
 // ctx ends it. The caller closes the body.
 func (c *Client) stream(ctx context.Context, t target, path string) (io.ReadCloser, error) {
+	resp, err := c.get(ctx, t, path)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// get sends a GET to an agent without a timeout (a stream, or a file of
+// any size) and returns the response when it is a 200; the caller closes
+// its body.
+func (c *Client) get(ctx context.Context, t target, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+path, nil)
 	if err != nil {
 		return nil, err
@@ -188,5 +203,5 @@ func (c *Client) stream(ctx context.Context, t target, path string) (io.ReadClos
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return nil, agentError(t, resp.StatusCode, data)
 	}
-	return resp.Body, nil
+	return resp, nil
 }

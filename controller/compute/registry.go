@@ -3,22 +3,16 @@ package compute
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"net"
-	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
-	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -52,23 +46,24 @@ type Compute struct {
 	LastError   string // "" is null
 }
 
-// Registry holds the computes and carries out project.Computes on them.
-// It is safe for concurrent use.
+// Registry holds the computes: who they are, where they listen, what
+// secret reaches them, and what their last health report said. It is safe
+// for concurrent use. Its parts have their own types: Agents calls the
+// agents (the project.Computes adapter project.Service drives), health
+// checks and watches them, store saves the list.
 type Registry struct {
-	client   *Client
-	log      *slog.Logger
-	path     string   // where the computes are saved; "" keeps them in memory
-	secret   string   // the controller-wide secret, for computes that hold it
-	trusted  []string // host patterns the secret may be sent to on request
+	*Agents // embedded: the API serves the agent routes through the registry
+	*health // embedded: Watch
+	store   store
+	log     *slog.Logger
+	secret  string   // the controller-wide secret, for computes that hold it
+	trusted []string // host patterns the secret may be sent to on request
+	// onChange hears of every change of a compute; called with no lock held.
 	onChange func(action string, c Compute)
-
-	saveMu sync.Mutex // serialises persist: the last save holds the newest list
 
 	mu       sync.RWMutex // guards computes and order
 	computes map[string]*Compute
 	order    []string
-
-	streams openStreams // capture streams open, per compute
 }
 
 // RegistryConfig configures a Registry.
@@ -103,14 +98,17 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(string, Compute) {}
 	}
-	return &Registry{client: cfg.Client, log: cfg.Logger, path: cfg.Path, secret: cfg.Secret, trusted: cfg.TrustedAgents, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
+	r := &Registry{store: store{path: cfg.Path}, log: cfg.Logger, secret: cfg.Secret, trusted: cfg.TrustedAgents, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
+	r.Agents = &Agents{reg: r, client: cfg.Client, log: cfg.Logger}
+	r.health = &health{reg: r, agents: r.Agents, client: cfg.Client, log: cfg.Logger}
+	return r
 }
 
 // Add registers a compute, replacing one with the same id, and checks it
 // once so its state is known when Add returns.
 func (r *Registry) Add(ctx context.Context, c Compute) Compute {
 	r.put(c)
-	r.check(ctx, c.ID)
+	r.health.check(ctx, c.ID)
 	got, _ := r.Get(c.ID)
 	return got
 }
@@ -159,45 +157,6 @@ func (r *Registry) NodeTypes(id string) []string {
 	return c.NodeTypes
 }
 
-// check asks a compute for its info and records the answer.
-func (r *Registry) check(ctx context.Context, id string) {
-	t, err := r.target(id)
-	if err != nil {
-		return
-	}
-	var info proto.AgentInfo
-	err = r.client.call(ctx, t, "GET", proto.InfoPath, nil, &info)
-	r.mu.Lock()
-	defer func() {
-		c, ok := r.computes[id]
-		var snapshot Compute
-		if ok {
-			snapshot = *c
-		}
-		r.mu.Unlock()
-		if ok {
-			r.onChange("compute.updated", snapshot)
-		}
-	}()
-	c, ok := r.computes[id]
-	if !ok {
-		return
-	}
-	if err != nil {
-		if c.Connected {
-			r.log.Warn("compute lost", "compute", id, "err", err)
-		}
-		c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = false, nil, nil, err.Error()
-		return
-	}
-	if !c.Connected {
-		r.log.Info("compute connected", "compute", id, "version", info.SoftwareVersion)
-	}
-	cpu, mem := info.CPUPercent, info.MemoryPercent
-	c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = true, &cpu, &mem, ""
-	c.Platform, c.NodeTypes, c.Unavailable = info.Platform, slices.Clone(info.NodeTypes), maps.Clone(info.Unavailable)
-}
-
 func (r *Registry) target(id string) (target, error) {
 	c, ok := r.Get(id)
 	if !ok {
@@ -205,201 +164,6 @@ func (r *Registry) target(id string) (target, error) {
 	}
 	return target{id: c.ID, url: c.URL, secret: c.Secret, user: c.User, password: c.Password}, nil
 }
-
-// do calls an agent by compute id.
-func (r *Registry) do(ctx context.Context, computeID, method, path string, in, out any) error {
-	t, err := r.target(computeID)
-	if err != nil {
-		return err
-	}
-	return r.client.call(ctx, t, method, path, in, out)
-}
-
-// OpenProject opens a project on a compute.
-func (r *Registry) OpenProject(ctx context.Context, computeID string, p project.ProjectRef) error {
-	return r.do(ctx, computeID, "PUT", proto.ProjectPath(p.ID), proto.ProjectSpec{ProjectID: p.ID, Name: p.Name}, nil)
-}
-
-// DockerImages lists the image tags of a compute's Docker Engine.
-func (r *Registry) DockerImages(ctx context.Context, computeID string) ([]string, error) {
-	var images []proto.DockerImage
-	if err := r.do(ctx, computeID, "GET", proto.DockerImagesPath, nil, &images); err != nil {
-		return nil, err
-	}
-	tags := make([]string, 0, len(images))
-	for _, im := range images {
-		tags = append(tags, im.Image)
-	}
-	return tags, nil
-}
-
-// CloseProject closes a project on a compute.
-func (r *Registry) CloseProject(ctx context.Context, computeID, projectID string) error {
-	return r.do(ctx, computeID, "DELETE", proto.ProjectPath(projectID), nil, nil)
-}
-
-// CreateNode creates a node on a compute.
-func (r *Registry) CreateNode(ctx context.Context, computeID, projectID string, n project.NodeSpec) (project.NodeRuntime, error) {
-	var st proto.NodeState
-	spec := proto.NodeSpec{NodeID: n.ID, NodeType: n.Type, Name: n.Name, MACIndex: n.MACIndex}
-	for _, p := range n.Ports {
-		spec.Ports = append(spec.Ports, proto.PortMapping{
-			Name: p.Name, Type: p.Type, VLAN: p.VLAN, LocalPort: p.LocalPort, RemoteHost: p.RemoteHost, RemotePort: p.RemotePort,
-		})
-	}
-	for _, a := range n.Adapters {
-		spec.Adapters = append(spec.Adapters, proto.AdapterSpec{MACAddress: a.MACAddress, PortName: a.Name, AdapterType: a.AdapterType})
-	}
-	for _, v := range n.Variables {
-		spec.Variables = append(spec.Variables, proto.Variable{Name: v.Name, Value: v.Value})
-	}
-	if n.Properties != nil {
-		raw, err := json.Marshal(n.Properties)
-		if err != nil {
-			return project.NodeRuntime{}, fmt.Errorf("node %s properties: %w", n.ID, err)
-		}
-		spec.Properties = raw
-	}
-	err := r.do(ctx, computeID, "PUT", proto.NodePath(projectID, n.ID), spec, &st)
-	return runtimeOf(st), err
-}
-
-// AdapterMACs is proto.AdapterMACs: the controller's ports and the
-// agents' NICs share one MAC arithmetic (project.MACScheme).
-func (r *Registry) AdapterMACs(nodeType, nodeID, base string, count int) ([]string, error) {
-	return proto.AdapterMACs(nodeType, nodeID, base, count)
-}
-
-// SetNodeStatus starts or stops a node on a compute.
-func (r *Registry) SetNodeStatus(ctx context.Context, computeID, projectID, nodeID, status string) (project.NodeRuntime, error) {
-	var st proto.NodeState
-	err := r.do(ctx, computeID, "PUT", proto.NodeStatusPath(projectID, nodeID), proto.NodeStatusSpec{Status: status}, &st)
-	return runtimeOf(st), err
-}
-
-// Node reports a node as a compute runs it now.
-func (r *Registry) Node(ctx context.Context, computeID, projectID, nodeID string) (project.NodeRuntime, error) {
-	var st proto.NodeState
-	err := r.do(ctx, computeID, "GET", proto.NodePath(projectID, nodeID), nil, &st)
-	return runtimeOf(st), err
-}
-
-// DeleteNode deletes a node on a compute.
-func (r *Registry) DeleteNode(ctx context.Context, computeID, projectID, nodeID string) error {
-	return r.do(ctx, computeID, "DELETE", proto.NodePath(projectID, nodeID), nil, nil)
-}
-
-func runtimeOf(st proto.NodeState) project.NodeRuntime {
-	return project.NodeRuntime{
-		Status: st.Status, Console: st.Console, ConsoleHost: st.ConsoleHost, ConsoleType: st.ConsoleType,
-		CommandLine: st.CommandLine, NodeDirectory: st.NodeDirectory, Properties: st.Properties,
-	}
-}
-
-// PutLink sets up or updates a link's relay on a compute.
-func (r *Registry) PutLink(ctx context.Context, computeID, projectID string, w project.Wiring) error {
-	end := func(e project.WireEnd) proto.Endpoint {
-		ep := proto.Endpoint{NodeID: e.NodeID, Adapter: e.Adapter, Port: e.Port, Name: e.Name}
-		if t := e.Tunnel; t != nil {
-			ep.Tunnel = &proto.Tunnel{LocalPort: t.LocalPort, RemoteHost: t.RemoteHost, RemotePort: t.RemotePort}
-		}
-		return ep
-	}
-	f := w.Filters
-	spec := proto.LinkSpec{
-		LinkID: w.LinkID, A: end(w.A), B: end(w.B), Suspend: w.Suspend, DataLinkType: w.DataLinkType,
-		Filters: proto.Filters{FrequencyDrop: f.FrequencyDrop, PacketLoss: f.PacketLoss, Corrupt: f.Corrupt, BPF: f.BPF},
-	}
-	if f.Delay != nil {
-		spec.Filters.Delay = &proto.Delay{Latency: f.Delay[0], Jitter: f.Delay[1]}
-	}
-	return r.do(ctx, computeID, "PUT", proto.LinkPath(projectID, w.LinkID), spec, nil)
-}
-
-// CheckFilters has a compute compile bpf filter expressions (within its
-// budget) without applying them.
-func (r *Registry) CheckFilters(ctx context.Context, computeID, dataLinkType string, bpf []string) error {
-	return r.do(ctx, computeID, "PUT", proto.FilterCheckPath, proto.FilterCheck{DataLinkType: dataLinkType, BPF: bpf}, nil)
-}
-
-// DeleteLink removes a link's relay on a compute.
-func (r *Registry) DeleteLink(ctx context.Context, computeID, projectID, linkID string) error {
-	return r.do(ctx, computeID, "DELETE", proto.LinkPath(projectID, linkID), nil, nil)
-}
-
-// StartCapture starts a capture on a compute's relay of a link.
-func (r *Registry) StartCapture(ctx context.Context, computeID, projectID, linkID string, spec capspec.Spec) (capspec.State, error) {
-	var st proto.CaptureState
-	err := r.do(ctx, computeID, "PUT", proto.CapturePath(projectID, linkID), spec, &st)
-	return st, err
-}
-
-// StopCapture stops a capture on a compute and returns its final state.
-func (r *Registry) StopCapture(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error) {
-	var st proto.CaptureState
-	err := r.do(ctx, computeID, "DELETE", proto.CapturePath(projectID, linkID), nil, &st)
-	return st, err
-}
-
-// CaptureState reports a running capture on a compute.
-func (r *Registry) CaptureState(ctx context.Context, computeID, projectID, linkID string) (capspec.State, error) {
-	var st proto.CaptureState
-	err := r.do(ctx, computeID, "GET", proto.CapturePath(projectID, linkID), nil, &st)
-	return st, err
-}
-
-// CaptureStream streams a running capture from a compute.
-func (r *Registry) CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error) {
-	t, err := r.target(computeID)
-	if err != nil {
-		return nil, err
-	}
-	body, err := r.client.stream(ctx, t, proto.CaptureStreamPath(projectID, linkID))
-	if err != nil {
-		return nil, err
-	}
-	return r.streams.track(computeID, body), nil
-}
-
-// Metrics returns a compute's metrics, Prometheus's text format as the
-// agent serves them at proto.MetricsPath, at most 16 MiB of them. The
-// caller closes the reader.
-func (r *Registry) Metrics(ctx context.Context, computeID string) (io.ReadCloser, error) {
-	t, err := r.target(computeID)
-	if err != nil {
-		return nil, err
-	}
-	body, err := r.client.stream(ctx, t, proto.MetricsPath)
-	if err != nil {
-		return nil, err
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(body, 16<<20), body}, nil
-}
-
-// ReserveTunnelPort has a compute hold a UDP port for a tunnel end.
-func (r *Registry) ReserveTunnelPort(ctx context.Context, computeID, projectID, id string) (int, error) {
-	var tp proto.TunnelPort
-	err := r.do(ctx, computeID, "PUT", proto.TunnelPortPath(projectID, id), nil, &tp)
-	return tp.Port, err
-}
-
-// ReleaseTunnelPort frees a tunnel port no link took.
-func (r *Registry) ReleaseTunnelPort(ctx context.Context, computeID, projectID, id string) error {
-	return r.do(ctx, computeID, "DELETE", proto.TunnelPortPath(projectID, id), nil, nil)
-}
-
-// TunnelHost is the address other agents send a compute's tunnel traffic
-// to: the host it was registered with (for the local compute, the address
-// the controller advertises).
-func (r *Registry) TunnelHost(computeID string) string {
-	c, _ := r.Get(computeID)
-	return c.Host
-}
-
-var _ project.Computes = (*Registry)(nil)
 
 // Reserved compute ids: the controller's own compute and GNS3's VM.
 const (
@@ -488,11 +252,11 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 				cur.SharedSecret, cur.Secret = true, r.secret
 			}
 			r.mu.Unlock()
-			if err := r.persist(); err != nil {
+			if err := r.store.save(r.List()); err != nil {
 				return Compute{}, err
 			}
 		}
-		r.check(ctx, c.ID)
+		r.health.check(ctx, c.ID)
 		got, _ := r.Get(existing.ID)
 		return got, nil
 	}
@@ -515,7 +279,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 	c.SharedSecret = shared
 	c.Secret = r.secretFor(c)
 	got := r.Add(ctx, c)
-	if err := r.persist(); err != nil {
+	if err := r.store.save(r.List()); err != nil {
 		r.Remove(c.ID)
 		return Compute{}, err
 	}
@@ -617,10 +381,10 @@ func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Comp
 		*c = next
 	}
 	r.mu.Unlock()
-	if err := r.persist(); err != nil {
+	if err := r.store.save(r.List()); err != nil {
 		return Compute{}, err
 	}
-	r.check(ctx, id)
+	r.health.check(ctx, id)
 	got, _ := r.Get(id)
 	return got, nil
 }
@@ -637,7 +401,7 @@ func (r *Registry) Remove(id string) error {
 		return nil
 	}
 	r.onChange("compute.deleted", *c)
-	return r.persist()
+	return r.store.save(r.List())
 }
 
 // agentURL is where an agent registered by host and port listens.
@@ -649,62 +413,12 @@ func agentURL(c Compute) string {
 	return proto + "://" + net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 }
 
-// stored is a compute in the registry's file.
-type stored struct {
-	ID       string `json:"compute_id"`
-	Name     string `json:"name"`
-	Protocol string `json:"protocol"`
-	Host     string `json:"host"`
-	Port     int    `json:"port"`
-	User     string `json:"user,omitempty"`
-	Password string `json:"password,omitempty"`
-	// SharedSecret: the compute holds the controller-wide secret.
-	SharedSecret bool `json:"shared_secret,omitempty"`
-}
-
-// persist writes every compute but the local one to the registry's file,
-// atomically, readable by its owner only (it holds passwords).
-func (r *Registry) persist() error {
-	if r.path == "" {
-		return nil
-	}
-	// Two computes registering at once each save: without this lock the
-	// older list could be renamed over the newer one.
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	var list []stored
-	for _, c := range r.List() {
-		if c.ID == LocalID {
-			continue
-		}
-		list = append(list, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret})
-	}
-	data, err := json.MarshalIndent(list, "", "    ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(r.path, data, 0o600); err != nil {
-		return fmt.Errorf("save computes: %w", err)
-	}
-	return nil
-}
-
 // Load registers the computes saved in the registry's file (at start-up)
 // and checks each once.
 func (r *Registry) Load(ctx context.Context) error {
-	if r.path == "" {
-		return nil
-	}
-	data, err := os.ReadFile(r.path)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	list, err := r.store.load()
 	if err != nil {
 		return err
-	}
-	var list []stored
-	if err := json.Unmarshal(data, &list); err != nil {
-		return fmt.Errorf("read %s: %w", r.path, err)
 	}
 	// Checked all at once: start-up waits for the slowest unreachable
 	// compute, not for the sum of their timeouts.
@@ -713,73 +427,8 @@ func (r *Registry) Load(ctx context.Context) error {
 		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret}
 		c.URL, c.Secret = agentURL(c), r.secretFor(c)
 		r.put(c)
-		wg.Go(func() { r.check(ctx, c.ID) })
+		wg.Go(func() { r.health.check(ctx, c.ID) })
 	}
 	wg.Wait()
 	return nil
-}
-
-// Running asks every connected compute what it still runs, for a
-// controller that restarted (see project.Service.Adopt). Computes that do
-// not answer are skipped: their projects open the ordinary way.
-func (r *Registry) Running(ctx context.Context) []project.Running {
-	var out []project.Running
-	for _, c := range r.List() {
-		if c.Connected {
-			out = append(out, r.runningOn(ctx, c.ID)...)
-		}
-	}
-	return out
-}
-
-// runningOn asks one compute what it runs; nil if it does not answer.
-func (r *Registry) runningOn(ctx context.Context, id string) []project.Running {
-	var st proto.AgentState
-	if err := r.do(ctx, id, "GET", proto.StatePath, nil, &st); err != nil {
-		r.log.Warn("ask a compute what it runs", "compute", id, "err", err)
-		return nil
-	}
-	var out []project.Running
-	for _, p := range st.Projects {
-		run := project.Running{ComputeID: id, ProjectID: p.ProjectID}
-		for _, l := range p.Links {
-			rl := project.RunningLink{ID: l.LinkID}
-			for _, ep := range []proto.Endpoint{l.Spec.A, l.Spec.B} {
-				if t := ep.Tunnel; t != nil {
-					rl.Tunnel = &project.TunnelEnd{LocalPort: t.LocalPort, RemoteHost: t.RemoteHost, RemotePort: t.RemotePort}
-				}
-			}
-			if l.Capture != nil && l.Capture.Active {
-				rl.Capture = l.Capture
-			}
-			run.Links = append(run.Links, rl)
-		}
-		out = append(out, run)
-	}
-	return out
-}
-
-// NodeFile reads a file of a node's directory on its compute.
-func (r *Registry) NodeFile(ctx context.Context, computeID, projectID, nodeID, name string) ([]byte, error) {
-	var f proto.NodeFile
-	if err := r.do(ctx, computeID, "GET", proto.NodeFilePath(projectID, nodeID, name), nil, &f); err != nil {
-		return nil, err
-	}
-	return f.Content, nil
-}
-
-// WriteNodeFile replaces a file of a node's directory on its compute.
-func (r *Registry) WriteNodeFile(ctx context.Context, computeID, projectID, nodeID, name string, data []byte) error {
-	return r.do(ctx, computeID, "PUT", proto.NodeFilePath(projectID, nodeID, name), proto.NodeFile{Content: data}, nil)
-}
-
-// CopyNodeDir copies a node's directory into another node's of the same
-// project on the same compute (a duplicate).
-func (r *Registry) CopyNodeDir(ctx context.Context, computeID, projectID, fromID, toID string) error {
-	return r.do(ctx, computeID, "POST", proto.NodeCopyPath(projectID, fromID), proto.NodeCopy{DestinationNodeID: toID}, nil)
-}
-
-// ResetConsole disconnects every client of a node's console.
-func (r *Registry) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
-	return r.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)
 }

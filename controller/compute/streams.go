@@ -82,6 +82,6 @@ func (b *trackedBody) Close() error {
 // has been closed (read to its end, or given up), or when ctx is done. At
 // shutdown, the streams of the local agent, which closes its captures,
 // end by themselves; this tells when they have.
-func (r *Registry) StreamsEnded(ctx context.Context, computeID string) error {
-	return r.streams.wait(ctx, computeID)
+func (a *Agents) StreamsEnded(ctx context.Context, computeID string) error {
+	return a.streams.wait(ctx, computeID)
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,7 +44,7 @@ const silence = 3 * proto.PingInterval
 // When a lost agent answers again, l reconciles it. Computes added later
 // are watched as they come; removed ones are dropped. It returns when
 // every compute's watcher has ended.
-func (r *Registry) Watch(ctx context.Context, l Listener) error {
+func (h *health) Watch(ctx context.Context, l Listener) error {
 	watching := map[string]context.CancelFunc{}
 	var watchers sync.WaitGroup
 	defer func() {
@@ -55,12 +57,12 @@ func (r *Registry) Watch(ctx context.Context, l Listener) error {
 	defer t.Stop()
 	for {
 		ids := map[string]bool{}
-		for _, c := range r.List() {
+		for _, c := range h.reg.List() {
 			ids[c.ID] = true
 			if _, ok := watching[c.ID]; !ok {
 				wctx, cancel := context.WithCancel(ctx)
 				watching[c.ID] = cancel
-				watchers.Go(func() { r.watch(wctx, c.ID, l) })
+				watchers.Go(func() { h.watch(wctx, c.ID, l) })
 			}
 		}
 		for id, cancel := range watching {
@@ -78,18 +80,18 @@ func (r *Registry) Watch(ctx context.Context, l Listener) error {
 }
 
 // watch follows one compute's stream, reconnecting with backoff.
-func (r *Registry) watch(ctx context.Context, id string, l Listener) {
-	log := r.log.With("compute", id)
+func (h *health) watch(ctx context.Context, id string, l Listener) {
+	log := h.log.With("compute", id)
 	lost := false
 	backoff := 250 * time.Millisecond
 	for ctx.Err() == nil {
-		err := r.follow(ctx, id, l, func() {
+		err := h.follow(ctx, id, l, func() {
 			backoff = 250 * time.Millisecond
-			r.setConnected(id, nil)
+			h.reg.setConnected(id, nil)
 			if lost {
 				lost = false
 				log.Info("compute back: reconciling")
-				l.ComputeBack(ctx, id, r.runningOn(ctx, id))
+				l.ComputeBack(ctx, id, h.agents.runningOn(ctx, id))
 			}
 		})
 		if ctx.Err() != nil {
@@ -98,7 +100,7 @@ func (r *Registry) watch(ctx context.Context, id string, l Listener) {
 		if !lost {
 			lost = true
 			log.Warn("compute lost", "err", err)
-			r.setConnected(id, err)
+			h.reg.setConnected(id, err)
 			l.ComputeLost(ctx, id)
 		}
 		select {
@@ -112,8 +114,8 @@ func (r *Registry) watch(ctx context.Context, id string, l Listener) {
 
 // follow reads one connection of a compute's events stream until it
 // breaks or goes silent; connected is called once the agent has said hello.
-func (r *Registry) follow(ctx context.Context, id string, l Listener, connected func()) error {
-	t, err := r.target(id)
+func (h *health) follow(ctx context.Context, id string, l Listener, connected func()) error {
+	t, err := h.reg.target(id)
 	if err != nil {
 		return err
 	}
@@ -121,7 +123,7 @@ func (r *Registry) follow(ctx context.Context, id string, l Listener, connected 
 	defer cancel()
 	quiet := time.AfterFunc(silence, cancel) // a silent agent is lost, even one that never answers
 	defer quiet.Stop()
-	body, err := r.client.stream(sctx, t, proto.EventsPath)
+	body, err := h.client.stream(sctx, t, proto.EventsPath)
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func (r *Registry) follow(ctx context.Context, id string, l Listener, connected 
 		// The clock stops while l works: a listener waiting for a long
 		// project operation is not the agent going silent.
 		quiet.Stop()
-		r.dispatch(ctx, id, l, sc.Bytes(), connected)
+		h.dispatch(ctx, id, l, sc.Bytes(), connected)
 		quiet.Reset(silence)
 	}
 	if err := sc.Err(); err != nil {
@@ -145,18 +147,18 @@ func (r *Registry) follow(ctx context.Context, id string, l Listener, connected 
 }
 
 // dispatch handles one line of a compute's events stream.
-func (r *Registry) dispatch(ctx context.Context, id string, l Listener, line []byte, connected func()) {
+func (h *health) dispatch(ctx context.Context, id string, l Listener, line []byte, connected func()) {
 	var ev proto.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
-		r.log.Debug("unreadable event", "compute", id, "err", err)
+		h.log.Debug("unreadable event", "compute", id, "err", err)
 		return
 	}
 	switch ev.Kind {
 	case proto.EventHello:
-		r.noteInfo(id, ev.Info)
+		h.reg.noteInfo(id, ev.Info)
 		connected()
 	case proto.EventPing:
-		r.noteInfo(id, ev.Info)
+		h.reg.noteInfo(id, ev.Info)
 	case proto.EventCaptureEnded:
 		var st capspec.State
 		if ev.Capture != nil {
@@ -186,6 +188,61 @@ const (
 	errSilent      = streamError("the agent's events stream went silent")
 	errStreamEnded = streamError("the agent ended its events stream")
 )
+
+// health checks the computes' agents and follows their events: it keeps
+// the registry's view of each compute's health, and tells a Listener what
+// happens on them. It has no state of its own beyond its watchers, which
+// Watch owns.
+type health struct {
+	reg    *Registry
+	agents *Agents
+	client *Client
+	log    *slog.Logger
+}
+
+// check asks a compute for its info and records the answer.
+func (h *health) check(ctx context.Context, id string) {
+	t, err := h.reg.target(id)
+	if err != nil {
+		return
+	}
+	var info proto.AgentInfo
+	err = h.client.call(ctx, t, "GET", proto.InfoPath, nil, &info)
+	h.reg.noteCheck(id, info, err)
+}
+
+// noteCheck records the answer of a compute's check (err: none).
+func (r *Registry) noteCheck(id string, info proto.AgentInfo, err error) {
+	r.mu.Lock()
+	defer func() {
+		c, ok := r.computes[id]
+		var snapshot Compute
+		if ok {
+			snapshot = *c
+		}
+		r.mu.Unlock()
+		if ok {
+			r.onChange("compute.updated", snapshot)
+		}
+	}()
+	c, ok := r.computes[id]
+	if !ok {
+		return
+	}
+	if err != nil {
+		if c.Connected {
+			r.log.Warn("compute lost", "compute", id, "err", err)
+		}
+		c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = false, nil, nil, err.Error()
+		return
+	}
+	if !c.Connected {
+		r.log.Info("compute connected", "compute", id, "version", info.SoftwareVersion)
+	}
+	cpu, mem := info.CPUPercent, info.MemoryPercent
+	c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = true, &cpu, &mem, ""
+	c.Platform, c.NodeTypes, c.Unavailable = info.Platform, slices.Clone(info.NodeTypes), maps.Clone(info.Unavailable)
+}
 
 // setConnected records a compute's reachability (err nil: connected).
 func (r *Registry) setConnected(id string, err error) {

@@ -232,13 +232,30 @@ func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) 
 	return *cur, nil
 }
 
-// CaptureStream returns a link's running capture as a stream: the file
-// from its first byte, then each record as it is written, ending when the
-// capture stops. The caller closes it.
-func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
+// CaptureFile is the file a running capture writes, as it was when it was
+// asked for: Size bytes ending on a whole record, a valid capture on its
+// own.
+type CaptureFile struct {
+	Name string // the file's name (for a ring, the numbered file)
+	Size int64
+	Body io.ReadCloser
+}
+
+// CaptureFile returns the file a link's running capture writes, as it is
+// now. The caller closes its Body.
+func (s *Service) CaptureFile(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
+	c, err := s.runningCapture(projectID, linkID)
+	if err != nil {
+		return CaptureFile{}, err
+	}
+	return s.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
+}
+
+// runningCapture returns a link's capture, a conflict when none runs.
+func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
 	st, err := s.opened(projectID)
 	if err != nil {
-		return nil, err
+		return Capture{}, err
 	}
 	st.mu.RLock()
 	l, err := st.linkLocked(linkID)
@@ -248,10 +265,21 @@ func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (
 	}
 	st.mu.RUnlock()
 	if err != nil {
-		return nil, err
+		return Capture{}, err
 	}
 	if !c.Active {
-		return nil, errorf(ErrConflict, "This link has no active packet capture")
+		return Capture{}, errorf(ErrConflict, "This link has no active packet capture")
+	}
+	return c, nil
+}
+
+// CaptureStream returns a link's running capture as a stream: the file
+// from its first byte, then each record as it is written, ending when the
+// capture stops. The caller closes it.
+func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
+	c, err := s.runningCapture(projectID, linkID)
+	if err != nil {
+		return nil, err
 	}
 	return s.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
 }

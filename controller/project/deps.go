@@ -38,6 +38,9 @@ type Computes interface {
 	// CaptureStream streams a running capture file from its first byte
 	// until the capture stops. The caller closes it.
 	CaptureStream(ctx context.Context, computeID, projectID, linkID string) (io.ReadCloser, error)
+	// CaptureFile returns the file a running capture writes as it is now
+	// (up to its last whole record). The caller closes its Body.
+	CaptureFile(ctx context.Context, computeID, projectID, linkID string) (CaptureFile, error)
 	// ReserveTunnelPort has a compute bind and hold a UDP port for one end
 	// of a tunnel; the same reservation id gets the same port.
 	ReserveTunnelPort(ctx context.Context, computeID, projectID, id string) (int, error)

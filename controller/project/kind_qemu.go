@@ -1,6 +1,7 @@
 package project
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -165,9 +166,9 @@ func qemuCheck(n *Node) error {
 			return errorf(ErrConflict, "You cannot use a disk image on hdc disk and a CDROM image at the same time")
 		}
 	}
-	for _, k := range []string{"tpm", "uefi", "create_config_disk"} {
-		if b, _ := p[k].(bool); b {
-			return errorf(ErrConflict, "%s is not supported by labtap yet", k)
+	if u, _ := p["uefi"].(bool); u {
+		if b, _ := p["bios_image"].(string); b != "" {
+			return errorf(ErrConflict, "Cannot use a bios image and the UEFI boot mode at the same time")
 		}
 	}
 	return nil
@@ -289,4 +290,38 @@ func formatPortName(format string, iface, segment, adapter int) (string, error) 
 		return "", errorf(ErrConflict, "Invalid port name format %s: %s", format, fmt.Sprintf("unknown placeholder %s", bad))
 	}
 	return out, nil
+}
+
+// DiskResizer is a Computes that can grow a QEMU node's disks.
+type DiskResizer interface {
+	ResizeDisk(ctx context.Context, computeID, projectID, nodeID, drive string, extendMB int) error
+}
+
+// maxDiskExtendMB bounds one resize_disk: 2 TiB.
+const maxDiskExtendMB = 2 << 20
+
+// ResizeDisk grows a disk of a stopped QEMU node by extendMB (GNS3's
+// resize_disk): the node's own disk on its compute, never the base image.
+func (s *Service) ResizeDisk(ctx context.Context, projectID, nodeID, drive string, extendMB int) error {
+	n, err := s.nodeOf(projectID, nodeID)
+	if err != nil {
+		return err
+	}
+	if n.Type != TypeQemu {
+		return errorf(ErrConflict, "%s nodes have no disks to resize", n.Type)
+	}
+	if !contains([]string{"hda", "hdb", "hdc", "hdd"}, drive) {
+		return errorf(ErrInvalid, "drive_name must be hda, hdb, hdc or hdd")
+	}
+	if extendMB < 1 || extendMB > maxDiskExtendMB {
+		return errorf(ErrInvalid, "extend must be from 1 to %d MB", maxDiskExtendMB)
+	}
+	if n.Status != Stopped {
+		return errorf(ErrConflict, "Cannot resize %s while the VM is running", drive)
+	}
+	dr, ok := s.cfg.Computes.(DiskResizer)
+	if !ok {
+		return errorf(ErrConflict, "This controller cannot resize disks")
+	}
+	return dr.ResizeDisk(ctx, n.ComputeID, projectID, nodeID, drive, extendMB)
 }

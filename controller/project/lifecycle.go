@@ -326,13 +326,13 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 	if equalProjects(p, next) {
 		return p, nil
 	}
-	st.mu.Lock()
-	st.p = next
-	st.mu.Unlock()
+	st.change(func() {
+		st.p = next
+	})
 	if err := s.save(st); err != nil {
-		st.mu.Lock()
-		st.p = p
-		st.mu.Unlock()
+		st.change(func() {
+			st.p = p
+		})
 		return Project{}, err
 	}
 	s.cfg.Events.Emit(Event{Action: ProjectUpdated, ProjectID: id, Project: &next})

@@ -1,11 +1,9 @@
 package project
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"time"
 
@@ -131,15 +129,15 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 			return Link{}, err
 		}
 	}
-	st.mu.Lock()
-	st.links[l.ID] = l
-	st.linkOrder = append(st.linkOrder, l.ID)
-	st.mu.Unlock()
+	st.change(func() {
+		st.links[l.ID] = l
+		st.linkOrder = append(st.linkOrder, l.ID)
+	})
 	if err := s.save(st); err != nil {
-		st.mu.Lock()
-		delete(st.links, l.ID)
-		st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
-		st.mu.Unlock()
+		st.change(func() {
+			delete(st.links, l.ID)
+			st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
+		})
 		s.unwire(context.WithoutCancel(ctx), l)
 		return Link{}, err
 	}
@@ -436,79 +434,36 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.linkLocked(linkID)
-	var next Link
+	var plan linkPlan
 	var nodes []*Node
 	if err == nil {
-		next = *cur
 		for _, e := range cur.Endpoints {
 			nodes = append(nodes, st.nodes[e.NodeID])
 		}
-		for _, lb := range u.Labels {
-			if _, ok := st.nodes[lb.NodeID]; !ok {
-				err = nodeNotFound(lb.NodeID)
-				break
-			}
-		}
+		plan, err = planLinkUpdate(*cur, u, func(id string) bool { _, ok := st.nodes[id]; return ok })
 	}
 	st.mu.RUnlock()
 	if err != nil {
 		return Link{}, err
 	}
-	var steps []bool // which of filters, style, suspend, labels changed
-	if u.Filters != nil {
-		f, err := normalizeFilters(u.Filters)
-		if err != nil {
-			return Link{}, err
-		}
-		steps = append(steps, !reflect.DeepEqual(f, cur.Filters))
-		next.Filters = f
-	} else {
-		steps = append(steps, false)
-	}
-	if u.Style != nil && !bytes.Equal(u.Style, cur.Style) {
-		next.Style = u.Style
-		steps = append(steps, true)
-	} else {
-		steps = append(steps, false)
-	}
-	if u.Suspend != nil && *u.Suspend != cur.Suspend {
-		next.Suspend = *u.Suspend
-		steps = append(steps, true)
-	} else {
-		steps = append(steps, false)
-	}
-	if u.Labels != nil {
-		eps := slices.Clone(cur.Endpoints)
-		for _, lb := range u.Labels {
-			for i := range eps {
-				if eps[i].NodeID == lb.NodeID && len(lb.Label) > 0 {
-					eps[i].Label = lb.Label
-				}
-			}
-		}
-		next.Endpoints = eps
-	}
-	steps = append(steps, u.Labels != nil) // GNS3 announces labels even when unchanged
-	relayChanged := steps[0] || steps[2]
-	if relayChanged {
+	next := plan.next
+	if plan.relay {
 		if err := s.pushOrRevert(ctx, cur, &next, nodes); err != nil {
 			return Link{}, err
 		}
 	}
-	if !slices.Contains(steps, true) {
+	if plan.announce == 0 {
 		return *cur, nil
 	}
-	st.mu.Lock()
-	*cur = next
-	st.mu.Unlock()
+	st.change(func() {
+		*cur = next
+	})
 	if err := s.save(st); err != nil {
 		s.log.Error("save project", "project", projectID, "err", err)
 	}
-	for _, changed := range steps {
-		if changed {
-			out := next
-			s.emit(st, LinkUpdated, nil, &out)
-		}
+	for range plan.announce {
+		out := next
+		s.emit(st, LinkUpdated, nil, &out)
 	}
 	return next, nil
 }

@@ -158,16 +158,16 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	n.applyRuntime(rt)
 	n.Label = nodeLabel(req.Label, name, n.Height)
 
-	st.mu.Lock()
-	st.nodes[n.ID] = n
-	st.nodeOrder = append(st.nodeOrder, n.ID)
-	st.mu.Unlock()
+	st.change(func() {
+		st.nodes[n.ID] = n
+		st.nodeOrder = append(st.nodeOrder, n.ID)
+	})
 	if err := s.save(st); err != nil {
 		// Nothing stays of a node that could not be saved.
-		st.mu.Lock()
-		delete(st.nodes, n.ID)
-		st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
-		st.mu.Unlock()
+		st.change(func() {
+			delete(st.nodes, n.ID)
+			st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
+		})
 		if derr := s.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
 			s.log.Warn("roll back node", "node", n.ID, "err", derr)
 		}
@@ -425,11 +425,11 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 // (shared will do, with n's lifecycle lock: the captures stopped are
 // those on n's side of a link, which only n's operations stop).
 func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
-	st.mu.Lock()
-	before = *n
-	n.applyRuntime(rt)
-	after = *n
-	st.mu.Unlock()
+	st.change(func() {
+		before = *n
+		n.applyRuntime(rt)
+		after = *n
+	})
 	if after.Status != Started {
 		s.stopCapturesOf(ctx, st, n.ID)
 	}
@@ -571,8 +571,10 @@ type NodeUpdate struct {
 	ConsoleType *string
 }
 
-// UpdateNode applies a change to a node and announces it. A rename follows
-// the naming rules, sets the label's text and resets its x (as GNS3).
+// UpdateNode applies a change to a node and announces it: planned from
+// the node as it is (planNodeUpdate: a refused change changes nothing),
+// then carried out on its compute, then saved. A rename follows the naming
+// rules, sets the label's text and resets its x (as GNS3).
 func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
 	st, err := s.lockOpened(projectID)
 	if err != nil {
@@ -581,111 +583,38 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	defer st.ops.Unlock()
 	st.mu.RLock()
 	cur, err := st.nodeLocked(nodeID)
-	vars := st.p.Settings.Variables
-	var next Node
-	if err == nil {
-		next = *cur
-		if u.Name != nil && *u.Name != cur.Name {
-			next.Name, err = allocateName(*u.Name, func(name string) bool { return name != cur.Name && st.nameTakenLocked(name) })
-		}
+	names := make(map[string]bool, len(st.nodes))
+	for _, n := range st.nodes {
+		names[n.Name] = true
 	}
+	vars := st.p.Settings.Variables
 	st.mu.RUnlock()
 	if err != nil {
 		return Node{}, err
 	}
-	if u.Console != nil && *u.Console != cur.Console {
-		return Node{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
+	// cur is read without st.mu below: only changes write a node, and
+	// this one holds st.ops.
+	plan, err := planNodeUpdate(*cur, u, nodePlanEnv{
+		nameTaken: func(name string) bool { return names[name] },
+		symbols:   s.cfg.Symbols,
+		spec:      func(n *Node) (NodeSpec, error) { return s.nodeSpec(n, vars) },
+	})
+	if err != nil {
+		return Node{}, err
 	}
-	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
-		if k := kindOf(cur.Type); k == nil || k.consoleTypes == nil {
-			return Node{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
-		}
-		next.ConsoleType = *u.ConsoleType // its compute applies it
-	}
-	set := func(dst *int, v *int) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&next.X, u.X)
-	set(&next.Y, u.Y)
-	set(&next.Z, u.Z)
-	set(&next.PortSegmentSize, u.PortSegmentSize)
-	if u.Locked != nil {
-		next.Locked = *u.Locked
-	}
-	if u.ConsoleAutoStart != nil {
-		next.ConsoleAutoStart = *u.ConsoleAutoStart
-	}
-	if u.PortNameFormat != nil {
-		next.PortNameFormat = *u.PortNameFormat
-	}
-	if u.FirstPortName != nil {
-		next.FirstPortName = u.FirstPortName
-	}
-	if u.Symbol != nil && *u.Symbol != cur.Symbol {
-		next.Symbol = *u.Symbol
-		next.Width, next.Height = s.cfg.Symbols(next.Symbol)
-	}
-	var newPorts []PortSpec
-	if u.Properties != nil {
-		props := make(map[string]any, len(cur.Properties)+len(u.Properties))
-		for k, v := range cur.Properties {
-			props[k] = v
-		}
-		for k, v := range u.Properties {
-			props[k] = v
-		}
-		if pm, given := u.Properties["ports_mapping"]; given && hasPortsMapping(cur.Type) && !reflect.DeepEqual(pm, cur.Properties["ports_mapping"]) {
-			if newPorts, err = parsePortsMapping(cur.Type, pm); err != nil {
-				return Node{}, err
-			}
-			if newPorts == nil {
-				newPorts = []PortSpec{}
-			}
-		}
-		next.Properties = props
-	}
-	if u.CustomAdapters != nil {
-		next.CustomAdapters = u.CustomAdapters
-	}
-	switch {
-	case u.Label != nil:
-		next.Label = nodeLabel(u.Label, next.Name, next.Height)
-	case next.Name != cur.Name:
-		l := nodeLabel(cur.Label, next.Name, next.Height)
-		l["x"] = json.RawMessage("null")
-		next.Label = l
-	}
-	if hasAdapters(cur.Type) {
-		// The compute gets the properties that changed, and the adapters.
-		spec, err := s.nodeSpec(&next, vars)
+	next := plan.next
+	if plan.respec != nil {
+		rt, err := s.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
 		if err != nil {
 			return Node{}, err
 		}
-		changed := map[string]any{}
-		for k, v := range u.Properties {
-			if !reflect.DeepEqual(v, cur.Properties[k]) {
-				changed[k] = v
-			}
-		}
-		if next.ConsoleType != cur.ConsoleType {
-			changed["console_type"] = next.ConsoleType
-		}
-		if len(changed) > 0 || next.Name != cur.Name || !reflect.DeepEqual(next.Adapters, cur.Adapters) {
-			spec.Properties = changed
-			rt, err := s.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, spec)
-			if err != nil {
-				return Node{}, err
-			}
-			next.applyRuntime(rt)
-		}
+		next.applyRuntime(rt)
 	}
 	if reflect.DeepEqual(*cur, next) {
 		return next, nil
 	}
-	if newPorts != nil {
-		if err := s.reconfigurePorts(ctx, st, cur, newPorts); err != nil {
+	if plan.ports != nil {
+		if err := s.reconfigurePorts(ctx, st, cur, plan.ports); err != nil {
 			return Node{}, err
 		}
 	}
@@ -694,9 +623,9 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	*cur = next
 	st.mu.Unlock()
 	if err := s.save(st); err != nil {
-		st.mu.Lock()
-		*cur = prev
-		st.mu.Unlock()
+		st.change(func() {
+			*cur = prev
+		})
 		return Node{}, err
 	}
 	s.emit(st, NodeUpdated, &next, nil)

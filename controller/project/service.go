@@ -171,9 +171,9 @@ func (s *Service) openOn(ctx context.Context, st *state, computeID string) error
 	if err := s.cfg.Computes.OpenProject(ctx, computeID, ref); err != nil {
 		return err
 	}
-	st.mu.Lock()
-	st.onComputes[computeID] = true
-	st.mu.Unlock()
+	st.change(func() {
+		st.onComputes[computeID] = true
+	})
 	return nil
 }
 
@@ -286,6 +286,24 @@ func (st *state) forgetLifecycle(nodeID string) {
 	st.lifeMu.Unlock()
 }
 
+// read runs f with the project's fields (what st.mu guards) held for
+// reading. It never waits for a change's compute calls or disk writes:
+// changes hold st.mu only while they write memory (change).
+func (st *state) read(f func()) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	f()
+}
+
+// change runs f with the project's fields held for writing. f writes
+// memory only: no compute call, no disk, no event, so reads wait for
+// nothing slow.
+func (st *state) change(f func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f()
+}
+
 // project returns a copy of the project's fields.
 func (st *state) project() Project {
 	st.mu.RLock()
@@ -300,9 +318,9 @@ func (s *Service) Projects() []Project {
 	out := make([]Project, 0, len(s.order))
 	for _, id := range s.order {
 		st := s.projects[id]
-		st.mu.RLock()
-		out = append(out, st.p)
-		st.mu.RUnlock()
+		st.read(func() {
+			out = append(out, st.p)
+		})
 	}
 	return out
 }
@@ -534,9 +552,9 @@ func (s *Service) save(st *state) error {
 // lock, orders the events of one node).
 func (s *Service) emit(st *state, action string, n *Node, l *Link) {
 	ev := Event{Action: action, Node: n, Link: l}
-	st.mu.RLock()
-	ev.ProjectID = st.p.ID
-	st.mu.RUnlock()
+	st.read(func() {
+		ev.ProjectID = st.p.ID
+	})
 	s.cfg.Events.Emit(ev)
 }
 

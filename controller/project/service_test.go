@@ -214,6 +214,10 @@ func (f *fakeComputes) CaptureStream(context.Context, string, string, string) (i
 	return io.NopCloser(strings.NewReader("pcap")), nil
 }
 
+func (f *fakeComputes) CaptureFile(context.Context, string, string, string) (CaptureFile, error) {
+	return CaptureFile{Name: "a.pcap", Size: 4, Body: io.NopCloser(strings.NewReader("pcap"))}, nil
+}
+
 // recorder keeps events.
 type recorder struct {
 	mu     sync.Mutex

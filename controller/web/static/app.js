@@ -199,14 +199,21 @@ async function select(projectId, linkId) {
 function updateLinkControls() {
   const l = state.link, c = state.current;
   $("capture").textContent = l && l.capturing ? "Stop capture" : "Start capture";
-  const dl = $("download");
+  const dl = $("download"), live = $("live");
   if (l && l.capturing) {
-    dl.href = `/v2/projects/${c.projectId}/links/${c.linkId}/pcap`;
-    dl.setAttribute("download", l.capture_file_name || "capture.pcap");
+    const base = `/v2/projects/${c.projectId}/links/${c.linkId}`;
+    // A snapshot of the file; its name comes with it (Content-Disposition).
+    dl.href = `${base}/capture_file`;
+    dl.setAttribute("download", "");
+    live.href = `${base}/pcap`;
+    live.setAttribute("download", (l.capture_file_name || "capture.pcap").replace(/(\.pcap(ng)?)$/, "-live$1"));
     dl.classList.remove("disabled");
+    live.classList.remove("disabled");
   } else {
-    dl.removeAttribute("href");
-    dl.classList.add("disabled");
+    for (const a of [dl, live]) {
+      a.removeAttribute("href");
+      a.classList.add("disabled");
+    }
   }
 }
 

@@ -1,0 +1,150 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/labtap/labtap/proto"
+)
+
+// hold returns a hook that blocks its first caller until the test releases
+// it (or ends), and a channel closed once it is entered.
+func hold(t *testing.T) (hook func(), entered <-chan struct{}, release func()) {
+	t.Helper()
+	in, out := make(chan struct{}), make(chan struct{})
+	var once, freeOnce sync.Once
+	release = func() { freeOnce.Do(func() { close(out) }) }
+	t.Cleanup(release) // registered after the host's Close: runs before it
+	return func() { once.Do(func() { close(in); <-out }) }, in, release
+}
+
+// notBlocked fails the test when call does not return within a generous
+// deadline: it was blocked.
+func notBlocked(t *testing.T, what string, call func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); call() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s was blocked", what)
+	}
+}
+
+// otherCallsGoOn checks that calls needing the agent's state, on the open
+// test project and its link, are not blocked.
+func otherCallsGoOn(t *testing.T, h *Host, why string) {
+	t.Helper()
+	notBlocked(t, "State "+why, func() { h.State() })
+	notBlocked(t, "Metrics "+why, func() { h.Metrics() })
+	notBlocked(t, "Link "+why, func() {
+		if _, err := h.Link(testProject, testLink); err != nil {
+			t.Error(err)
+		}
+	})
+	notBlocked(t, "Capture "+why, func() {
+		if _, err := h.Capture(testProject, testLink); err != nil {
+			t.Error(err)
+		}
+	})
+	notBlocked(t, "CreateNode "+why, func() {
+		if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: testNodeC, NodeType: "vpcs", Name: "C"}); err != nil {
+			t.Error(err)
+		}
+	})
+	notBlocked(t, "ReserveTunnelPort "+why, func() {
+		if _, err := h.ReserveTunnelPort(testProject, "r1"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestASlowRepairOfAnOpeningProjectBlocksNoOtherAgentCall(t *testing.T) {
+	h := linkedHost(t)
+	const other = "22222222-1b2d-4c6e-8a9f-0123456789ab"
+	// A capture the agent died writing, in another project.
+	dir := filepath.Join(h.cfg.DataDir, "projects", other, "project-files", "captures")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "crash.pcap")
+	header := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}
+	if err := os.WriteFile(name, append(header, 1, 2, 3), 0o644); err != nil { // a torn record
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name+".writing", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The disk is slow: the repair waits for the test.
+	hook, entered, release := hold(t)
+	h.hooks.repairing = hook
+	opened := make(chan error, 1)
+	go func() { opened <- h.OpenProject(proto.ProjectSpec{ProjectID: other, Name: "other"}) }()
+	<-entered
+
+	otherCallsGoOn(t, h, "while a project is repaired")
+
+	release()
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(name); err != nil || info.Size() != int64(len(header)) {
+		t.Fatalf("the torn record was not cut: %v, %v", info, err)
+	}
+	if _, err := os.Stat(name + ".writing"); !os.IsNotExist(err) {
+		t.Fatalf("the mark of the repaired capture: %v", err)
+	}
+}
+
+func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
+	h := linkedHost(t)
+	// The disk is slow: reading the captures folder waits for the test.
+	hook, entered, release := hold(t)
+	h.hooks.naming = hook
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "slow.pcap"})
+		started <- err
+	}()
+	<-entered
+
+	otherCallsGoOn(t, h, "while a capture is named")
+
+	release()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Capture(testProject, testLink); err != nil || !st.Active || st.FileName != "slow.pcap" {
+		t.Fatalf("the capture: %+v, %v", st, err)
+	}
+}
+
+func TestACaptureStartRacingALinkDeleteLeavesNoCapture(t *testing.T) {
+	h := linkedHost(t)
+	hook, entered, release := hold(t)
+	h.hooks.naming = hook
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "gone.pcap"})
+		started <- err
+	}()
+	<-entered
+	notBlocked(t, "DeleteLink while a capture of the link is named", func() {
+		if err := h.DeleteLink(testProject, testLink); err != nil {
+			t.Error(err)
+		}
+	})
+	release()
+	if err := <-started; err == nil {
+		t.Fatal("a capture started on a link deleted while it was named")
+	}
+	if st := h.State(); len(st.Projects) != 1 || len(st.Projects[0].Links) != 0 {
+		t.Fatalf("state after the delete: %+v", st)
+	}
+	if _, err := os.Stat(filepath.Join(h.cfg.DataDir, "projects", testProject, "project-files", "captures", "gone.pcap")); !os.IsNotExist(err) {
+		t.Fatalf("a file was made for the capture of a deleted link: %v", err)
+	}
+}

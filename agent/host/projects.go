@@ -1,0 +1,162 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/labtap/labtap/proto"
+)
+
+// The agent's state is split by owner, each part behind its own lock that
+// guards only that part and is never held across disk I/O, a capture's
+// close, a process wait or a Docker Engine or QMP call:
+//
+//   - projectTable.mu: which projects are open;
+//   - project.mu: one project's topology: its nodes, its links and the
+//     node ports they use, its tunnel reservations;
+//   - projectCaptures.mu: one project's captures: which runs on each link,
+//     which file names are taken, whether each is done;
+//   - projectCaptures.nameMu: the naming of a new capture, which reads the
+//     captures folder; only StartCapture waits on it.
+//
+// Locks are taken in the order nameMu, project.mu, projectCaptures.mu (each
+// optional); projectTable.mu is never held with another.
+
+// projectTable is the projects the agent has open.
+type projectTable struct {
+	mu      sync.Mutex
+	open    map[string]*project
+	closing map[string]*project // closed, their teardown under way: an open of the same id waits for it
+	closed  bool                // the agent is ending: no project opens
+}
+
+type project struct {
+	id, dir string
+	// opened is closed once the project is ready: crash leftovers
+	// repaired and stale containers removed. Calls on the project wait
+	// for it, so none sees it half-opened.
+	opened chan struct{}
+	// gone is closed once CloseProject has stopped everything the
+	// project ran: its id may be opened again.
+	gone chan struct{}
+	caps projectCaptures
+
+	mu       sync.Mutex // guards what follows, and nodePort.link of the project's nodes
+	name     string
+	closed   bool // taken out of the table: calls fail as for a project not open
+	nodes    map[string]*hostNode
+	links    map[string]*hostLink
+	reserved map[string]*reservation // tunnel ports held for links across agents
+}
+
+// projectCaptures is one project's captures.
+type projectCaptures struct {
+	// nameMu serialises the naming of new captures and guards root: the
+	// folder is read under it, and only StartCapture waits for it.
+	nameMu sync.Mutex
+	dir    string   // the captures folder
+	root   *os.Root // opened on first use
+
+	mu sync.Mutex // guards what follows and every capture's done
+	// closing holds the captures, by file name, whose files are open:
+	// running, or being closed. A new capture of such a name waits.
+	closing map[string]*hostCapture
+	// byLink is the running or last capture of each link.
+	byLink map[string]*hostCapture
+}
+
+func newProject(dataDir string, spec proto.ProjectSpec) *project {
+	dir := filepath.Join(dataDir, "projects", spec.ProjectID)
+	return &project{
+		id:       spec.ProjectID,
+		dir:      dir,
+		opened:   make(chan struct{}),
+		gone:     make(chan struct{}),
+		name:     spec.Name,
+		nodes:    make(map[string]*hostNode),
+		links:    make(map[string]*hostLink),
+		reserved: make(map[string]*reservation),
+		caps: projectCaptures{
+			dir:     filepath.Join(dir, "project-files", "captures"),
+			closing: make(map[string]*hostCapture),
+			byLink:  make(map[string]*hostCapture),
+		},
+	}
+}
+
+// rootLocked opens the captures folder, creating it. c.nameMu must be
+// held.
+func (c *projectCaptures) rootLocked() (*os.Root, error) {
+	if c.root != nil {
+		return c.root, nil
+	}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	root, err := os.OpenRoot(c.dir)
+	if err != nil {
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	c.root = root
+	return root, nil
+}
+
+// notOpen is the error of a call on a project the agent has not open.
+func notOpen(id string) error {
+	return proto.Errorf(proto.CodeNotFound, "project %s is not open on this agent", id)
+}
+
+// project returns an open project, once it is ready.
+func (h *Host) project(id string) (*project, error) {
+	h.projects.mu.Lock()
+	p, ok := h.projects.open[id]
+	h.projects.mu.Unlock()
+	if !ok {
+		return nil, notOpen(id)
+	}
+	<-p.opened
+	return p, nil
+}
+
+// lockProject returns an open project with p.mu held; the caller unlocks
+// it.
+func (h *Host) lockProject(id string) (*project, error) {
+	p, err := h.project(id)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, notOpen(id)
+	}
+	return p, nil
+}
+
+// lockLink returns a link of an open project with p.mu held; the caller
+// unlocks it.
+func (h *Host) lockLink(projectID, linkID string) (*project, *hostLink, error) {
+	p, err := h.lockProject(projectID)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, ok := p.links[linkID]
+	if !ok {
+		p.mu.Unlock()
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
+	}
+	return p, l, nil
+}
+
+// openProjects lists the projects open now.
+func (h *Host) openProjects() []*project {
+	h.projects.mu.Lock()
+	defer h.projects.mu.Unlock()
+	out := make([]*project, 0, len(h.projects.open))
+	for _, p := range h.projects.open {
+		out = append(out, p)
+	}
+	return out
+}
