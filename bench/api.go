@@ -145,7 +145,7 @@ func startController(bin, traceFile string) (*ctl, error) {
 			c.pid = kids[0]
 		}
 	}
-	c.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+	c.client = &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{
 		MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
 	}}
 	return c, nil

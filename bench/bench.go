@@ -291,6 +291,35 @@ var topologies = map[string]struct {
 	"switch": {"ethernet_switch", 1}, // cloud - switch - cloud
 	"hub":    {"ethernet_hub", 1},    // cloud - hub - cloud
 	"chain4": {"ethernet_switch", 4}, // cloud - 4 switches - cloud
+	// cloud - container - cloud: a docker node (labtap/host:bookworm,
+	// scripts/node-images) whose eth0 hands every frame to eth1 with a tc
+	// mirred redirect, so each frame crosses two veths, two AF_PACKET
+	// ports and the container's netns. Needs root and a Docker Engine.
+	"docker": {"docker", 1},
+}
+
+// forwarder is the docker topology's container: IPv6 off so it sends
+// nothing of its own, then every frame entering eth0 leaves by eth1, as
+// it came (u32 matching everything: this kernel may lack matchall).
+const forwarder = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.eth0.disable_ipv6=1 net.ipv6.conf.eth1.disable_ipv6=1 && " +
+	"tc qdisc add dev eth0 ingress && " +
+	"tc filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev eth1 && " +
+	"exec sleep infinity"
+
+// dockerNode creates and starts the docker topology's forwarding container.
+func (b *bench) dockerNode(id, name string) error {
+	props, _ := json.Marshal(map[string]any{"image": "labtap/host:bookworm", "start_command": "sh -c '" + forwarder + "'"})
+	spec := proto.NodeSpec{NodeType: "docker", Name: name, Properties: props, Adapters: []proto.AdapterSpec{
+		{MACAddress: "02:42:b0:00:01:00", PortName: "eth0"}, {MACAddress: "02:42:b0:00:01:01", PortName: "eth1"},
+	}}
+	if err := b.call("PUT", proto.NodePath(b.project, id), spec, nil); err != nil {
+		return fmt.Errorf("create the forwarding container (needs root, a Docker Engine and scripts/node-images): %w", err)
+	}
+	if err := b.call("PUT", proto.NodeStatusPath(b.project, id), proto.NodeStatusSpec{Status: proto.StatusStarted}, nil); err != nil {
+		return fmt.Errorf("start the forwarding container: %w", err)
+	}
+	time.Sleep(2 * time.Second) // its command sets tc up once eth0 and eth1 are there
+	return nil
 }
 
 // buildPath links endpoint a to endpoint z through the topology's nodes in
@@ -303,6 +332,21 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 		id := fmt.Sprintf("b0000000-0000-4000-8000-0000000001%02x", i)
 		name := fmt.Sprintf("SW%d", i+1)
 		ports := []proto.PortMapping{{Name: "Ethernet0"}, {Name: "Ethernet1"}}
+		if t.nodeType == "docker" {
+			name = fmt.Sprintf("FWD%d", i+1)
+			if err := b.dockerNode(id, name); err != nil {
+				return err
+			}
+			link := b.link
+			if i > 0 {
+				link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
+			}
+			if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: proto.Endpoint{NodeID: id, Adapter: 0, Name: name + " eth0"}}, nil); err != nil {
+				return err
+			}
+			left = proto.Endpoint{NodeID: id, Adapter: 1, Name: name + " eth1"}
+			continue
+		}
 		if t.nodeType == "ethernet_switch" {
 			for j := range ports {
 				ports[j].Type, ports[j].VLAN = proto.PortAccess, 1

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,78 @@ func put(url string, body any) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// TestNodeMovesSurviveSIGKILL moves nodes of one project, one after the
+// other, and kills the controller: every move it acknowledged is in the
+// project file it loads again. Save writes only the entries that changed
+// (topology/incremental.go), so this also holds it to writing each moved
+// node's entry, whichever node moved last.
+func TestNodeMovesSurviveSIGKILL(t *testing.T) {
+	data := t.TempDir()
+	c := startControllerIn(t, data)
+	var p struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "moves"}, 201, &p)
+	const n = 24
+	ids := make([]string, n)
+	for i := range ids {
+		var node struct {
+			NodeID string `json:"node_id"`
+		}
+		c.call("POST", "/v2/projects/"+p.ProjectID+"/nodes", map[string]any{
+			"name": fmt.Sprintf("SW%d", i), "node_type": "ethernet_switch", "compute_id": "local", "x": 0, "y": 0}, 201, &node)
+		ids[i] = node.NodeID
+	}
+	acked := make([]int, n)  // last x acknowledged, per node
+	flight := make([]int, n) // x being sent, per node
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 1; ; k++ {
+			i := (k * 7) % n
+			mu.Lock()
+			flight[i] = k
+			mu.Unlock()
+			if put(c.url+"/v2/projects/"+p.ProjectID+"/nodes/"+ids[i], map[string]any{"x": k}) != nil {
+				return // the controller is gone
+			}
+			mu.Lock()
+			acked[i] = k
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	c.cmd.Process.Kill()
+	<-c.done
+	<-done
+
+	c = startControllerIn(t, data)
+	c.call("POST", "/v2/projects/"+p.ProjectID+"/open", nil, 201, nil)
+	var nodes []struct {
+		NodeID string `json:"node_id"`
+		X      int    `json:"x"`
+	}
+	c.call("GET", "/v2/projects/"+p.ProjectID+"/nodes", nil, 200, &nodes)
+	if len(nodes) != n {
+		t.Fatalf("%d nodes loaded, %d were created", len(nodes), n)
+	}
+	moved := 0
+	for _, node := range nodes {
+		i := slices.Index(ids, node.NodeID)
+		if i < 0 {
+			t.Fatalf("unknown node %s loaded", node.NodeID)
+		}
+		if node.X != acked[i] && node.X != flight[i] {
+			t.Errorf("node %d at x=%d; its last acknowledged move was to %d (in flight: %d)", i, node.X, acked[i], flight[i])
+		}
+		if acked[i] > 0 {
+			moved++
+		}
+	}
+	if moved < n/2 {
+		t.Fatalf("only %d nodes moved before the kill: the test proves little", moved)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -445,7 +446,7 @@ type dockerReply struct {
 	} `json:"ports"`
 }
 
-func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
+func TestDockerHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "http")
@@ -508,7 +509,7 @@ func TestAnHTTPConsoleReachesTheWebServerInsideTheContainer(t *testing.T) {
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.T) {
+func TestDockerContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "exits")
@@ -560,7 +561,7 @@ func TestAContainerThatExitsIsReportedStoppedOnTheNotificationStream(t *testing.
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testing.T) {
+func TestDockerPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "volumes")
@@ -628,7 +629,7 @@ func TestPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t *testi
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
+func TestDockerProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "vars")
@@ -653,7 +654,7 @@ func TestProjectVariablesAndNodeNamesReachTheEnvironment(t *testing.T) {
 	c.call("DELETE", base, nil, 204, nil)
 }
 
-func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesIt(t *testing.T) {
+func TestDockerAdaptersOfARunningContainerAreRefusedAndOfAStoppedOneRemakeIt(t *testing.T) {
 	testenv.Docker(t, hostImage)
 	c := startControllerWith(t, t.TempDir(), dockerInit(t))
 	base := newProject(c, "adapters")
@@ -689,5 +690,128 @@ func TestChangingTheAdaptersOfARunningContainerIsRefusedAndOfAStoppedOneRemakesI
 		t.Fatalf("%v %s", err, out)
 	}
 	waitIn(t, h, 20*time.Second, " 0% packet loss", "ping", "-c", "2", "-W", "1", "10.0.6.2")
+	c.call("DELETE", base, nil, 204, nil)
+}
+
+func TestDockerStaleContainersOfAKilledAgentAreRemovedAtTheNextOpenAndNobodyElsesAre(t *testing.T) {
+	testenv.Docker(t, hostImage)
+	secret := "s3cret-stale"
+	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret})
+	a := &agentProc{t: t, id: "dockst", listen: "127.0.0.2:0", data: t.TempDir(), env: append(dockerInit(t), "LABTAP_SECRET="+secret), ctl: c.url}
+	a.start()
+	t.Cleanup(func() { a.kill(15) })
+	c.waitCompute(a.id, true, 30*time.Second)
+	base := newProject(c, "stale")
+	projectID := strings.TrimPrefix(base, "/v2/projects/")
+	h := c.dockerNode(base, "h", hostImage, a.id, 1)
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	inspect := func(name string) (string, bool) {
+		out, err := exec.Command("docker", "inspect", "-f", "{{.Id}}", name).Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	old, _ := inspect(container(h))
+
+	// Containers that look like labtap's: one of this project and agent
+	// whose node is gone (deleted while the agent was down), and others of
+	// another agent, another project, or nobody's (no labels).
+	mk := func(name string, labels ...string) string {
+		args := []string{"create", "--name", name, "--network", "none"}
+		for _, l := range labels {
+			args = append(args, "--label", l)
+		}
+		out, err := exec.Command("docker", append(append(args, hostImage), "sleep", "1")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker create: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("docker", "rm", "-f", name).Run() })
+		return name
+	}
+	id := func() string { return fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()) }
+	orphan := mk("labtap-stale-"+id(), "labtap.project_id="+projectID, "labtap.compute_id="+a.id, "labtap.node_id="+id())
+	others := []string{
+		mk("labtap-other-agent-"+id(), "labtap.project_id="+projectID, "labtap.compute_id=someone-else", "labtap.node_id="+id()),
+		mk("labtap-other-project-"+id(), "labtap.project_id=c0ffee00-0000-4000-8000-000000000000", "labtap.compute_id="+a.id, "labtap.node_id="+id()),
+		mk("labtap-" + id()),
+	}
+
+	a.kill(9) // leaves its container behind, which then dies too
+	c.waitCompute(a.id, false, 30*time.Second)
+	if out, err := exec.Command("docker", "stop", "-t", "0", container(h)).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop: %v %s", err, out)
+	}
+	a.start()
+	c.waitCompute(a.id, true, 30*time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, orphanThere := inspect(orphan)
+		now, nodeThere := inspect(container(h))
+		if !orphanThere && nodeThere && now != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the agent came back: stale container there %v, node's container %s (was %s)", orphanThere, now, old)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, o := range others {
+		if _, ok := inspect(o); !ok {
+			t.Fatalf("%s, not the agent's, was removed", o)
+		}
+	}
+	// The node works with its new container.
+	c.call("POST", base+"/nodes/"+h.NodeID+"/start", nil, 200, &h)
+	if h.Status != "started" {
+		t.Fatalf("node %+v", h)
+	}
+	c.call("DELETE", base, nil, 204, nil)
+	for _, o := range others {
+		if _, ok := inspect(o); !ok {
+			t.Fatalf("%s, not the project's, was removed with it", o)
+		}
+	}
+}
+
+func TestDockerQemuGuestAndAContainerPingThroughACapturedLink(t *testing.T) {
+	guest := tinyGuest(t)
+	testenv.Docker(t, hostImage)
+	testenv.RequireTools(t, "tshark")
+	c := startControllerWith(t, t.TempDir(), dockerInit(t))
+	copyImages(t, c, guest)
+	base := newProject(c, "guest-container")
+	var g nodeReply
+	c.call("POST", base+"/nodes", map[string]any{"name": "g1", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
+		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": 1,
+		"kernel_command_line": "console=ttyS0 labtap.name=g1 labtap.ip=10.0.5.1/24",
+	}}, 201, &g)
+	h := c.dockerNode(base, "h", hostImage, "local", 1)
+	l := c.link(base, g, 0, h, 0, 0)
+	for _, n := range []*nodeReply{&g, &h} {
+		c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, n)
+	}
+	if out, err := inNode(t, h, "ip", "addr", "add", "10.0.5.2/24", "dev", "eth0"); err != nil {
+		t.Fatalf("address the container: %v %s", err, out)
+	}
+	con := dialGuest(t, g.ConsoleHost, g.Console)
+	con.expect(t, 0, regexp.MustCompile(`labtap-guest ready g1`), 3*time.Minute)
+	linkPath := base + "/links/" + l.LinkID
+	var started linkReply
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, &started)
+	out := con.run(t, "ping -c 3 -W 5 10.0.5.2", 2*time.Minute)
+	if got := regexp.MustCompile(`(\d+) packets received`).FindStringSubmatch(out); got == nil || got[1] == "0" {
+		t.Fatalf("guest → container: %s", out)
+	}
+	if out, err := inNode(t, h, "ping", "-c", "2", "-W", "5", "10.0.5.1"); err != nil {
+		t.Fatalf("container → guest: %v %s", err, out)
+	}
+	c.call("POST", linkPath+"/stop_capture", nil, 201, nil)
+	pcap := deref(started.CaptureFilePath)
+	for _, f := range []string{
+		"icmp.type == 8 && ip.src == 10.0.5.1", "icmp.type == 0 && ip.src == 10.0.5.2",
+		"icmp.type == 8 && ip.src == 10.0.5.2", "icmp.type == 0 && ip.src == 10.0.5.1",
+	} {
+		if n := tsharkCount(t, pcap, f); n < 2 {
+			t.Fatalf("the link's capture holds %d frames of %s", n, f)
+		}
+	}
 	c.call("DELETE", base, nil, 204, nil)
 }

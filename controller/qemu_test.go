@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/testenv"
@@ -307,6 +308,25 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 	if out := cons[0].run(t, "echo $((6*7))", time.Minute); strings.TrimSpace(out) != "42" {
 		t.Fatalf("typed command printed %q, want 42", out)
 	}
+
+	// The web console (a WebSocket) reaches the same serial console.
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(c.url, "http")+base+"/nodes/"+vms[0].NodeID+"/console/ws", nil)
+	if err != nil {
+		t.Fatalf("web console: %v", err)
+	}
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("echo ws$((40+2))\r")); err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadDeadline(time.Now().Add(time.Minute))
+	var seen []byte
+	for !bytes.Contains(seen, []byte("ws42")) {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("web console: %v after %q", err, seen)
+		}
+		seen = append(seen, msg...)
+	}
+	ws.Close()
 
 	// A ping from g1 to g2 while the link is captured.
 	linkPath := base + "/links/" + link.LinkID

@@ -77,8 +77,8 @@ type NodeCopier interface {
 	CopyNodeDir(projectID, fromID, toID string) error
 }
 
-// ImageService is what a Service adds to serve images and the QEMU
-// wizard's routes. *host.Host satisfies it.
+// ImageService serves images and the QEMU wizard's routes. *host.Images
+// satisfies it.
 type ImageService interface {
 	Images(ctx context.Context, nodeType string) ([]proto.Image, error)
 	WriteImage(nodeType, path string, r io.Reader, limit int64) error
@@ -91,6 +91,11 @@ type ImageService interface {
 	// disk inside the images folder or a project's folder.
 	CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error
 	ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error
+}
+
+// DiskService is what a Service adds to grow a QEMU node's disks.
+// *host.Host satisfies it.
+type DiskService interface {
 	// ResizeDisk grows a disk of a stopped QEMU node.
 	ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error
 }
@@ -101,6 +106,9 @@ type Config struct {
 	Secret string
 	// MaxImageBytes bounds one image upload; 0 means 128 GiB.
 	MaxImageBytes int64
+	// Images serves the image and QEMU wizard routes; nil serves them
+	// when the Service is an ImageService, else not.
+	Images ImageService
 	// Metrics, when set, answers GET /metrics (behind the secret too).
 	Metrics http.Handler
 	// Requests counts the requests answered; nil counts nothing.
@@ -173,8 +181,21 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
 	mux.HandleFunc("GET "+proto.EventsPath, h.events)
-	if is, ok := svc.(ImageService); ok {
+	is := cfg.Images
+	if is == nil {
+		is, _ = svc.(ImageService)
+	}
+	if is != nil {
 		h.registerImages(mux, is)
+	}
+	if ds, ok := svc.(DiskService); ok {
+		mux.HandleFunc("POST "+n+"/resize_disk", func(w http.ResponseWriter, r *http.Request) {
+			var c proto.ResizeDisk
+			if !decode(w, r, &c) {
+				return
+			}
+			h.replyCreated(w, ds.ResizeDisk(r.Context(), r.PathValue("project"), r.PathValue("node"), c))
+		})
 	}
 	if cfg.Metrics != nil {
 		mux.Handle("GET "+proto.MetricsPath, cfg.Metrics)

@@ -50,13 +50,6 @@ func (h *handlers) registerImages(mux *http.ServeMux, is ImageService) {
 		}
 		h.replyCreated(w, is.ResizeQemuImg(r.Context(), c))
 	})
-	mux.HandleFunc("POST /v1/projects/{project}/nodes/{node}/resize_disk", func(w http.ResponseWriter, r *http.Request) {
-		var c proto.ResizeDisk
-		if !decode(w, r, &c) {
-			return
-		}
-		h.replyCreated(w, is.ResizeDisk(r.Context(), r.PathValue("project"), r.PathValue("node"), c))
-	})
 	mux.HandleFunc("GET "+proto.QemuBinariesPath, func(w http.ResponseWriter, r *http.Request) {
 		var archs []string
 		if a := r.URL.Query().Get("archs"); a != "" {

@@ -50,14 +50,26 @@ const (
 	maxGSOBytes = 65507
 )
 
-// recvBatch is the receive state of one port, owned by its Serve loop.
-type recvBatch struct {
-	mem    []byte // batch slots, mmap'd: only the pages datagrams touch become resident
+// mmsgRecv is what the UDP and the packet ports' receive batches share: n
+// message slots of slot bytes in one mmap'd area (only the pages frames
+// touch become resident), one mmsghdr and iovec per message (the iovec
+// starting skip bytes into its slot), each message's source address and
+// control buffer where the port asks for them, and the recvmmsg call made
+// through the netpoller. It is owned by the port's receive loop.
+type mmsgRecv struct {
+	mem    []byte
+	slot   int
 	hdrs   []unix.Mmsghdr
 	iovs   []unix.Iovec
-	names  []unix.RawSockaddrInet6 // source addresses; nil on connected ports
-	ctrl   []byte                  // UDP_GRO control messages, groSpace each; nil without GRO
-	frames [][]byte                // reused result slice; grows to the largest batch seen
+	frames [][]byte // reused result slice; grows to the largest batch seen
+
+	// Where message i's source address (nameSize bytes at nameBase +
+	// i*nameSize) and control message (ctrlSize bytes of ctrl) go; nil
+	// when the port asks for none. The owner's typed slices keep them.
+	nameBase unsafe.Pointer
+	nameSize int
+	ctrl     []byte
+	ctrlSize int
 
 	// read's results, set by readFn (a method value made once, so that the
 	// closure rc.Read takes costs no allocation per call).
@@ -66,47 +78,38 @@ type recvBatch struct {
 	readFn func(fd uintptr) bool
 }
 
-func newRecvBatch(n int, withNames, gro bool) (*recvBatch, error) {
-	mem, err := unix.Mmap(-1, 0, n*slotSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+func (b *mmsgRecv) init(n, slot, skip int) error {
+	mem, err := unix.Mmap(-1, 0, n*slot, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
+		return os.NewSyscallError("mmap", err)
 	}
-	b := &recvBatch{
-		mem:    mem,
-		hdrs:   make([]unix.Mmsghdr, n),
-		iovs:   make([]unix.Iovec, n),
-		frames: make([][]byte, 0, n),
-	}
-	if withNames {
-		b.names = make([]unix.RawSockaddrInet6, n)
-	}
-	if gro {
-		b.ctrl = make([]byte, n*groSpace)
-	}
+	b.mem, b.slot = mem, slot
+	b.hdrs, b.iovs, b.frames = make([]unix.Mmsghdr, n), make([]unix.Iovec, n), make([][]byte, 0, n)
 	for i := range n {
-		b.iovs[i].Base = &mem[i*slotSize]
-		b.iovs[i].SetLen(slotSize)
+		b.iovs[i].Base = &mem[i*slot+skip]
+		b.iovs[i].SetLen(slot - skip)
 		b.hdrs[i].Hdr.Iov = &b.iovs[i]
 		b.hdrs[i].Hdr.Iovlen = 1
 	}
 	b.readFn = b.doRead
-	return b, nil
+	return nil
 }
 
 // free unmaps the slots; no frame read into them may be used afterwards.
-func (b *recvBatch) free() { unix.Munmap(b.mem) }
+func (b *mmsgRecv) free() { unix.Munmap(b.mem) }
 
-func (b *recvBatch) doRead(fd uintptr) bool {
+func (b *mmsgRecv) doRead(fd uintptr) bool {
 	for i := range b.hdrs {
-		if b.names != nil {
-			b.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-			b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		h := &b.hdrs[i].Hdr
+		if b.nameBase != nil {
+			h.Name = (*byte)(unsafe.Add(b.nameBase, i*b.nameSize))
+			h.Namelen = uint32(b.nameSize)
 		}
 		if b.ctrl != nil {
-			b.hdrs[i].Hdr.Control = &b.ctrl[i*groSpace]
-			b.hdrs[i].Hdr.SetControllen(groSpace)
+			h.Control = &b.ctrl[i*b.ctrlSize]
+			h.SetControllen(b.ctrlSize)
 		}
-		b.hdrs[i].Hdr.Flags = 0
+		h.Flags = 0
 	}
 	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), 0, 0, 0)
 	if e == unix.EAGAIN {
@@ -116,10 +119,10 @@ func (b *recvBatch) doRead(fd uintptr) bool {
 	return true
 }
 
-// read waits for datagrams and returns how many it read into the slots.
+// read waits for messages and returns how many it read into the slots.
 // err is non-nil when the socket is closed (net.ErrClosed wrapped) or the
 // call failed (a *os.SyscallError).
-func (b *recvBatch) read(rc syscall.RawConn) (int, error) {
+func (b *mmsgRecv) read(rc syscall.RawConn) (int, error) {
 	b.n, b.errno = 0, 0
 	if err := rc.Read(b.readFn); err != nil {
 		return 0, err
@@ -128,6 +131,29 @@ func (b *recvBatch) read(rc syscall.RawConn) (int, error) {
 		return 0, os.NewSyscallError("recvmmsg", b.errno)
 	}
 	return b.n, nil
+}
+
+// recvBatch is the receive state of one UDP port, owned by its Serve loop;
+// its ctrl holds the UDP_GRO control messages (groSpace each), nil without
+// GRO.
+type recvBatch struct {
+	mmsgRecv
+	names []unix.RawSockaddrInet6 // source addresses; nil on connected ports
+}
+
+func newRecvBatch(n int, withNames, gro bool) (*recvBatch, error) {
+	b := &recvBatch{}
+	if err := b.init(n, slotSize, 0); err != nil {
+		return nil, err
+	}
+	if withNames {
+		b.names = make([]unix.RawSockaddrInet6, n)
+		b.nameBase, b.nameSize = unsafe.Pointer(&b.names[0]), unix.SizeofSockaddrInet6
+	}
+	if gro {
+		b.ctrl, b.ctrlSize = make([]byte, n*groSpace), groSpace
+	}
+	return b, nil
 }
 
 // frame returns datagram i of the last read.

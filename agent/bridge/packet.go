@@ -244,69 +244,23 @@ const sizeofAuxdata = int(unsafe.Sizeof(unix.TpacketAuxdata{}))
 // auxSpace is the room for the PACKET_AUXDATA control message.
 var auxSpace = unix.CmsgSpace(sizeofAuxdata)
 
-// packetRecv is the receive state of one socket, owned by its loop.
+// packetRecv is the receive state of one socket, owned by its loop: each
+// frame's slot keeps vlanRoom bytes free in front of it, its source address
+// says its direction, and its PACKET_AUXDATA (auxSpace each, in ctrl) any
+// VLAN tag the kernel took out.
 type packetRecv struct {
-	mem    []byte
-	hdrs   []unix.Mmsghdr
-	iovs   []unix.Iovec
-	names  []unix.RawSockaddrLinklayer
-	ctrl   []byte
-	frames [][]byte
-
-	n      int
-	errno  syscall.Errno
-	readFn func(fd uintptr) bool
+	mmsgRecv
+	names []unix.RawSockaddrLinklayer
 }
 
 func newPacketRecv(n int) (*packetRecv, error) {
-	mem, err := unix.Mmap(-1, 0, n*packetSlot, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
+	b := &packetRecv{names: make([]unix.RawSockaddrLinklayer, n)}
+	if err := b.init(n, packetSlot, vlanRoom); err != nil {
+		return nil, err
 	}
-	b := &packetRecv{
-		mem:    mem,
-		hdrs:   make([]unix.Mmsghdr, n),
-		iovs:   make([]unix.Iovec, n),
-		names:  make([]unix.RawSockaddrLinklayer, n),
-		ctrl:   make([]byte, n*auxSpace),
-		frames: make([][]byte, 0, n),
-	}
-	for i := range n {
-		b.iovs[i].Base = &mem[i*packetSlot+vlanRoom]
-		b.iovs[i].SetLen(packetSlot - vlanRoom)
-		b.hdrs[i].Hdr.Iov = &b.iovs[i]
-		b.hdrs[i].Hdr.Iovlen = 1
-	}
-	b.readFn = b.doRead
+	b.nameBase, b.nameSize = unsafe.Pointer(&b.names[0]), unix.SizeofSockaddrLinklayer
+	b.ctrl, b.ctrlSize = make([]byte, n*auxSpace), auxSpace
 	return b, nil
-}
-
-func (b *packetRecv) doRead(fd uintptr) bool {
-	for i := range b.hdrs {
-		h := &b.hdrs[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-		h.Namelen = unix.SizeofSockaddrLinklayer
-		h.Control = &b.ctrl[i*auxSpace]
-		h.SetControllen(auxSpace)
-		h.Flags = 0
-	}
-	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), 0, 0, 0)
-	if e == unix.EAGAIN {
-		return false
-	}
-	b.n, b.errno = int(r), e
-	return true
-}
-
-func (b *packetRecv) read(rc syscall.RawConn) (int, error) {
-	b.n, b.errno = 0, 0
-	if err := rc.Read(b.readFn); err != nil {
-		return 0, err
-	}
-	if b.errno != 0 {
-		return 0, os.NewSyscallError("recvmmsg", b.errno)
-	}
-	return b.n, nil
 }
 
 // serve reads s until it is closed and hands the frames to the handler.
@@ -366,8 +320,6 @@ func (p *PacketPort) serve(s *packetSock) {
 		clear(frames)
 	}
 }
-
-func (b *packetRecv) free() { unix.Munmap(b.mem) }
 
 // auxVLAN returns the VLAN tag the kernel took out of a frame and reported
 // in its PACKET_AUXDATA control message (a tag the sender's NIC would have

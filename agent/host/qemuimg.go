@@ -25,11 +25,11 @@ var qemuImgFormats = []string{"qcow2", "qcow", "vpc", "vdi", "vmdk", "raw"}
 // QEMU images folder; an absolute one must be inside the images folder
 // or the projects folder (a project's own disks). Neither may leave its
 // folder, through ".." or a symbolic link.
-func (h *Host) diskPath(p string) (string, error) {
+func (im *Images) diskPath(p string) (string, error) {
 	if p == "" || strings.ContainsRune(p, 0) || len(p) > 4096 {
 		return "", proto.Errorf(proto.CodeInvalid, "Invalid disk path %q", p)
 	}
-	images := h.ImagesDir(TypeQemu)
+	images := im.ImagesDir(TypeQemu)
 	if err := os.MkdirAll(images, 0o755); err != nil {
 		return "", proto.Errorf(proto.CodeConflict, "%v", err)
 	}
@@ -38,7 +38,7 @@ func (h *Host) diskPath(p string) (string, error) {
 		full = filepath.Join(images, p)
 	}
 	full = filepath.Clean(full)
-	for _, root := range []string{images, filepath.Join(h.cfg.DataDir, "projects")} {
+	for _, root := range []string{images, filepath.Join(im.dataDir, "projects")} {
 		rel, err := filepath.Rel(root, full)
 		if err != nil || !filepath.IsLocal(rel) {
 			continue
@@ -82,7 +82,7 @@ func onOff(name, v string) error {
 
 // CreateQemuImg makes a disk image (GNS3's POST /qemu/img): qemu-img
 // create -f format [-o options] path sizeM. An existing file is a 409.
-func (h *Host) CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error {
+func (im *Images) CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error {
 	if !slices.Contains(qemuImgFormats, c.Format) {
 		return proto.Errorf(proto.CodeInvalid, "format must be one of %s", strings.Join(qemuImgFormats, ", "))
 	}
@@ -124,7 +124,7 @@ func (h *Host) CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error {
 		}
 		opts = append(opts, "refcount_bits="+strconv.Itoa(c.RefcountBits))
 	}
-	path, err := h.diskPath(c.Path)
+	path, err := im.diskPath(c.Path)
 	if err != nil {
 		return err
 	}
@@ -144,17 +144,17 @@ func (h *Host) CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) error {
 		os.Remove(path)
 		return proto.Errorf(proto.CodeConflict, "Could not create disk image '%s': %s", c.Path, bytes.TrimSpace(out))
 	}
-	h.log.Info("disk image created", "path", path, "format", c.Format, "size_mb", c.Size)
+	im.log.Info("disk image created", "path", path, "format", c.Format, "size_mb", c.Size)
 	return nil
 }
 
 // ResizeQemuImg grows a disk image (GNS3's PUT /qemu/img): qemu-img
 // resize path +extendM.
-func (h *Host) ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error {
+func (im *Images) ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) error {
 	if r.Extend < 1 || r.Extend > node.MaxDiskExtendMB {
 		return proto.Errorf(proto.CodeInvalid, "extend must be from 1 to %d MB", node.MaxDiskExtendMB)
 	}
-	path, err := h.diskPath(r.Path)
+	path, err := im.diskPath(r.Path)
 	if err != nil {
 		return err
 	}
@@ -188,20 +188,23 @@ func (h *Host) ResizeDisk(ctx context.Context, projectID, nodeID string, r proto
 	}
 	n.ops.Lock()
 	defer n.ops.Unlock()
-	return asProtoError(dr.ResizeDisk(ctx, r.DriveName, r.Extend), proto.CodeConflict)
+	if err := dr.ResizeDisk(ctx, r.DriveName, r.Extend); err != nil {
+		return asProtoError(err, proto.CodeConflict)
+	}
+	return nil
 }
 
 // ImageFile opens an image for reading (the web UI reads an appliance
 // file back after uploading it); names starting with "." or leaving the
 // folder are refused.
-func (h *Host) ImageFile(nodeType, rel string) (*os.File, error) {
+func (im *Images) ImageFile(nodeType, rel string) (*os.File, error) {
 	if err := imageType(nodeType); err != nil {
 		return nil, err
 	}
 	if rel == "" || !filepath.IsLocal(rel) || strings.HasPrefix(filepath.Base(rel), ".") {
 		return nil, proto.Errorf(proto.CodeForbidden, "Image %s is forbidden", rel)
 	}
-	root, err := os.OpenRoot(h.ImagesDir(nodeType))
+	root, err := os.OpenRoot(im.ImagesDir(nodeType))
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeNotFound, "Image %s doesn't exist", rel)
 	}

@@ -1,7 +1,11 @@
 package node
 
 import (
+	"fmt"
+	"net"
 	"os/exec"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -56,3 +60,23 @@ func (c *child) end(grace time.Duration) {
 
 // pid is the child's process id.
 func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// listenConsole binds a node's console port, *port on host, or another
+// one from free when someone took it while the node was stopped; *port,
+// guarded by mu, then names the new one (the node reports it).
+func listenConsole(mu *sync.Mutex, port *int, host string, free func() (net.Listener, error)) (net.Listener, error) {
+	mu.Lock()
+	want := *port
+	mu.Unlock()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(want)))
+	if err == nil {
+		return ln, nil
+	}
+	if ln, err = free(); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	mu.Lock()
+	*port = ln.Addr().(*net.TCPAddr).Port
+	mu.Unlock()
+	return ln, nil
+}

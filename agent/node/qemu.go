@@ -599,20 +599,9 @@ const qemuReplayBytes = 256 << 10
 // listenConsole binds the telnet console port, or another one when someone
 // took it while the node was stopped.
 func (q *Qemu) listenConsole() (net.Listener, error) {
-	q.mu.Lock()
-	port := q.console
-	q.mu.Unlock()
-	ln, err := net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, strconv.Itoa(port)))
-	if err != nil {
-		ln, err = net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("console: %w", err)
-		}
-		q.mu.Lock()
-		q.console = ln.Addr().(*net.TCPAddr).Port
-		q.mu.Unlock()
-	}
-	return ln, nil
+	return listenConsole(&q.mu, &q.console, q.cfg.ConsoleHost, func() (net.Listener, error) {
+		return net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, "0"))
+	})
 }
 
 // ResetConsole disconnects the telnet console's clients; the VM keeps

@@ -507,6 +507,9 @@ func (q *Qemu) ResizeDisk(ctx context.Context, drive string, extendMB int) error
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(q.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
 	disk, err := q.nodeDisk(drive, base)
 	if err != nil {
 		return err

@@ -291,18 +291,9 @@ func pcName(name, version string) string {
 // listenConsole binds the console port, or another one when someone took
 // it while the node was stopped (the node then reports the new port).
 func (v *VPCS) listenConsole() (net.Listener, error) {
-	v.mu.Lock()
-	port := v.console
-	v.mu.Unlock()
-	ln, err := net.Listen("tcp", net.JoinHostPort(v.cfg.ConsoleHost, strconv.Itoa(port)))
+	ln, err := listenConsole(&v.mu, &v.console, v.cfg.ConsoleHost, v.listenFree)
 	if err != nil {
-		ln, err = v.listenFree()
-		if err != nil {
-			return nil, fmt.Errorf("vpcs: console: %w", err)
-		}
-		v.mu.Lock()
-		v.console = ln.Addr().(*net.TCPAddr).Port
-		v.mu.Unlock()
+		return nil, fmt.Errorf("vpcs: %w", err)
 	}
 	return ln, nil
 }

@@ -115,6 +115,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(newLinkCollector(h))
 	handler := api.NewHandler(h, api.Config{
+		Images:   h.Images,
 		Secret:   cfg.Secret,
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Requests: metrics.NewHTTP(reg),

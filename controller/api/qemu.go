@@ -120,7 +120,8 @@ func (a *API) registerQemu(app *fiber.App) {
 	const local = "/v2/compute/qemu"
 	a.handle(app, "GET", local+"/images", listImages)
 	a.handle(app, "POST", local+"/images/{filename:.+}", a.qemu(a.uploadImage(fiber.StatusNoContent)))
-	a.handle(app, "GET", local+"/images/{filename:.+}", a.qemu(a.downloadImage))
+	// Streamed after the handler returns: its context must outlive it.
+	a.handleStream(app, "GET", local+"/images/{filename:.+}", a.qemu(a.downloadImage))
 	a.handle(app, "POST", local+"/img", a.qemu(a.createQemuImg))
 	a.handle(app, "PUT", local+"/img", a.qemu(a.resizeQemuImg))
 	a.handle(app, "GET", "/v2/compute/docker/images", a.dockerImages)

@@ -153,7 +153,7 @@ func TestForwardedComputeCalls(t *testing.T) {
 		msg          string
 	}{
 		{"GET", "/v2/computes/local/qemu/nothing/here", 404, "GET /qemu/nothing/here not found"},
-		{"POST", "/v2/computes/local/qemu/nothing", 404, "POST /qemu/nothing not found"},
+		{"POST", "/v2/computes/local/qemu/nothing", 404, "POST /qemu/nothing not found"}, // qemu/img is a route of its own (qemu.go)
 		{"PUT", "/v2/computes/local/vpcs/images", 404, "PUT /vpcs/images not found"},
 		{"POST", "/v2/computes/local/iou/images/i86bi.bin", 409, "iou is not supported by this server"},
 		{"GET", "/v2/computes/local/dynamips/idlepc", 409, "dynamips is not supported by this server"},
@@ -166,10 +166,17 @@ func TestForwardedComputeCalls(t *testing.T) {
 		}
 	}
 	const ep = "/v2/computes/endpoint/{compute_id}/{emulator}/{action:.+}"
-	r := s.must("GET", "/v2/computes/endpoint/local/docker/images/my%20image", nil, 200, ep)
-	if r.body["endpoint"] != "http://example.com/v2/computes/local/docker/images/my%20image" {
+	r := s.must("GET", "/v2/computes/endpoint/local/qemu/img", nil, 200, ep)
+	if r.body["endpoint"] != "http://example.com/v2/computes/local/qemu/img" {
 		t.Errorf("endpoint %s", r.raw)
 	}
+	// A QEMU image's upload endpoint has a route of its own, which checks
+	// the image's name first (qemu.go); the answer has the same shape.
+	r = s.must("GET", "/v2/computes/endpoint/local/qemu/images/my%20disk.qcow2", nil, 200, "/v2/computes/endpoint/{compute_id}/qemu/images/{filename:.+}")
+	if r.body["endpoint"] != "http://example.com/v2/computes/local/qemu/images/my%20disk.qcow2" {
+		t.Errorf("image endpoint %s", r.raw)
+	}
 	s.must("GET", "/v2/computes/endpoint/local/iou/images/x", nil, 409, ep)
-	s.must("GET", "/v2/computes/endpoint/ghost/docker/images/x", nil, 404, ep)
+	s.must("GET", "/v2/computes/endpoint/ghost/qemu/img", nil, 404, ep)
+	s.must("GET", "/v2/computes/endpoint/ghost/qemu/images/x", nil, 404, "/v2/computes/endpoint/{compute_id}/qemu/images/{filename:.+}")
 }
