@@ -116,7 +116,7 @@ func run(args []string) error {
 	fs.IntVar(&acfg.cycles, "api-cycles", 50, "with -api: start/stop capture cycles and node create+delete pairs")
 	fs.DurationVar(&acfg.get, "api-get", 3*time.Second, "with -api: length of the GET link throughput run")
 	fs.IntVar(&acfg.clients, "api-clients", 16, "with -api: concurrent keep-alive clients of the GET link run")
-	fs.IntVar(&acfg.lab, "api-lab", 200, "with -api: nodes of the lab-scale run (VPCS and switches, about 1.5 links a node); 0: none")
+	fs.IntVar(&acfg.lab, "api-lab", 200, "with -api: nodes of the lab-scale run (VPCS and switches in a loop-free tree: N-1 links); 0: none")
 	fs.BoolVar(&acfg.strace, "api-strace", true, "with -api: run the capture cycles again under strace to split start_capture's time")
 	if err := fs.Parse(args); err != nil {
 		return err
