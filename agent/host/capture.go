@@ -145,9 +145,14 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
 		Files:       spec.RingFiles,
 	}, captures.RingHooks{
-		Creating: func(name string) { markWriting(c.root, name) },
-		Closed:   func(name string) { unmarkWriting(c.root, name) },
-		Removed:  func(name string) { unmarkWriting(c.root, name) },
+		Creating: func(name string) {
+			if h.hooks.creating != nil {
+				h.hooks.creating(name)
+			}
+			markWriting(c.root, name)
+		},
+		Closed:  func(name string) { unmarkWriting(c.root, name) },
+		Removed: func(name string) { unmarkWriting(c.root, name) },
 		Began: func(name string) {
 			if h.hooks.began != nil {
 				h.hooks.began()
