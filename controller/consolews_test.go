@@ -47,35 +47,50 @@ func TestConsoleWebSocketReachesARealVPCSOnAnyAgent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		// VPCS may still be starting: type the command until its answer
-		// shows, reading everything as it comes.
-		var out bytes.Buffer
-		deadline := time.Now().Add(30 * time.Second)
-		answered := func() bool { return strings.Contains(out.String(), "NAME        : "+name+"[") }
-		for !answered() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no answer to 'show ip' over the WebSocket; got %q", name, out.String())
-			}
-			if err := conn.WriteMessage(websocket.TextMessage, []byte("show ip\r")); err != nil {
-				t.Fatal(err)
-			}
-			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		// VPCS may still be starting: type the command every 2 s until its
+		// answer shows; one reader takes every frame as it comes.
+		frames := make(chan []byte, 1024)
+		go func() {
+			defer close(frames)
 			for {
 				kind, msg, err := conn.ReadMessage()
 				if err != nil {
-					break // a read deadline: type again
+					return
 				}
 				if kind != websocket.BinaryMessage {
-					t.Fatalf("%s: a frame of kind %d", name, kind)
+					msg = []byte("<not a binary frame>")
 				}
-				out.Write(msg)
-				if answered() {
-					break
+				frames <- msg
+			}
+		}()
+		var out bytes.Buffer
+		deadline := time.After(45 * time.Second)
+		tick := time.NewTicker(2 * time.Second)
+		for !strings.Contains(out.String(), "NAME        : "+name+"[") {
+			if err := conn.WriteMessage(websocket.TextMessage, []byte("show ip\r")); err != nil {
+				t.Fatal(err)
+			}
+		wait:
+			for {
+				select {
+				case msg, ok := <-frames:
+					if !ok {
+						t.Fatalf("%s: the WebSocket closed; got %q", name, out.String())
+					}
+					out.Write(msg)
+					if strings.Contains(out.String(), "NAME        : "+name+"[") {
+						break wait
+					}
+				case <-tick.C:
+					break wait
+				case <-deadline:
+					t.Fatalf("%s: no answer to 'show ip' over the WebSocket; got %.2000q", name, out.String())
 				}
 			}
-			if websocket.IsUnexpectedCloseError(err) {
-				break
-			}
+		}
+		tick.Stop()
+		if strings.Contains(out.String(), "<not a binary frame>") {
+			t.Errorf("%s: the console sent a frame that is not binary", name)
 		}
 		conn.Close()
 	}

@@ -235,6 +235,12 @@ func run(args []string) error {
 		log.Error("load computes", "err", err)
 	}
 	symbolLib := symbols.New(filepath.Join(o.DataDir, "symbols"), log.With("component", "symbols"))
+	// The local agent's images folder (the agent keeps it in the same
+	// data directory): what include_images exports and imports install.
+	localImages := ""
+	if o.LocalAgent {
+		localImages = filepath.Join(o.DataDir, "images")
+	}
 	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
 		Computes:    registry.Agents, // the agent adapter: project.Service never sees the registry itself
@@ -243,6 +249,7 @@ func run(args []string) error {
 		// Beside the projects, as GNS3 keeps them in its controller file.
 		TemplatesFile: filepath.Join(o.DataDir, "templates.json"),
 		Symbols:       symbolLib.Size,
+		ImagesDir:     localImages,
 		Logger:        log.With("component", "projects"),
 	})
 	if err := projects.LoadTemplates(); err != nil {

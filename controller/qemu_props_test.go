@@ -248,7 +248,7 @@ func TestQemuUEFIAndTPMGuest(t *testing.T) {
 	}
 	c.call("POST", nodePath+"/start", nil, 200, &vm)
 	con := dialGuest(t, vm.ConsoleHost, vm.Console)
-	con.expect(t, 0, regexp.MustCompile(`labtap-guest ready efi`), 4*time.Minute)
+	con.expect(t, 0, regexp.MustCompile(`labtap-guest ready efi`), 8*time.Minute) // OVMF under TCG on a loaded host is slow
 	if out := con.run(t, "test -d /sys/firmware/efi && echo efi", time.Minute); strings.TrimSpace(out) != "efi" {
 		t.Fatalf("the guest sees no EFI firmware: %q", out)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -27,6 +28,19 @@ import (
 // (projects.go): a slow disk holds up the capture's own link, never the
 // agent's other calls. A capture whose files are still being closed keeps
 // its file name: a new capture of that name waits for the close.
+
+// captureOwner runs the captures of links: it starts, names, watches,
+// stops and closes them, and repairs those a crash left. Its state lives in
+// each project's projectCaptures, under that one's locks.
+type captureOwner struct {
+	projects *projectTable
+	filters  *filterCompiler
+	events   *events
+	log      *slog.Logger
+	buffered bool           // Config.BufferedCaptures
+	hooks    *hooks         // the Host's, for tests
+	wg       sync.WaitGroup // the goroutines watching captures
+}
 
 type hostCapture struct {
 	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
@@ -114,7 +128,7 @@ func (f *filterCompiler) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, 
 // frames; the limits of the spec end files (capspec.Spec). Asking again for
 // the running capture returns it unchanged; asking for another one while it
 // runs is a conflict. The spec is checked here: the agent's trust boundary.
-func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
+func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Check(true); err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -124,22 +138,22 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
 	// Compiling may take a while: not under the lock.
-	filter, err := h.compileCaptureFilter(spec)
+	filter, err := o.filters.compileCaptureFilter(spec)
 	if err != nil {
 		return proto.CaptureState{}, err
 	}
-	p, l, c, err := h.claimCapture(projectID, linkID, spec)
+	p, l, c, err := o.claimCapture(projectID, linkID, spec)
 	if err != nil || c == nil {
 		return proto.CaptureState{}, err
 	}
 	if c.tap != nil { // the same capture, running already
-		return h.captureStateOf(c), nil
+		return o.captureStateOf(c), nil
 	}
 	ring, err := captures.CreateRing(c.root, c.name, captures.Options{
 		Format:     spec.Format,
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
-		BufferedIO: h.cfg.BufferedCaptures,
+		BufferedIO: o.buffered,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
@@ -154,8 +168,8 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 		Closed:  func(name string) { unmarkWriting(c.root, name) },
 		Removed: func(name string) { unmarkWriting(c.root, name) },
 		Began: func(name string) {
-			if h.hooks.began != nil {
-				h.hooks.began()
+			if o.hooks.began != nil {
+				o.hooks.began()
 			}
 			// The ring's goroutine runs from its first file on: a file can
 			// begin (capture_max_seconds) before StartCapture has set c.tap.
@@ -163,13 +177,13 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 			if c.tap == nil {
 				return // the start failed
 			}
-			h.captureRotated(projectID, l, c, name)
-			st := h.captureStateOf(c)
-			h.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
+			o.captureRotated(projectID, l, c, name)
+			st := o.captureStateOf(c)
+			o.events.publish(proto.Event{Kind: proto.EventCaptureRotated, ProjectID: projectID, LinkID: linkID, Capture: &st})
 		},
 	})
-	if err == nil && h.hooks.ringMade != nil {
-		h.hooks.ringMade()
+	if err == nil && o.hooks.ringMade != nil {
+		o.hooks.ringMade()
 	}
 	p.caps.mu.Lock()
 	if err != nil {
@@ -192,15 +206,15 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 	}
 	p.caps.mu.Unlock()
 	close(c.ready)
-	h.wg.Go(func() { h.watchCapture(projectID, p, l, c) })
+	o.wg.Go(func() { o.watchCapture(projectID, p, l, c) })
 	if stopped {
-		h.closeCapture(p, c)
+		o.closeCapture(p, c)
 		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "the capture was stopped while it started")
 	}
 	name, path := ring.Current()
-	h.log.Info("capture started", "project", projectID, "link", linkID, "file", path, "name", name,
+	o.log.Info("capture started", "project", projectID, "link", linkID, "file", path, "name", name,
 		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "ring_files", spec.RingFiles)
-	return h.captureStateOf(c), nil
+	return o.captureStateOf(c), nil
 }
 
 // claimCapture makes c the link's capture, its files yet to be made, once
@@ -212,9 +226,9 @@ func (h *Host) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (p
 // until its files are closed. The captures folder is read under the
 // project's nameMu only, which no other call than a capture start waits
 // for.
-func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
+func (o *captureOwner) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
 	for {
-		p, l, err := h.lockLink(projectID, linkID)
+		p, l, err := o.projects.lockLink(projectID, linkID)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -239,13 +253,13 @@ func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*
 			if busyRunning {
 				return nil, nil, nil, proto.Errorf(proto.CodeConflict, "capture file name %s is in use by another capture", spec.FileName)
 			}
-			if h.hooks.nameBusy != nil {
-				h.hooks.nameBusy()
+			if o.hooks.nameBusy != nil {
+				o.hooks.nameBusy()
 			}
 			<-busy.closed // the files of that name are being closed
 			continue
 		}
-		c, retry, err := h.nameCapture(p, l, spec)
+		c, retry, err := o.nameCapture(p, l, spec)
 		if err != nil || !retry {
 			return p, l, c, err
 		}
@@ -255,11 +269,11 @@ func (h *Host) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*
 // nameCapture names a new capture of link l and claims the name and the
 // link for it, unless the link or the names changed while the folder was
 // read: then it asks for a retry.
-func (h *Host) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) (c *hostCapture, retry bool, err error) {
+func (o *captureOwner) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) (c *hostCapture, retry bool, err error) {
 	p.caps.nameMu.Lock()
 	defer p.caps.nameMu.Unlock()
-	if h.hooks.naming != nil {
-		h.hooks.naming()
+	if o.hooks.naming != nil {
+		o.hooks.naming()
 	}
 	root, err := p.caps.rootLocked()
 	if err != nil {
@@ -382,7 +396,7 @@ func endName(ep proto.Endpoint, def string) string {
 // watchCapture notices a capture that ends by itself (a failed write, or a
 // limit without a ring), detaches it from the relay and tells the
 // controller.
-func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
+func (o *captureOwner) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
 	ring := c.tap.ring
 	<-ring.Done()
 	p.caps.mu.Lock()
@@ -395,10 +409,10 @@ func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCa
 		l.relay.SetTap(nil)
 	}
 	p.caps.mu.Unlock()
-	h.closeCapture(p, c)
-	st := h.captureStateOf(c)
+	o.closeCapture(p, c)
+	st := o.captureStateOf(c)
 	if err := ring.Err(); err != nil {
-		h.log.Error("capture ended by itself", "project", projectID, "link", l.spec.LinkID, "err", err)
+		o.log.Error("capture ended by itself", "project", projectID, "link", l.spec.LinkID, "err", err)
 		// The writer cuts a failed write back off; should that cut have
 		// failed too, Repair does it now that nothing writes. If the
 		// project closed meanwhile, the mark stays and the next open
@@ -406,35 +420,35 @@ func (h *Host) watchCapture(projectID string, p *project, l *hostLink, c *hostCa
 		name, _ := ring.Current()
 		switch cut, err := captures.Repair(c.root, name); {
 		case err != nil:
-			h.log.Warn("repair a capture that ended by itself", "file", name, "err", err)
+			o.log.Warn("repair a capture that ended by itself", "file", name, "err", err)
 		default:
 			if cut > 0 {
-				h.log.Warn("capture repaired after it ended", "file", name, "bytes_cut", cut)
+				o.log.Warn("capture repaired after it ended", "file", name, "bytes_cut", cut)
 			}
 			unmarkWriting(c.root, name)
 		}
 	} else {
-		h.log.Info("capture ended at its limit", "project", projectID, "link", l.spec.LinkID, "why", st.Limit)
+		o.log.Info("capture ended at its limit", "project", projectID, "link", l.spec.LinkID, "why", st.Limit)
 	}
-	h.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
+	o.events.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
 
 // StopCapture stops a link's capture and returns its final state, once
 // every frame the link forwarded before the stop is in the file. Stopping a
 // link that is not capturing succeeds. Only this call waits for the files
 // to be closed: the agent's other calls go on meanwhile.
-func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
-	p, l, err := h.lockLink(projectID, linkID)
+func (o *captureOwner) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
+	p, l, err := o.projects.lockLink(projectID, linkID)
 	if err != nil {
 		return proto.CaptureState{}, err
 	}
-	c := h.detachCapture(p, l)
+	c := o.detachCapture(p, l)
 	p.caps.mu.Lock()
 	last := p.caps.byLink[linkID]
 	p.caps.mu.Unlock()
 	p.mu.Unlock()
 	if c != nil {
-		h.closeCapture(p, c)
+		o.closeCapture(p, c)
 	}
 	if last == nil {
 		return proto.CaptureState{}, nil
@@ -443,13 +457,13 @@ func (h *Host) StopCapture(projectID, linkID string) (proto.CaptureState, error)
 		return proto.CaptureState{FileName: last.name, Spec: last.spec}, nil
 	}
 	<-last.closed
-	return h.captureStateOf(last), nil
+	return o.captureStateOf(last), nil
 }
 
 // detachCapture stops giving a link's frames to its capture and returns
 // the capture, whose files the caller closes with closeCapture after
 // releasing p.mu; nil when the link is not capturing. p.mu must be held.
-func (h *Host) detachCapture(p *project, l *hostLink) *hostCapture {
+func (o *captureOwner) detachCapture(p *project, l *hostLink) *hostCapture {
 	p.caps.mu.Lock()
 	defer p.caps.mu.Unlock()
 	c := p.caps.byLink[l.spec.LinkID]
@@ -464,13 +478,13 @@ func (h *Host) detachCapture(p *project, l *hostLink) *hostCapture {
 // closeCapture closes a detached capture's files, writing every frame
 // queued so far (later ones are ignored), then frees its file name. No
 // lock may be held: this is the disk's time.
-func (h *Host) closeCapture(p *project, c *hostCapture) {
+func (o *captureOwner) closeCapture(p *project, c *hostCapture) {
 	<-c.ready
 	if c.tap == nil {
 		return // its start failed, and freed the name
 	}
-	if h.hooks.closing != nil {
-		h.hooks.closing()
+	if o.hooks.closing != nil {
+		o.hooks.closing()
 	}
 	select {
 	case <-c.closed:
@@ -478,7 +492,7 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 	default:
 	}
 	if err := c.tap.ring.Close(); err != nil {
-		h.log.Warn("capture ended badly", "file", c.name, "err", err)
+		o.log.Warn("capture ended badly", "file", c.name, "err", err)
 	}
 	p.caps.mu.Lock()
 	if p.caps.closing[c.name] == c {
@@ -491,26 +505,26 @@ func (h *Host) closeCapture(p *project, c *hostCapture) {
 	}
 	p.caps.mu.Unlock()
 	frames, _, dropped, files := c.tap.ring.Stats()
-	h.log.Info("capture stopped", "file", c.name, "frames", frames, "dropped", dropped,
+	o.log.Info("capture stopped", "file", c.name, "frames", frames, "dropped", dropped,
 		"filtered", c.tap.filtered.Load(), "files", files)
 }
 
 // Capture returns a link's capture state.
-func (h *Host) Capture(projectID, linkID string) (proto.CaptureState, error) {
-	c, err := h.linkCapture(projectID, linkID)
+func (o *captureOwner) Capture(projectID, linkID string) (proto.CaptureState, error) {
+	c, err := o.linkCapture(projectID, linkID)
 	if err != nil || c == nil {
 		return proto.CaptureState{}, err
 	}
-	return h.captureStateOf(c), nil
+	return o.captureStateOf(c), nil
 }
 
 // CaptureFile returns a link's running capture, for streaming.
-func (h *Host) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
-	c, err := h.linkCapture(projectID, linkID)
+func (o *captureOwner) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
+	c, err := o.linkCapture(projectID, linkID)
 	if err != nil {
 		return nil, err
 	}
-	if c == nil || h.captureDone(c) {
+	if c == nil || o.captureDone(c) {
 		return nil, proto.Errorf(proto.CodeConflict, "Nothing to stream because there is no packet capture active")
 	}
 	<-c.ready
@@ -521,8 +535,8 @@ func (h *Host) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
 }
 
 // linkCapture returns a link's running or last capture, nil if none.
-func (h *Host) linkCapture(projectID, linkID string) (*hostCapture, error) {
-	p, _, err := h.lockLink(projectID, linkID)
+func (o *captureOwner) linkCapture(projectID, linkID string) (*hostCapture, error) {
+	p, _, err := o.projects.lockLink(projectID, linkID)
 	if err != nil {
 		return nil, err
 	}
@@ -533,15 +547,15 @@ func (h *Host) linkCapture(projectID, linkID string) (*hostCapture, error) {
 }
 
 // captureDone reports whether a capture has stopped.
-func (h *Host) captureDone(c *hostCapture) bool {
+func (o *captureOwner) captureDone(c *hostCapture) bool {
 	c.owner.mu.Lock()
 	defer c.owner.mu.Unlock()
 	return c.done
 }
 
 // captureStateOf returns what a capture reports. No lock may be held.
-func (h *Host) captureStateOf(c *hostCapture) proto.CaptureState {
-	return stateOf(c, !h.captureDone(c))
+func (o *captureOwner) captureStateOf(c *hostCapture) proto.CaptureState {
+	return stateOf(c, !o.captureDone(c))
 }
 
 // stateOf returns what a capture reports, its files made.

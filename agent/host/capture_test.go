@@ -203,7 +203,7 @@ func within(t *testing.T, what string, call func()) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s was blocked by a capture being closed", what)
+		t.Fatalf("%s was blocked", what)
 	}
 }
 

@@ -143,7 +143,6 @@ type Host struct {
 
 	ctx    context.Context // lifetime of the relay goroutines
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // capture goroutines
 
 	vpcsOnce sync.Once
 	vpcs     *node.VPCSProgram
@@ -168,7 +167,8 @@ type Host struct {
 	events                // what the controller follows (Subscribe); see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
-	projects projectTable // see projects.go for the locks and their order
+	projects      projectTable // see projects.go for the locks and their order
+	*captureOwner              // the captures of links (StartCapture, ...)
 
 	hooks hooks // tests open race windows with them
 }
@@ -294,6 +294,8 @@ func New(cfg Config) *Host {
 	}
 	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
 	h.filterCompiler = &filterCompiler{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
+	h.captureOwner = &captureOwner{projects: &h.projects, filters: h.filterCompiler, events: &h.events, log: cfg.Logger,
+		buffered: cfg.BufferedCaptures, hooks: &h.hooks}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
@@ -473,7 +475,7 @@ func (h *Host) Close() error {
 	}
 	h.events.closeAll()
 	h.cancel()
-	h.wg.Wait()
+	h.captureOwner.wg.Wait()
 	h.relay.wg.Wait()
 	return nil
 }
@@ -489,7 +491,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	if !ok && !builtin(spec.NodeType) {
 		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
 	}
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return proto.NodeState{}, err
 	}
@@ -716,7 +718,7 @@ func (h *Host) nodeState(n *hostNode) proto.NodeState {
 }
 
 func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -838,7 +840,7 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 // DeleteNode stops a node, removes the links on its ports and forgets it.
 // Its directory stays. Deleting an unknown node does nothing.
 func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return err
 	}

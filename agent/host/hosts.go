@@ -38,7 +38,7 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
 		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
 	}
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return proto.TunnelPort{}, err
 	}
@@ -82,7 +82,7 @@ func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 
 // ReleaseTunnelPort frees a reservation no link took; an unknown one is fine.
 func (h *Host) ReleaseTunnelPort(projectID, id string) error {
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (h *Host) nodeStopped(n *hostNode) {
 // links with their specs, and the captures running on them.
 func (h *Host) State() proto.AgentState {
 	out := proto.AgentState{Projects: []proto.ProjectState{}}
-	for _, p := range h.openProjects() {
+	for _, p := range h.projects.openProjects() {
 		select {
 		case <-p.opened:
 		default:
@@ -248,7 +248,7 @@ func unmarkWriting(root *os.Root, name string) {
 // repairCaptures repairs the captures a dead agent left marked in the
 // captures folder of a project being opened. It holds only the project's
 // nameMu, which nothing else waits for until the project is opened.
-func (h *Host) repairCaptures(p *project) {
+func (o *captureOwner) repairCaptures(p *project) {
 	p.caps.nameMu.Lock()
 	defer p.caps.nameMu.Unlock()
 	root, err := p.caps.rootLocked()
@@ -264,15 +264,15 @@ func (h *Host) repairCaptures(p *project) {
 		if !ok || !capspec.ValidFileName(name) {
 			continue
 		}
-		if h.hooks.repairing != nil {
-			h.hooks.repairing()
+		if o.hooks.repairing != nil {
+			o.hooks.repairing()
 		}
 		cut, err := captures.Repair(root, name)
 		if err != nil {
-			h.log.Warn("repair a capture left by a crash", "project", p.id, "file", name, "err", err)
+			o.log.Warn("repair a capture left by a crash", "project", p.id, "file", name, "err", err)
 			continue
 		}
 		unmarkWriting(root, name)
-		h.log.Info("capture left by a crash repaired", "project", p.id, "file", name, "bytes_cut", cut)
+		o.log.Info("capture left by a crash repaired", "project", p.id, "file", name, "bytes_cut", cut)
 	}
 }

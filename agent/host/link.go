@@ -48,7 +48,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		spec.DataLinkType = capspec.DefaultDataLinkType
 	}
 	var cached compiledBPF
-	if p, err := h.lockProject(projectID); err == nil {
+	if p, err := h.projects.lockProject(projectID); err == nil {
 		if l, ok := p.links[spec.LinkID]; ok {
 			cached = l.bpf
 		}
@@ -64,7 +64,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		return err
 	}
 
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return err
 	}
@@ -324,7 +324,7 @@ func sameEnds(a, b proto.LinkSpec) bool {
 
 // Link returns the state of a link's relay: its counters and its ends.
 func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
-	p, l, err := h.lockLink(projectID, linkID)
+	p, l, err := h.projects.lockLink(projectID, linkID)
 	if err != nil {
 		return proto.LinkState{}, err
 	}
@@ -356,7 +356,7 @@ func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
 // DeleteLink stops a link's relay and capture (the capture file stays
 // valid) and closes its tunnels. Deleting an unknown link does nothing.
 func (h *Host) DeleteLink(projectID, linkID string) error {
-	p, err := h.lockProject(projectID)
+	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/labtap/labtap/proto"
 )
@@ -21,41 +20,28 @@ func hold(t *testing.T) (hook func(), entered <-chan struct{}, release func()) {
 	return func() { once.Do(func() { close(in); <-out }) }, in, release
 }
 
-// notBlocked fails the test when call does not return within a generous
-// deadline: it was blocked.
-func notBlocked(t *testing.T, what string, call func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); call() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s was blocked", what)
-	}
-}
-
 // otherCallsGoOn checks that calls needing the agent's state, on the open
 // test project and its link, are not blocked.
 func otherCallsGoOn(t *testing.T, h *Host, why string) {
 	t.Helper()
-	notBlocked(t, "State "+why, func() { h.State() })
-	notBlocked(t, "Metrics "+why, func() { h.Metrics() })
-	notBlocked(t, "Link "+why, func() {
+	within(t, "State "+why, func() { h.State() })
+	within(t, "Metrics "+why, func() { h.Metrics() })
+	within(t, "Link "+why, func() {
 		if _, err := h.Link(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
-	notBlocked(t, "Capture "+why, func() {
+	within(t, "Capture "+why, func() {
 		if _, err := h.Capture(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
-	notBlocked(t, "CreateNode "+why, func() {
+	within(t, "CreateNode "+why, func() {
 		if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: testNodeC, NodeType: "vpcs", Name: "C"}); err != nil {
 			t.Error(err)
 		}
 	})
-	notBlocked(t, "ReserveTunnelPort "+why, func() {
+	within(t, "ReserveTunnelPort "+why, func() {
 		if _, err := h.ReserveTunnelPort(testProject, "r1"); err != nil {
 			t.Error(err)
 		}
@@ -99,17 +85,25 @@ func TestASlowRepairOfAnOpeningProjectBlocksNoOtherAgentCall(t *testing.T) {
 	}
 }
 
-func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
-	h := linkedHost(t)
-	// The disk is slow: reading the captures folder waits for the test.
+// startNamingHeld starts a capture of the test link whose naming (the
+// read of the captures folder: a slow disk) waits for release; it returns
+// once the naming is held, with the channel StartCapture's error comes on.
+func startNamingHeld(t *testing.T, h *Host, file string) (started <-chan error, release func()) {
+	t.Helper()
 	hook, entered, release := hold(t)
 	h.hooks.naming = hook
-	started := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
-		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "slow.pcap"})
-		started <- err
+		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: file})
+		done <- err
 	}()
 	<-entered
+	return done, release
+}
+
+func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
+	h := linkedHost(t)
+	started, release := startNamingHeld(t, h, "slow.pcap")
 
 	otherCallsGoOn(t, h, "while a capture is named")
 
@@ -124,15 +118,8 @@ func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
 
 func TestACaptureStartRacingALinkDeleteLeavesNoCapture(t *testing.T) {
 	h := linkedHost(t)
-	hook, entered, release := hold(t)
-	h.hooks.naming = hook
-	started := make(chan error, 1)
-	go func() {
-		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "gone.pcap"})
-		started <- err
-	}()
-	<-entered
-	notBlocked(t, "DeleteLink while a capture of the link is named", func() {
+	started, release := startNamingHeld(t, h, "gone.pcap")
+	within(t, "DeleteLink while a capture of the link is named", func() {
 		if err := h.DeleteLink(testProject, testLink); err != nil {
 			t.Error(err)
 		}

@@ -35,7 +35,7 @@ type CaptureMetrics struct {
 // relays: each is exact, the set is not one instant.
 func (h *Host) Metrics() []LinkMetrics {
 	var out []LinkMetrics
-	for _, p := range h.openProjects() {
+	for _, p := range h.projects.openProjects() {
 		p.mu.Lock()
 		p.caps.mu.Lock()
 		for _, l := range p.links {
@@ -66,7 +66,7 @@ func (h *Host) Metrics() []LinkMetrics {
 // file, and logs it. Ring-file captures call it where they announce a new
 // file (capture.rotated); labtap_capture_files_rotated_total counts the
 // ring's files instead (Metrics), as two may begin between two calls.
-func (h *Host) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
+func (o *captureOwner) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
 	n := c.rotations.Add(1)
-	h.log.Info("capture rotated", "project", projectID, "link", l.spec.LinkID, "file", file, "rotations", n)
+	o.log.Info("capture rotated", "project", projectID, "link", l.spec.LinkID, "file", file, "rotations", n)
 }

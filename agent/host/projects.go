@@ -109,10 +109,10 @@ func notOpen(id string) error {
 }
 
 // project returns an open project, once it is ready.
-func (h *Host) project(id string) (*project, error) {
-	h.projects.mu.Lock()
-	p, ok := h.projects.open[id]
-	h.projects.mu.Unlock()
+func (t *projectTable) project(id string) (*project, error) {
+	t.mu.Lock()
+	p, ok := t.open[id]
+	t.mu.Unlock()
 	if !ok {
 		return nil, notOpen(id)
 	}
@@ -122,8 +122,8 @@ func (h *Host) project(id string) (*project, error) {
 
 // lockProject returns an open project with p.mu held; the caller unlocks
 // it.
-func (h *Host) lockProject(id string) (*project, error) {
-	p, err := h.project(id)
+func (t *projectTable) lockProject(id string) (*project, error) {
+	p, err := t.project(id)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +137,8 @@ func (h *Host) lockProject(id string) (*project, error) {
 
 // lockLink returns a link of an open project with p.mu held; the caller
 // unlocks it.
-func (h *Host) lockLink(projectID, linkID string) (*project, *hostLink, error) {
-	p, err := h.lockProject(projectID)
+func (t *projectTable) lockLink(projectID, linkID string) (*project, *hostLink, error) {
+	p, err := t.lockProject(projectID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,11 +151,11 @@ func (h *Host) lockLink(projectID, linkID string) (*project, *hostLink, error) {
 }
 
 // openProjects lists the projects open now.
-func (h *Host) openProjects() []*project {
-	h.projects.mu.Lock()
-	defer h.projects.mu.Unlock()
-	out := make([]*project, 0, len(h.projects.open))
-	for _, p := range h.projects.open {
+func (t *projectTable) openProjects() []*project {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*project, 0, len(t.open))
+	for _, p := range t.open {
 		out = append(out, p)
 	}
 	return out

@@ -25,7 +25,6 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/symbols"
 	"github.com/labtap/labtap/metrics"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/valyala/fasthttp"
 )
 
@@ -110,10 +109,20 @@ type API struct {
 	projects *project.Service
 	computes Computes
 	hub      *notify.Hub
-	schemas  map[string]*jsonschema.Schema
+	*decoder
 	routes   []Route
 	settings *settingsStore
 }
+
+// resource is what the handlers of one resource of a project need: the
+// request decoder and the projects. Each resource's handler type
+// (nodeRoutes, linkRoutes, ...) is one.
+type resource struct {
+	*decoder
+	projects *project.Service
+}
+
+func (a *API) resource() resource { return resource{a.decoder, a.projects} }
 
 // Route is one registered route: its method and GNS3 template.
 type Route struct {
@@ -174,7 +183,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, schemas: schemas,
+	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, decoder: &decoder{schemas: schemas, maxBody: cfg.MaxJSONBody},
 		settings: newSettingsStore(cfg.SettingsFile)}
 	if a.settings.broken != nil {
 		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
@@ -296,40 +305,43 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", compute+"/docker/images", a.dockerImages)
 	a.handleStream(app, "GET", "/v2/notifications", a.controllerNotifications)
 	a.handleStream(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
-	a.handle(app, "GET", projects, a.listProjects)
-	a.handle(app, "POST", projects, a.createProject)
-	a.handle(app, "GET", project, a.getProject)
-	a.handle(app, "PUT", project, a.updateProject)
-	a.handle(app, "DELETE", project, a.deleteProject)
-	a.handle(app, "POST", project+"/open", a.openProject)
-	a.handle(app, "POST", project+"/close", a.closeProject)
-	a.handle(app, "GET", project+"/stats", a.projectStats)
+	pr := projectRoutes{a.resource()}
+	a.handle(app, "GET", projects, pr.listProjects)
+	a.handle(app, "POST", projects, pr.createProject)
+	a.handle(app, "GET", project, pr.getProject)
+	a.handle(app, "PUT", project, pr.updateProject)
+	a.handle(app, "DELETE", project, pr.deleteProject)
+	a.handle(app, "POST", project+"/open", pr.openProject)
+	a.handle(app, "POST", project+"/close", pr.closeProject)
+	a.handle(app, "GET", project+"/stats", pr.projectStats)
 	a.handleStream(app, "GET", project+"/notifications", a.projectNotifications)
 	a.handleStream(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
-	a.handle(app, "GET", nodes, a.listNodes)
-	a.handle(app, "POST", nodes, a.createNode)
-	a.handle(app, "POST", nodes+"/start", a.allNodes(a.projects.StartAll))
-	a.handle(app, "POST", nodes+"/stop", a.allNodes(a.projects.StopAll))
-	a.handle(app, "POST", nodes+"/suspend", a.allNodes(a.projects.SuspendAll))
-	a.handle(app, "POST", nodes+"/reload", a.allNodes(a.projects.ReloadAll))
-	a.handle(app, "GET", node, a.getNode)
-	a.handle(app, "PUT", node, a.updateNode)
-	a.handle(app, "DELETE", node, a.deleteNode)
-	a.handle(app, "POST", node+"/start", a.nodeStatus(a.projects.StartNode))
-	a.handle(app, "POST", node+"/stop", a.nodeStatus(a.projects.StopNode))
-	a.handle(app, "POST", node+"/suspend", a.nodeStatus(a.projects.SuspendNode))
-	a.handle(app, "POST", node+"/reload", a.nodeStatus(a.projects.ReloadNode))
-	a.handle(app, "GET", node+"/links", a.nodeLinks)
+	nr := nodeRoutes{a.resource()}
+	a.handle(app, "GET", nodes, nr.listNodes)
+	a.handle(app, "POST", nodes, nr.createNode)
+	a.handle(app, "POST", nodes+"/start", nr.allNodes(a.projects.StartAll))
+	a.handle(app, "POST", nodes+"/stop", nr.allNodes(a.projects.StopAll))
+	a.handle(app, "POST", nodes+"/suspend", nr.allNodes(a.projects.SuspendAll))
+	a.handle(app, "POST", nodes+"/reload", nr.allNodes(a.projects.ReloadAll))
+	a.handle(app, "GET", node, nr.getNode)
+	a.handle(app, "PUT", node, nr.updateNode)
+	a.handle(app, "DELETE", node, nr.deleteNode)
+	a.handle(app, "POST", node+"/start", nr.nodeStatus(a.projects.StartNode))
+	a.handle(app, "POST", node+"/stop", nr.nodeStatus(a.projects.StopNode))
+	a.handle(app, "POST", node+"/suspend", nr.nodeStatus(a.projects.SuspendNode))
+	a.handle(app, "POST", node+"/reload", nr.nodeStatus(a.projects.ReloadNode))
+	a.handle(app, "GET", node+"/links", nr.nodeLinks)
 	a.registerQemu(app)
 	a.handle(app, "GET", templates, a.listTemplates)
 	a.handle(app, "GET", templates+"/{template_id}", a.getTemplate)
 	a.handle(app, "POST", project+"/templates/{template_id}", a.createFromTemplate)
-	a.handle(app, "GET", links, a.listLinks)
-	a.handle(app, "POST", links, a.createLink)
-	a.handle(app, "GET", link, a.getLink)
-	a.handle(app, "PUT", link, a.updateLink)
-	a.handle(app, "DELETE", link, a.deleteLink)
-	a.handle(app, "GET", link+"/available_filters", a.availableFilters)
+	lr := linkRoutes{a.resource()}
+	a.handle(app, "GET", links, lr.listLinks)
+	a.handle(app, "POST", links, lr.createLink)
+	a.handle(app, "GET", link, lr.getLink)
+	a.handle(app, "PUT", link, lr.updateLink)
+	a.handle(app, "DELETE", link, lr.deleteLink)
+	a.handle(app, "GET", link+"/available_filters", lr.availableFilters)
 	a.handle(app, "POST", link+"/start_capture", a.startCapture)
 	a.handle(app, "POST", link+"/stop_capture", a.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", a.pcap)

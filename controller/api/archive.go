@@ -71,10 +71,11 @@ func (a *API) registerArchive(app *fiber.App) {
 	a.handle(app, "GET", p+"/export", a.exportProject)
 	a.handle(app, "POST", p+"/import", a.importProject)
 	a.handle(app, "POST", p+"/duplicate", a.duplicateProject)
-	a.handle(app, "GET", p+"/snapshots", a.listSnapshots)
-	a.handle(app, "POST", p+"/snapshots", a.createSnapshot)
-	a.handle(app, "DELETE", p+"/snapshots/{snapshot_id}", a.deleteSnapshot)
-	a.handle(app, "POST", p+"/snapshots/{snapshot_id}/restore", a.restoreSnapshot)
+	sr := snapshotRoutes{a.resource()}
+	a.handle(app, "GET", p+"/snapshots", sr.listSnapshots)
+	a.handle(app, "POST", p+"/snapshots", sr.createSnapshot)
+	a.handle(app, "DELETE", p+"/snapshots/{snapshot_id}", sr.deleteSnapshot)
+	a.handle(app, "POST", p+"/snapshots/{snapshot_id}/restore", sr.restoreSnapshot)
 }
 
 // yes reads one of GNS3's yes/no query parameters: "yes" in any case is

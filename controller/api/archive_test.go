@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"mime/multipart"
 	"net"
@@ -56,7 +57,8 @@ func newArchiveLab(t *testing.T, maxImport int64) *archiveLab {
 	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
-	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir, Version: "2.2.59"}})
+	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir, Version: "2.2.59"},
+		ImagesDir: filepath.Join(data, "images")})
 	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Hub: l.hub, Context: ctx, Version: "2.2.59",
 		MaxImportSize: maxImport, Load: func() (float64, float64) { return 12.5, 40 }})
 	if err != nil {
@@ -421,11 +423,12 @@ func TestExportReplyIsGNS3s(t *testing.T) {
 	if e := ls.expect(t, "log.info")[0]; e.Event["message"] != fmt.Sprintf("Project %s exported (%d bytes)", `lab "ü"`, len(data)) {
 		t.Errorf("log.info %v", e.Event)
 	}
-	// include_images: none are kept here, and the listeners are told.
-	l.exportOf(pid, "?include_images=yes")
-	if e := ls.expect(t, "log.warning", "log.info")[0]; !strings.Contains(fmt.Sprint(e.Event["message"]), "no images") {
-		t.Errorf("log.warning %v", e.Event)
+	// include_images with no QEMU node: no images, nothing to warn of
+	// (TestImagesTravelWithPortableProjects has them).
+	if _, names := l.exportOf(pid, "?include_images=yes"); names[0] != "project.gns3" {
+		t.Errorf("export starts with %s", names[0])
 	}
+	ls.expect(t, "log.info")
 	resp, body := l.send("GET", "/v2/projects/"+pid+"/export?compression=gzip", "", nil)
 	expectError(t, resp, body, 400, "unknown compression", rExport)
 	resp, body = l.send("GET", "/v2/projects/00000000-0000-4000-8000-000000000000/export", "", nil)
@@ -1076,5 +1079,97 @@ func TestLoadFinishesWhatACrashCutShort(t *testing.T) {
 	want := []string{id + "/README.txt", id + "/from-gns3.gns3", id + "/project-files/captures/a.pcap", id + "/snapshots/snapshots.conf"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("files after the crash: %q\nwant %q", names, want)
+	}
+}
+
+// withImages is a GNS3 archive with image entries first, as GNS3 writes
+// them.
+func withImages(t *testing.T, arch []byte, images map[string]string) []byte {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(arch), int64(len(arch)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, name := range slices.Sorted(maps.Keys(images)) {
+		w, _ := zw.Create(name)
+		w.Write([]byte(images[name]))
+	}
+	for _, f := range zr.File {
+		if err := zw.Copy(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+// include_images (spec 2.4): an import installs the archive's
+// images/QEMU/ into the local images folder, never over an image of the
+// same name with other content; an export with include_images=yes holds
+// the local QEMU images the nodes use as images/QEMU/<file>, first, and
+// nothing a node names outside the images folder.
+func TestImagesTravelWithPortableProjects(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	qemuDir := filepath.Join(l.data, "images", "QEMU")
+	const disk = "QFI\xfb the vios base image"
+	arch := withImages(t, gns3Archive(t, fixtureProjectFile()), map[string]string{"images/QEMU/vios.qcow2": disk, "images/IOU/i86bi.bin": "iou"})
+	pid := "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	resp, body := l.send("POST", "/v2/projects/"+pid+"/import?name=with-images", "application/octet-stream", bytes.NewReader(arch))
+	if resp.StatusCode != 201 {
+		t.Fatalf("import: %d %s", resp.StatusCode, body)
+	}
+	if got, err := os.ReadFile(filepath.Join(qemuDir, "vios.qcow2")); err != nil || string(got) != disk {
+		t.Fatalf("installed image: %q %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(l.data, "images", "IOU")); err == nil {
+		t.Errorf("an IOU image was installed")
+	}
+	if _, err := os.Stat(filepath.Join(l.projects, pid, "images")); err == nil {
+		t.Errorf("images/ was left in the project")
+	}
+	// Another archive, an image of the same name with other content: the
+	// installed one stays.
+	other := withImages(t, gns3Archive(t, fixtureProjectFile()), map[string]string{"images/qemu/vios.qcow2": "QFI\xfb another image"})
+	pid2 := "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6e"
+	if resp, body := l.send("POST", "/v2/projects/"+pid2+"/import", "application/octet-stream", bytes.NewReader(other)); resp.StatusCode != 201 {
+		t.Fatalf("second import: %d %s", resp.StatusCode, body)
+	}
+	if got, _ := os.ReadFile(filepath.Join(qemuDir, "vios.qcow2")); string(got) != disk {
+		t.Fatalf("an image was overwritten: %q", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(qemuDir, ".*")); len(left) != 0 {
+		t.Errorf("import left %v", left)
+	}
+
+	// Export: the image, first, in GNS3's layout; without include_images,
+	// none.
+	files, names := l.exportOf(pid, "?include_images=yes")
+	if names[0] != "images/QEMU/vios.qcow2" || string(files["images/QEMU/vios.qcow2"]) != disk || names[1] != "project.gns3" {
+		t.Fatalf("export with images: %q", names[:2])
+	}
+	if _, names := l.exportOf(pid, "?include_images=no"); names[0] != "project.gns3" {
+		t.Fatalf("export without images starts with %q", names[0])
+	}
+	// A node naming a file outside the images folder (an archive's own
+	// choice): not exported.
+	os.WriteFile(filepath.Join(l.data, "secret"), []byte("not an image"), 0o600)
+	doc := fixtureProjectFile()
+	for _, n := range doc["topology"].(map[string]any)["nodes"].([]any) {
+		if n := n.(map[string]any); n["node_type"] == "qemu" {
+			n["properties"].(map[string]any)["hda_disk_image"] = filepath.Join(l.data, "secret")
+			n["properties"].(map[string]any)["cdrom_image"] = "../secret"
+		}
+	}
+	pid3 := "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6f"
+	if resp, body := l.send("POST", "/v2/projects/"+pid3+"/import", "application/octet-stream", bytes.NewReader(gns3Archive(t, doc))); resp.StatusCode != 201 {
+		t.Fatalf("third import: %d %s", resp.StatusCode, body)
+	}
+	files, names = l.exportOf(pid3, "?include_images=yes")
+	for _, n := range names {
+		if strings.HasPrefix(n, "images/") || bytes.Contains(files[n], []byte("not an image")) {
+			t.Errorf("exported %s: a node names a file outside the images folder", n)
+		}
 	}
 }

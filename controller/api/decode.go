@@ -45,20 +45,26 @@ type badRequest struct {
 
 func (e *badRequest) Error() string { return e.msg }
 
+// decoder reads JSON requests against the routes' schemas.
+type decoder struct {
+	schemas map[string]*jsonschema.Schema
+	maxBody int // Config.MaxJSONBody
+}
+
 // decode reads a JSON request as GNS3 does (api-v2.md 1.2): an empty body
 // is {}, query parameters are merged into the object as strings
 // (overriding body members), the result is validated against the route's
 // schema, then decoded into dst. Every failure is a 400 and changes
 // nothing.
-func (a *API) decode(c *fiber.Ctx, schema string, dst any) error {
+func (d *decoder) decode(c *fiber.Ctx, schema string, dst any) error {
 	// The raw body: c.Body() would inflate a gzip or deflate body with no
 	// bound before the size check below (a few KB could become GBs).
 	raw := c.Request().Body()
 	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
 		return fiber.NewError(fiber.StatusUnsupportedMediaType, "Compressed request bodies are not accepted (Content-Encoding: "+enc+")")
 	}
-	if len(raw) > a.cfg.MaxJSONBody {
-		return fiber.NewError(fiber.StatusRequestEntityTooLarge, fmt.Sprintf("Request body over %d bytes", a.cfg.MaxJSONBody))
+	if len(raw) > d.maxBody {
+		return fiber.NewError(fiber.StatusRequestEntityTooLarge, fmt.Sprintf("Request body over %d bytes", d.maxBody))
 	}
 	var doc any = map[string]any{}
 	if !utf8.Valid(raw) {
@@ -81,7 +87,7 @@ func (a *API) decode(c *fiber.Ctx, schema string, dst any) error {
 		}
 	}
 	c.Locals(requestKey, doc)
-	if err := a.schemas[schema].Validate(doc); err != nil {
+	if err := d.schemas[schema].Validate(doc); err != nil {
 		text, _ := json.Marshal(doc)
 		return &badRequest{
 			msg: fmt.Sprintf("JSON schema error with API request '%s' and JSON data '%s': %s",

@@ -30,7 +30,7 @@ const (
 // forwardedActions are the compute calls labtap answers, per emulator it
 // runs (each has its own route).
 var forwardedActions = map[string][]string{
-	"qemu":            {"GET images", "POST images/{filename}", "GET binaries", "GET img-binaries", "GET capabilities"},
+	"qemu":            {"GET images", "POST images/{filename}", "GET binaries", "GET img-binaries", "GET capabilities", "POST img", "PUT img"},
 	"docker":          {"GET images"},
 	"vpcs":            nil,
 	"ethernet_switch": nil,

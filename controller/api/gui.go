@@ -29,9 +29,9 @@ func (a *API) registerGUI(app *fiber.App) {
 
 	a.handle(app, "GET", project+"/files/{path:.+}", a.getProjectFile)
 	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
-	a.handle(app, "POST", project+"/nodes/console/reset", a.resetConsoles)
-	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", a.resetConsole)
-	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", a.duplicateNode)
+	a.handle(app, "POST", project+"/nodes/console/reset", nodeRoutes{a.resource()}.resetConsoles)
+	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", nodeRoutes{a.resource()}.resetConsole)
+	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", nodeRoutes{a.resource()}.duplicateNode)
 	a.handleStream(app, "GET", rConsoleWS, a.consoleWS())
 	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)

@@ -8,12 +8,15 @@ import (
 	"github.com/labtap/labtap/controller/topology"
 )
 
-func (a *API) listLinks(c *fiber.Ctx) error {
-	p, err := a.projects.Project(c.Params("project_id"))
+// linkRoutes serves a project's links: /v2/projects/{project_id}/links/...
+type linkRoutes struct{ resource }
+
+func (h linkRoutes) listLinks(c *fiber.Ctx) error {
+	p, err := h.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
-	list, err := a.projects.Links(p.ID)
+	list, err := h.projects.Links(p.ID)
 	if err != nil {
 		return err
 	}
@@ -37,32 +40,32 @@ type linkCreateRequest struct {
 	Suspend   bool             `json:"suspend"`
 }
 
-func (a *API) createLink(c *fiber.Ctx) error {
+func (h linkRoutes) createLink(c *fiber.Ctx) error {
 	var req linkCreateRequest
-	if err := a.decode(c, "link_create", &req); err != nil {
+	if err := h.decode(c, "link_create", &req); err != nil {
 		return err
 	}
 	lc := project.LinkCreate{Filters: req.Filters, Style: req.LinkStyle, Suspend: req.Suspend}
 	for _, n := range req.Nodes {
 		lc.Endpoints = append(lc.Endpoints, project.Endpoint{NodeID: n.NodeID, Adapter: n.AdapterNumber, Port: n.PortNumber, Label: n.Label})
 	}
-	l, err := a.projects.CreateLink(c.UserContext(), c.Params("project_id"), lc)
+	l, err := h.projects.CreateLink(c.UserContext(), c.Params("project_id"), lc)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
 }
 
-func (a *API) getLink(c *fiber.Ctx) error {
-	l, err := a.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+func (h linkRoutes) getLink(c *fiber.Ctx) error {
+	l, err := h.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(linkFrom(l))
 }
 
-func (a *API) deleteLink(c *fiber.Ctx) error {
-	if err := a.projects.DeleteLink(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {
+func (h linkRoutes) deleteLink(c *fiber.Ctx) error {
+	if err := h.projects.DeleteLink(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -80,9 +83,9 @@ type linkUpdateRequest struct {
 }
 
 // updateLink answers 201, as GNS3 does for this PUT.
-func (a *API) updateLink(c *fiber.Ctx) error {
+func (h linkRoutes) updateLink(c *fiber.Ctx) error {
 	var r linkUpdateRequest
-	if err := a.decode(c, "link_update", &r); err != nil {
+	if err := h.decode(c, "link_update", &r); err != nil {
 		return err
 	}
 	u := project.LinkUpdate{Style: r.LinkStyle, Suspend: r.Suspend}
@@ -95,7 +98,7 @@ func (a *API) updateLink(c *fiber.Ctx) error {
 			u.Labels = append(u.Labels, project.Endpoint{NodeID: n.NodeID, Label: n.Label})
 		}
 	}
-	l, err := a.projects.UpdateLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), u)
+	l, err := h.projects.UpdateLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), u)
 	if err != nil {
 		return err
 	}
@@ -118,8 +121,8 @@ type paramJSON struct {
 	Unit    string `json:"unit,omitempty"`
 }
 
-func (a *API) availableFilters(c *fiber.Ctx) error {
-	list, err := a.projects.AvailableFilters(c.Params("project_id"), c.Params("link_id"))
+func (h linkRoutes) availableFilters(c *fiber.Ctx) error {
+	list, err := h.projects.AvailableFilters(c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

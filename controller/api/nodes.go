@@ -9,12 +9,15 @@ import (
 	"github.com/labtap/labtap/controller/topology"
 )
 
-func (a *API) listNodes(c *fiber.Ctx) error {
-	p, err := a.projects.Project(c.Params("project_id"))
+// nodeRoutes serves a project's nodes: /v2/projects/{project_id}/nodes/...
+type nodeRoutes struct{ resource }
+
+func (h nodeRoutes) listNodes(c *fiber.Ctx) error {
+	p, err := h.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
-	list, err := a.projects.Nodes(p.ID)
+	list, err := h.projects.Nodes(p.ID)
 	if err != nil {
 		return err
 	}
@@ -74,35 +77,35 @@ func (r *nodeCreateRequest) toCreate() project.NodeCreate {
 	return n
 }
 
-func (a *API) createNode(c *fiber.Ctx) error {
+func (h nodeRoutes) createNode(c *fiber.Ctx) error {
 	var req nodeCreateRequest
-	if err := a.decode(c, "node_create", &req); err != nil {
+	if err := h.decode(c, "node_create", &req); err != nil {
 		return err
 	}
-	n, err := a.projects.CreateNode(c.UserContext(), c.Params("project_id"), req.toCreate())
+	n, err := h.projects.CreateNode(c.UserContext(), c.Params("project_id"), req.toCreate())
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(nodeFrom(n))
 }
 
-func (a *API) getNode(c *fiber.Ctx) error {
-	n, err := a.projects.Node(c.Params("project_id"), c.Params("node_id"))
+func (h nodeRoutes) getNode(c *fiber.Ctx) error {
+	n, err := h.projects.Node(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(nodeFrom(n))
 }
 
-func (a *API) deleteNode(c *fiber.Ctx) error {
-	if err := a.projects.DeleteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+func (h nodeRoutes) deleteNode(c *fiber.Ctx) error {
+	if err := h.projects.DeleteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
 // allNodes is a bulk operation on every node of a project: 204.
-func (a *API) allNodes(do func(ctx context.Context, projectID string) error) fiber.Handler {
+func (h nodeRoutes) allNodes(do func(ctx context.Context, projectID string) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if err := do(c.UserContext(), c.Params("project_id")); err != nil {
 			return err
@@ -112,7 +115,7 @@ func (a *API) allNodes(do func(ctx context.Context, projectID string) error) fib
 }
 
 // nodeStatus answers a node start/stop/suspend/reload with the node.
-func (a *API) nodeStatus(do func(ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
+func (h nodeRoutes) nodeStatus(do func(ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		n, err := do(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
 		if err != nil {
@@ -145,12 +148,12 @@ type nodeUpdateRequest struct {
 	ConsoleType      *string           `json:"console_type"`
 }
 
-func (a *API) updateNode(c *fiber.Ctx) error {
+func (h nodeRoutes) updateNode(c *fiber.Ctx) error {
 	var r nodeUpdateRequest
-	if err := a.decode(c, "node_update", &r); err != nil {
+	if err := h.decode(c, "node_update", &r); err != nil {
 		return err
 	}
-	n, err := a.projects.UpdateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
+	n, err := h.projects.UpdateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
 		Name: r.Name, X: r.X, Y: r.Y, Z: r.Z, Locked: r.Locked, Symbol: r.Symbol, Label: r.Label,
 		PortNameFormat: r.PortNameFormat, PortSegmentSize: r.PortSegmentSize, FirstPortName: r.FirstPortName,
 		ConsoleAutoStart: r.ConsoleAutoStart, Properties: r.Properties, CustomAdapters: r.CustomAdapters,
@@ -162,36 +165,36 @@ func (a *API) updateNode(c *fiber.Ctx) error {
 	return c.JSON(nodeFrom(n))
 }
 
-func (a *API) nodeLinks(c *fiber.Ctx) error {
-	list, err := a.projects.NodeLinks(c.Params("project_id"), c.Params("node_id"))
+func (h nodeRoutes) nodeLinks(c *fiber.Ctx) error {
+	list, err := h.projects.NodeLinks(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(mapAll(list, linkFrom))
 }
 
-func (a *API) resetConsoles(c *fiber.Ctx) error {
-	if err := a.projects.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
+func (h nodeRoutes) resetConsoles(c *fiber.Ctx) error {
+	if err := h.projects.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
-func (a *API) resetConsole(c *fiber.Ctx) error {
-	if err := a.projects.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+func (h nodeRoutes) resetConsole(c *fiber.Ctx) error {
+	if err := h.projects.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
-func (a *API) duplicateNode(c *fiber.Ctx) error {
+func (h nodeRoutes) duplicateNode(c *fiber.Ctx) error {
 	var r struct {
 		X, Y, Z int
 	}
-	if err := a.decode(c, "node_duplicate", &r); err != nil {
+	if err := h.decode(c, "node_duplicate", &r); err != nil {
 		return err
 	}
-	n, err := a.projects.DuplicateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
+	n, err := h.projects.DuplicateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
 	if err != nil {
 		return err
 	}

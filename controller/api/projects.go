@@ -7,8 +7,11 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
-func (a *API) listProjects(c *fiber.Ctx) error {
-	return c.JSON(mapAll(a.projects.Projects(), projectFrom))
+// projectRoutes serves /v2/projects and a project's own routes (open, close, stats).
+type projectRoutes struct{ resource }
+
+func (h projectRoutes) listProjects(c *fiber.Ctx) error {
+	return c.JSON(mapAll(h.projects.Projects(), projectFrom))
 }
 
 // projectCreateRequest is the body of POST /v2/projects.
@@ -53,28 +56,28 @@ func (r *projectCreateRequest) toCreate() project.ProjectCreate {
 	return req
 }
 
-func (a *API) createProject(c *fiber.Ctx) error {
+func (h projectRoutes) createProject(c *fiber.Ctx) error {
 	var req projectCreateRequest
-	if err := a.decode(c, "project_create", &req); err != nil {
+	if err := h.decode(c, "project_create", &req); err != nil {
 		return err
 	}
-	p, err := a.projects.CreateProject(c.UserContext(), req.toCreate())
+	p, err := h.projects.CreateProject(c.UserContext(), req.toCreate())
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(projectFrom(p))
 }
 
-func (a *API) getProject(c *fiber.Ctx) error {
-	p, err := a.projects.Project(c.Params("project_id"))
+func (h projectRoutes) getProject(c *fiber.Ctx) error {
+	p, err := h.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(projectFrom(p))
 }
 
-func (a *API) deleteProject(c *fiber.Ctx) error {
-	if err := a.projects.DeleteProject(c.UserContext(), c.Params("project_id")); err != nil {
+func (h projectRoutes) deleteProject(c *fiber.Ctx) error {
+	if err := h.projects.DeleteProject(c.UserContext(), c.Params("project_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -87,12 +90,12 @@ type projectUpdateRequest struct {
 	projectSettings
 }
 
-func (a *API) updateProject(c *fiber.Ctx) error {
+func (h projectRoutes) updateProject(c *fiber.Ctx) error {
 	var r projectUpdateRequest
-	if err := a.decode(c, "project_update", &r); err != nil {
+	if err := h.decode(c, "project_update", &r); err != nil {
 		return err
 	}
-	p, err := a.projects.UpdateProject(c.UserContext(), c.Params("project_id"), project.ProjectUpdate{
+	p, err := h.projects.UpdateProject(c.UserContext(), c.Params("project_id"), project.ProjectUpdate{
 		Name: r.Name, Path: r.Path, SettingsUpdate: project.SettingsUpdate(r.projectSettings),
 	})
 	if err != nil {
@@ -101,23 +104,23 @@ func (a *API) updateProject(c *fiber.Ctx) error {
 	return c.JSON(projectFrom(p))
 }
 
-func (a *API) openProject(c *fiber.Ctx) error {
-	p, err := a.projects.OpenProject(c.UserContext(), c.Params("project_id"))
+func (h projectRoutes) openProject(c *fiber.Ctx) error {
+	p, err := h.projects.OpenProject(c.UserContext(), c.Params("project_id"))
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(projectFrom(p))
 }
 
-func (a *API) closeProject(c *fiber.Ctx) error {
-	if err := a.projects.CloseProject(c.UserContext(), c.Params("project_id")); err != nil {
+func (h projectRoutes) closeProject(c *fiber.Ctx) error {
+	if err := h.projects.CloseProject(c.UserContext(), c.Params("project_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
-func (a *API) projectStats(c *fiber.Ctx) error {
-	st, err := a.projects.ProjectStats(c.Params("project_id"))
+func (h projectRoutes) projectStats(c *fiber.Ctx) error {
+	st, err := h.projects.ProjectStats(c.Params("project_id"))
 	if err != nil {
 		return err
 	}

@@ -44,16 +44,15 @@ func init() {
 }
 
 var qemuRouteDocs = map[string]routeDoc{
-	"POST /v2/computes/{compute_id}/qemu/img":                          {"Create a disk image with qemu-img create in the compute's images folder (relative path) or a project's folder", "qemu_img_create", 201, "", []int{400, 403, 404, 409, 413}},
-	"PUT /v2/computes/{compute_id}/qemu/img":                           {"Grow a disk image with qemu-img resize (images folder or a project's folder)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
-	"GET /v2/computes/endpoint/{compute_id}/qemu/images/{filename:.+}": {"Where the GUI's direct upload goes: this controller's own upload route", "", 200, "endpoint", []int{403, 404}},
-	"POST /v2/projects/{project_id}/nodes/{node_id}/resize_disk":       {"Grow a disk of a stopped QEMU node by extend MB (its own overlay or copy, never the base image)", "resize_disk", 201, "", bodyErrs},
-	"GET /v2/compute/qemu/images":                                      {"The web UI's QEMU image list: the local compute's", "", 200, "images", []int{409}},
-	"POST /v2/compute/qemu/images/{filename:.+}":                       {"The web UI's QEMU image upload to the local compute (raw body, streamed)", "raw", 204, "", []int{400, 403, 409}},
-	"GET /v2/compute/qemu/images/{filename:.+}":                        {"Read a QEMU image of the local compute back", "", 200, "file", []int{403, 404, 409}},
-	"POST /v2/compute/qemu/img":                                        {"The web UI's disk creation on the local compute (qemu-img create)", "qemu_img_create", 201, "", []int{400, 403, 409, 413}},
-	"PUT /v2/compute/qemu/img":                                         {"Grow a disk image of the local compute (qemu-img resize)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
-	"GET /v2/compute/docker/images":                                    {"The web UI's Docker image list: the local compute's Engine tags", "", 200, "docker_images", []int{404, 409}},
+	"POST /v2/computes/{compute_id}/qemu/img":                    {"Create a disk image with qemu-img create in the compute's images folder (relative path) or a project's folder", "qemu_img_create", 201, "", []int{400, 403, 404, 409, 413}},
+	"PUT /v2/computes/{compute_id}/qemu/img":                     {"Grow a disk image with qemu-img resize (images folder or a project's folder)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/resize_disk": {"Grow a disk of a stopped QEMU node by extend MB (its own overlay or copy, never the base image)", "resize_disk", 201, "", bodyErrs},
+	"GET /v2/compute/qemu/images":                                {"The web UI's QEMU image list: the local compute's", "", 200, "images", []int{409}},
+	"POST /v2/compute/qemu/images/{filename:.+}":                 {"The web UI's QEMU image upload to the local compute (raw body, streamed)", "raw", 204, "", []int{400, 403, 409}},
+	"GET /v2/compute/qemu/images/{filename:.+}":                  {"Read a QEMU image of the local compute back", "", 200, "file", []int{403, 404, 409}},
+	"POST /v2/compute/qemu/img":                                  {"The web UI's disk creation on the local compute (qemu-img create)", "qemu_img_create", 201, "", []int{400, 403, 409, 413}},
+	"PUT /v2/compute/qemu/img":                                   {"Grow a disk image of the local compute (qemu-img resize)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
+	"GET /v2/compute/docker/images":                              {"The web UI's Docker image list: the local compute's Engine tags", "", 200, "docker_images", []int{404, 409}},
 }
 
 // qemuSchemas are GNS3's bodies of the disk routes, bounded.
@@ -114,7 +113,6 @@ func (a *API) registerQemu(app *fiber.App) {
 	a.handle(app, "POST", c+"/images/{filename}", a.qemu(a.uploadImage(fiber.StatusOK)))
 	a.handle(app, "POST", c+"/img", a.qemu(a.createQemuImg))
 	a.handle(app, "PUT", c+"/img", a.qemu(a.resizeQemuImg))
-	a.handle(app, "GET", "/v2/computes/endpoint/{compute_id}/qemu/images/{filename:.+}", a.qemu(a.imageEndpoint))
 	a.handle(app, "POST", "/v2/projects/{project_id}/nodes/{node_id}/resize_disk", a.resizeDisk)
 	// The compute routes the web UI calls on the controller itself.
 	const local = "/v2/compute/qemu"
@@ -238,21 +236,6 @@ func (a *API) downloadImage(q QemuComputes, c *fiber.Ctx) error {
 		size = -1
 	}
 	return c.SendStream(r, int(size))
-}
-
-// imageEndpoint answers the GUI's direct upload question with this
-// controller's own upload route (agents speak no /v2/compute): the
-// upload lands here and is streamed on.
-func (a *API) imageEndpoint(_ QemuComputes, c *fiber.Ctx) error {
-	name, err := imageName(c)
-	if err != nil {
-		return err
-	}
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return c.JSON(fiber.Map{"endpoint": c.BaseURL() + "/v2/computes/" + url.PathEscape(c.Params("compute_id")) + "/qemu/images/" + strings.Join(parts, "%2F")})
 }
 
 // createQemuImg has the compute run qemu-img create (GNS3's image

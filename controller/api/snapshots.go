@@ -5,8 +5,11 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
-func (a *API) listSnapshots(c *fiber.Ctx) error {
-	list, err := a.projects.Snapshots(c.Params("project_id"))
+// snapshotRoutes serves a project's snapshots: /v2/projects/{project_id}/snapshots/...
+type snapshotRoutes struct{ resource }
+
+func (h snapshotRoutes) listSnapshots(c *fiber.Ctx) error {
+	list, err := h.projects.Snapshots(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
@@ -18,27 +21,27 @@ type snapshotCreateRequest struct {
 	Description string `json:"description"`
 }
 
-func (a *API) createSnapshot(c *fiber.Ctx) error {
+func (h snapshotRoutes) createSnapshot(c *fiber.Ctx) error {
 	var req snapshotCreateRequest
-	if err := a.decode(c, "snapshot_create", &req); err != nil {
+	if err := h.decode(c, "snapshot_create", &req); err != nil {
 		return err
 	}
-	s, err := a.projects.CreateSnapshot(c.UserContext(), c.Params("project_id"), project.SnapshotCreate{Name: req.Name, Description: req.Description})
+	s, err := h.projects.CreateSnapshot(c.UserContext(), c.Params("project_id"), project.SnapshotCreate{Name: req.Name, Description: req.Description})
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(s)
 }
 
-func (a *API) deleteSnapshot(c *fiber.Ctx) error {
-	if err := a.projects.DeleteSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id")); err != nil {
+func (h snapshotRoutes) deleteSnapshot(c *fiber.Ctx) error {
+	if err := h.projects.DeleteSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
-func (a *API) restoreSnapshot(c *fiber.Ctx) error {
-	p, err := a.projects.RestoreSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id"))
+func (h snapshotRoutes) restoreSnapshot(c *fiber.Ctx) error {
+	p, err := h.projects.RestoreSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id"))
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func TestForwardedComputeCalls(t *testing.T) {
 		msg          string
 	}{
 		{"GET", "/v2/computes/local/qemu/nothing/here", 404, "GET /qemu/nothing/here not found"},
-		{"POST", "/v2/computes/local/qemu/img", 404, "POST /qemu/img not found"},
+		{"POST", "/v2/computes/local/qemu/nothing", 404, "POST /qemu/nothing not found"},
 		{"PUT", "/v2/computes/local/vpcs/images", 404, "PUT /vpcs/images not found"},
 		{"POST", "/v2/computes/local/iou/images/i86bi.bin", 409, "iou is not supported by this server"},
 		{"GET", "/v2/computes/local/dynamips/idlepc", 409, "dynamips is not supported by this server"},

@@ -1,7 +1,6 @@
 package project
 
 import (
-	"archive/zip"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -164,12 +163,17 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 			s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
 		}
 	}
-	// Images come only from image directories; labtap has none yet, so
-	// include_images adds nothing (and never reads a path a node names),
-	// and says so.
+	// Images come only from the image directories, never from a path a
+	// node names as it is (GNS3 bug 3.1.3).
 	opts.Images = nil
 	if opts.IncludeImages {
-		opts.Warn("include_images: this server keeps no image directories; the export holds no images")
+		st.mu.RLock()
+		nodes := make([]Node, 0, len(st.nodeOrder))
+		for _, nid := range st.nodeOrder {
+			nodes = append(nodes, *st.nodes[nid])
+		}
+		st.mu.RUnlock()
+		opts.Images = s.exportImages(nodes, opts.Warn)
 	}
 	if p.Filename == "" {
 		return fail(errorf(ErrConflict, "Cannot export project: it has no project file"))
@@ -317,9 +321,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	if err := archive.Extract(zr, tmp, s.cfg.ArchiveLimits, skip); err != nil {
 		return Project{}, refusal(err)
 	}
-	if hasImages(zr) {
-		s.log.Warn("import: images in the archive are not installed (labtap has no image directories)", "project", id)
-	}
+	s.installImages(id, zr)
 	for old, niu := range imp.NodeDirs {
 		if err := os.Rename(filepath.Join(tmp, old), filepath.Join(tmp, niu)); err != nil && !os.IsNotExist(err) {
 			return Project{}, refusal(err)
@@ -370,10 +372,6 @@ func archiveName(data []byte) string {
 		return ""
 	}
 	return doc.Name
-}
-
-func hasImages(zr *zip.Reader) bool {
-	return slices.ContainsFunc(zr.File, func(f *zip.File) bool { return strings.HasPrefix(f.Name, "images/") })
 }
 
 // retagSnapshots points the snapshots of a project copied into dir at

@@ -35,6 +35,11 @@ type Config struct {
 	TemplatesFile string
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
 	Symbols SymbolSizes
+	// ImagesDir is the local compute's images folder (<data>/images, QEMU
+	// images in its QEMU/): exports with include_images read the images
+	// of the local compute's QEMU nodes there, imports install an
+	// archive's images/QEMU/ there. "" exports and installs none.
+	ImagesDir string
 	// ArchiveLimits bound what an import or a snapshot restore unpacks;
 	// zero members are archive.DefaultLimits'.
 	ArchiveLimits archive.Limits
