@@ -160,8 +160,8 @@ func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.Capture
 		Files:       spec.RingFiles,
 	}, captures.RingHooks{
 		Creating: func(name string) {
-			if h.hooks.creating != nil {
-				h.hooks.creating(name)
+			if o.hooks.creating != nil {
+				o.hooks.creating(name)
 			}
 			markWriting(c.root, name)
 		},
