@@ -298,36 +298,68 @@ func (d *nullVecDisk) WriteVecAt(bufs [][]byte, _ int64) (n int, _ error) {
 
 func TestABusyCaptureDoesNotFlushTheBlockBeingFilledInPieces(t *testing.T) {
 	plain, direct := &nullDisk{}, &nullVecDisk{}
-	const interval = 20 * time.Millisecond
-	c, err := newFile("/nowhere/busy", plain, direct, Options{FlushInterval: interval})
+	// A busy link: by every due time, more than a block filled since the
+	// last one, so each due time finds full blocks to write and the block
+	// being filled waits for the next one, by which time it is full too.
+	// The test fills the blocks while the writer waits at the start of each
+	// due time (a hook), so no pause of either goroutine (a loaded machine)
+	// can make a due time find no full block.
+	const rounds = 20
+	tick, wrote := make(chan struct{}), make(chan struct{})
+	var ticks atomic.Int64
+	c, err := newFile("/nowhere/busy", plain, direct, Options{
+		FlushInterval: time.Millisecond,
+		hooks: hooks{tick: func() {
+			if ticks.Add(1) > rounds {
+				return
+			}
+			tick <- struct{}{}
+			<-wrote
+		}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// About two blocks per interval, for 20 intervals: every due time
-	// finds full blocks to write, so the block being filled waits for the
-	// next one, by which time it is full too.
 	batch := make([][]byte, 140)
 	for i := range batch {
 		batch[i] = make([]byte, 1500)
 	}
-	start := time.Now()
-	for time.Since(start) < 20*interval {
-		c.WritePackets(AtoB, batch)
-		time.Sleep(time.Millisecond)
+	fill := func() { // about two and a half blocks
+		for range 25 {
+			c.WritePackets(AtoB, batch)
+		}
+	}
+	fill() // arms the writer's timer
+	for round := range rounds {
+		// A due time comes while the queue holds records the file does not
+		// have. If it has none, a due time flushed the block being filled.
+		poll := time.NewTicker(10 * time.Millisecond)
+		for waiting := true; waiting; {
+			select {
+			case <-tick:
+				waiting = false
+			case <-poll.C:
+				if !c.hasUnwritten() {
+					t.Fatalf("round %d: the block being filled was flushed (%d writes through the page cache)", round, plain.calls.Load())
+				}
+			}
+		}
+		poll.Stop()
+		fill()
+		wrote <- struct{}{}
 	}
 	c.Close()
 	if err := c.Err(); err != nil {
 		t.Fatal(err)
 	}
 	frames, size, dropped := c.Stats()
-	if dropped != 0 || size < 8*blockSize {
-		t.Fatalf("Stats: %d frames, %d bytes, %d dropped: the test did not fill blocks fast enough", frames, size, dropped)
+	if dropped != 0 || size < rounds*2*blockSize {
+		t.Fatalf("Stats: %d frames, %d bytes, %d dropped", frames, size, dropped)
 	}
-	// The page cache takes the file header, the end at Close, and a flush
-	// only when an interval passed without a block to write (a pause of
-	// the test's goroutine may cause a few). Flushing the block being
-	// filled at every due time would take about 20.
-	if n := plain.calls.Load(); n > 6 {
+	// The page cache takes the file header and the end at Close, nothing
+	// else. Flushing the block being filled at every due time would take
+	// one more write per round.
+	if n := plain.calls.Load(); n > 2 {
 		t.Fatalf("%d writes through the page cache for %d bytes in %d direct writes", n, size, direct.calls.Load())
 	}
 }

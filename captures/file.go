@@ -584,6 +584,9 @@ func (c *File) writeLoop() {
 		case <-c.kick:
 		case <-timer.C:
 			armed, due = false, true
+			if c.hooks.tick != nil {
+				c.hooks.tick()
+			}
 		case <-c.stop:
 			timer.Stop()
 			err := c.drain(pending) // waits for every write it started

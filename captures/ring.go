@@ -60,6 +60,7 @@ type Ring struct {
 	files   []*ringFile   // the files begun and not removed, oldest first
 	spare   *ringFile     // created, not begun; nil if none
 	ended   bool          // no file is begun any more
+	timeUp  bool          // the current file reached its time limit with no spare: the spare begins when made
 	limit   string        // why the ring ended at a limit
 	endErr  error         // why the ring ended on a failure
 	closed  [3]uint64     // frames, bytes and dropped of files closed
@@ -224,8 +225,14 @@ func (r *Ring) next(rf *ringFile, reason string, pending int) bool {
 	}
 	if r.spare == nil {
 		// The next file is not ready: frames wait for nothing, they are
-		// dropped (counted) until it is.
+		// dropped (counted) until it is. At the time limit, the next file
+		// begins as soon as it is made, records or not (dumpcap's -b
+		// duration); at the size limit, with the next record that comes
+		// (-b filesize: a file begins for a record).
 		r.dropped.Add(uint64(pending))
+		if reason == "capture_max_seconds" {
+			r.timeUp = true
+		}
 		return false
 	}
 	spare := r.spare
@@ -315,7 +322,11 @@ func (r *Ring) housekeep() {
 }
 
 // makeSpare creates file n, the next one, and begins it at once if the
-// current one reached its limit meanwhile.
+// current one reached its time limit meanwhile. A file that reached its
+// size limit meanwhile is followed by the spare with the next record
+// (WritePackets): beginning it here, with no record for it, made the run
+// loop miss that the current file changed (no kick), so the ended file was
+// never closed, no spare made, and every later frame dropped.
 func (r *Ring) makeSpare(n int) {
 	spare, err := r.create(n)
 	r.mu.Lock()
@@ -331,9 +342,13 @@ func (r *Ring) makeSpare(n int) {
 		return
 	default:
 		r.spare = spare
-		if cur := r.cur.Load(); cur.f.Sealed() {
+		if r.timeUp {
+			// The run loop must go round: close the file that ended,
+			// make the next spare, time the new file.
+			r.timeUp = false
 			r.spare = nil
 			r.begin(spare)
+			notify(r.kick)
 		}
 	}
 	r.mu.Unlock()

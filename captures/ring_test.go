@@ -252,8 +252,18 @@ func TestRingFilesAreValidForCapinfos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 600 {
+	// Frames until a third file began: a burst may fill a file before the
+	// next one is made (those frames are dropped), and a file begins with
+	// a record.
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
 		r.WritePackets(Direction(i%2), [][]byte{numbered(i, 1000)})
+		if _, _, _, files := r.Stats(); files >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no third file")
+		}
 	}
 	r.Close()
 	entries, _ := os.ReadDir(dir)
@@ -335,5 +345,75 @@ func TestASnapshotIsTheFileBeingWrittenUpToItsLastWholeRecord(t *testing.T) {
 				t.Fatalf("snapshot of the ended ring: %d bytes, the file %v", s.Size, info)
 			}
 		})
+	}
+}
+
+// A file that fills while the next one is still being created (a slow
+// disk, a loaded machine): its frames are dropped, counted, and the ring
+// goes on, the next file beginning with the next record. It once began the
+// next file as soon as it was made, with no record for it, and without
+// waking the ring's goroutine: the filled file was never closed, no spare
+// made, and every later frame dropped.
+func TestARingGoesOnWhenAFileFillsBeforeTheNextOneIsMade(t *testing.T) {
+	root, dir := openRoot(t)
+	const name = "slow.pcap"
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	r, err := CreateRing(root, name, Options{}, Limits{MaxBytes: 128 << 10, Files: 2}, RingHooks{
+		Creating: func(n string) {
+			if n == capspec.RingName(name, 2) {
+				<-release // file 2 is slow to make
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	i := 0
+	write := func() { r.WritePackets(AtoB, [][]byte{numbered(i, 1000)}); i++ }
+	// Fill file 1, and drop frames past it: file 2 is not there.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		write()
+		if _, _, dropped, _ := r.Stats(); dropped > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no frame dropped while file 2 was being made")
+		}
+	}
+	free()
+	// The ring goes on: file 2 begins with the next record, later files
+	// follow, and file 1 is removed.
+	for {
+		write()
+		_, _, _, files := r.Stats()
+		_, err := os.Stat(filepath.Join(dir, capspec.RingName(name, 1)))
+		if files >= 5 && err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d files begun, file 1 removed: %v; the ring stalled", files, err != nil)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	written, _, dropped, files := r.Stats()
+	if written+dropped != uint64(i) {
+		t.Fatalf("%d written and %d dropped of %d frames", written, dropped, i)
+	}
+	// Every file kept holds records: a file begins for a record.
+	for n := files - 1; n <= files; n++ {
+		data, err := os.ReadFile(filepath.Join(dir, capspec.RingName(name, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sequenceOf(t, capspec.FormatPcap, data)) == 0 {
+			t.Fatalf("%s holds no record", capspec.RingName(name, n))
+		}
 	}
 }

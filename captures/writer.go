@@ -62,7 +62,8 @@ type Options struct {
 
 // hooks are called by a File's writer at points where tests need to act.
 type hooks struct {
-	due func() // after the writes a due time starts, before it checks for more
+	due  func() // after the writes a due time starts, before it checks for more
+	tick func() // once per due time, as it begins (the flush timer fired), before any write
 }
 
 func (o *Options) defaults() {

@@ -159,9 +159,14 @@ func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.Capture
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
 		Files:       spec.RingFiles,
 	}, captures.RingHooks{
-		Creating: func(name string) { markWriting(c.root, name) },
-		Closed:   func(name string) { unmarkWriting(c.root, name) },
-		Removed:  func(name string) { unmarkWriting(c.root, name) },
+		Creating: func(name string) {
+			if o.hooks.creating != nil {
+				o.hooks.creating(name)
+			}
+			markWriting(c.root, name)
+		},
+		Closed:  func(name string) { unmarkWriting(c.root, name) },
+		Removed: func(name string) { unmarkWriting(c.root, name) },
 		Began: func(name string) {
 			if o.hooks.began != nil {
 				o.hooks.began()

@@ -183,6 +183,7 @@ type hooks struct {
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
+	creating        func(name string) // a ring is about to create its file name
 }
 
 type hostNode struct {
