@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -116,6 +117,11 @@ func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
 		text := clean(c.buf)
 		i := strings.Index(text, cmd+"\n") // the echo of our line
 		if i < 0 {
+			// The agent's console guard erased the line and said why;
+			// VPCS then prints a fresh prompt.
+			if why, ok := refusal(text); ok && prompt.MatchString(text) {
+				return "", fmt.Errorf("console: %q: %w: %s", cmd, ErrRefused, why)
+			}
 			continue
 		}
 		after := text[i+len(cmd)+1:]
@@ -123,6 +129,20 @@ func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
 			return strings.Trim(after[:loc[0]], "\n"), nil
 		}
 	}
+}
+
+// ErrRefused is Run's error for a line the agent's console guard refused
+// (guard.go): VPCS never ran it.
+var ErrRefused = errors.New("refused by the console guard")
+
+// refusal finds the guard's notice in a console's output: a line "% why".
+func refusal(text string) (string, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if why, ok := strings.CutPrefix(line, "% "); ok {
+			return why, true
+		}
+	}
+	return "", false
 }
 
 // Close closes the connection; VPCS keeps running.

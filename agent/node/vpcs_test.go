@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -390,8 +391,15 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 		return out
 	}
 	run := func(cmd string) string { return runFor(3*time.Second, cmd) }
-	// A refused line never echoes as sent: its Run waits out its deadline.
-	refused := func(cmd string) { runFor(time.Second, cmd) }
+	// A refused line never reaches VPCS: the guard erases it and says why.
+	refused := func(cmd string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if out, err := con.Run(ctx, cmd); !errors.Is(err, ErrRefused) {
+			t.Errorf("%q was not refused: %q, %v", cmd, out, err)
+		}
+	}
 	// The attack: "?" puts VPCS's help, with its "! [command [args]]" line,
 	// into vpcs.log; "load vpcs.log" would run it. Any other file with a
 	// "!" line is as bad: here one names a marker to create.
@@ -408,7 +416,7 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 		refused(cmd)
 	}
 	// Line editing cannot smuggle the name past the guard either.
-	refused("load x\x7f\x7fevil.vpc")
+	refused("load xx\x7f\x7fevil.vpc") // erased back to "load evil.vpc"
 	refused("load st\x1b[D\x1b[Devil.vpc")
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a file not saved from the console was loaded and its '!' line ran")
