@@ -469,11 +469,14 @@ func rawRequest(t *testing.T, addr, head string, body []byte) *http.Response {
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}
+	// The server may answer (a 413) and close before the whole body is
+	// sent: the write or the half-close then fails, and the answer is
+	// still there to read.
 	if _, err := conn.Write(body); err != nil {
-		t.Fatal(err)
+		t.Logf("writing the body: %v", err)
 	}
 	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-		t.Fatal(err)
+		t.Logf("half-closing: %v", err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
