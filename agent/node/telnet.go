@@ -27,12 +27,39 @@ type consoleServer struct {
 
 type consoleClient struct {
 	conn net.Conn
-	out  chan []byte
+	// pending is output not written to the client yet, and gone tells it
+	// was dropped; both guarded by consoleServer.mu. wake (capacity 1)
+	// tells the writer that pending grew; closed when the client is
+	// dropped.
+	pending []byte
+	gone    bool
+	wake    chan struct{}
+}
+
+// queueLocked adds data to what c is sent, or drops c when it is too far
+// behind. s.mu must be held.
+func (s *consoleServer) queueLocked(c *consoleClient, data []byte) {
+	if c.gone {
+		return
+	}
+	if len(c.pending)+len(data) > clientBacklog { // too slow: it must not hold the node up
+		s.dropLocked(c)
+		return
+	}
+	c.pending = append(c.pending, data...)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 const (
-	recentBytes   = 4096 // output a new client sees first, so it meets a prompt
-	clientBacklog = 256  // chunks a client may fall behind before it is dropped
+	recentBytes = 4096 // output a new client sees first, so it meets a prompt
+	// clientBacklog is how far (bytes) a client may fall behind before it
+	// is dropped. It counts bytes, not reads: a VM's serial console comes
+	// a few bytes per read, and a count of reads dropped clients that were
+	// a few hundred bytes behind during a boot.
+	clientBacklog = 1 << 20
 )
 
 // Telnet bytes (RFC 854, 857, 858).
@@ -127,7 +154,7 @@ func (s *consoleServer) accept() {
 		if err != nil {
 			return // closed
 		}
-		c := &consoleClient{conn: conn, out: make(chan []byte, clientBacklog)}
+		c := &consoleClient{conn: conn, wake: make(chan struct{}, 1)}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -140,7 +167,7 @@ func (s *consoleServer) accept() {
 			hello = ttyGreeting
 		}
 		hello = append(bytes.Clone(hello), s.opts.Banner...)
-		c.out <- append(hello, s.recent...)
+		s.queueLocked(c, append(hello, s.recent...))
 		s.mu.Unlock()
 		s.wg.Add(2)
 		go s.write(c)
@@ -156,18 +183,14 @@ func (s *consoleServer) readTerm() {
 	for {
 		n, err := s.term.Read(buf)
 		if n > 0 {
-			chunk := bytes.Clone(buf[:n])
+			chunk := buf[:n] // queueLocked and recent copy it
 			s.mu.Lock()
 			s.recent = append(s.recent, chunk...)
 			if over := len(s.recent) - s.opts.Replay; over > 0 {
 				s.recent = s.recent[over:]
 			}
 			for c := range s.clients {
-				select {
-				case c.out <- chunk:
-				default: // too slow: it must not hold the node up
-					s.dropLocked(c)
-				}
+				s.queueLocked(c, chunk)
 			}
 			s.mu.Unlock()
 		}
@@ -181,16 +204,24 @@ func (s *consoleServer) readTerm() {
 func (s *consoleServer) dropLocked(c *consoleClient) {
 	if _, ok := s.clients[c]; ok {
 		delete(s.clients, c)
-		close(c.out)
+		c.gone, c.pending = true, nil
+		close(c.wake)
 		c.conn.Close()
 	}
 }
 
 func (s *consoleServer) write(c *consoleClient) {
 	defer s.wg.Done()
-	for chunk := range c.out {
+	for range c.wake {
+		s.mu.Lock()
+		data := c.pending
+		c.pending = nil
+		s.mu.Unlock()
+		if len(data) == 0 {
+			continue
+		}
 		c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.conn.Write(chunk); err != nil {
+		if _, err := c.conn.Write(data); err != nil {
 			s.mu.Lock()
 			s.dropLocked(c)
 			s.mu.Unlock()
@@ -216,11 +247,8 @@ func (s *consoleServer) read(c *consoleClient) {
 				var notice string
 				s.mu.Lock()
 				data, notice = s.guard.feed(data)
-				if _, ok := s.clients[c]; ok && notice != "" {
-					select {
-					case c.out <- []byte(notice):
-					default:
-					}
+				if notice != "" {
+					s.queueLocked(c, []byte(notice))
 				}
 				s.mu.Unlock()
 			}
