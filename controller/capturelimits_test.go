@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -64,24 +63,7 @@ func capinfosWhole(t *testing.T, path string) {
 // of words, and returns the message.
 func (n *notifications) logInfo(t *testing.T, within time.Duration, words ...string) string {
 	t.Helper()
-	var ev struct {
-		Message string `json:"message"`
-	}
-	err := n.waitFor("log.info", within, func(event json.RawMessage) (bool, error) {
-		if err := json.Unmarshal(event, &ev); err != nil {
-			return false, err
-		}
-		for _, w := range words {
-			if !strings.Contains(ev.Message, w) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("a log.info saying %q: %v", words, err)
-	}
-	return ev.Message
+	return n.logMessage(t, "log.info", within, words...)
 }
 
 // captureFiles lists the files of a captures folder whose names match re.

@@ -398,10 +398,17 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 // every one of words, and returns the message.
 func (n *notifications) logWarning(t *testing.T, within time.Duration, words ...string) string {
 	t.Helper()
+	return n.logMessage(t, "log.warning", within, words...)
+}
+
+// logMessage waits for a notification of action (log.info, log.warning,
+// ...) whose message holds every one of words, and returns the message.
+func (n *notifications) logMessage(t *testing.T, action string, within time.Duration, words ...string) string {
+	t.Helper()
 	var ev struct {
 		Message string `json:"message"`
 	}
-	err := n.waitFor("log.warning", within, func(event json.RawMessage) (bool, error) {
+	err := n.waitFor(action, within, func(event json.RawMessage) (bool, error) {
 		if err := json.Unmarshal(event, &ev); err != nil {
 			return false, err
 		}
@@ -413,7 +420,7 @@ func (n *notifications) logWarning(t *testing.T, within time.Duration, words ...
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("a log.warning saying %q: %v", words, err)
+		t.Fatalf("a %s saying %q: %v", action, words, err)
 	}
 	return ev.Message
 }
