@@ -30,24 +30,41 @@ import (
 )
 
 // bench is one agent under test, with its lab: generator → cloud 1 → link
-// → cloud 2 → sink.
+// → cloud 2 → sink. The xagent topology has a second agent, peer, with
+// cloud 2 and the link's other half.
 type bench struct {
-	cfg    config
-	dir    string
-	secret string
-	api    string // http://127.0.0.1:port
-	cmd    *exec.Cmd
-	exited chan error
+	cfg config
+	dir string
+	*agentProc
+	peer *agentProc // the xagent topology's agent B; nil otherwise
 
 	project, link string
 	ends          [2]proto.LinkEnd // as the agent reports them
 
-	gen     *net.UDPConn // connected to cloud 1's lport
-	direct  *net.UDPConn // the ceiling's generator: connected to the sink
-	sink    *net.UDPConn
-	relayIn int // cloud 1's lport: where the relay receives
+	gen    *net.UDPConn // connected to cloud 1's lport
+	direct *net.UDPConn // the ceiling's generator: connected to the sink
+	sink   *net.UDPConn
+	// relayIn are the relay's receiving sockets' ports, first cloud 1's
+	// lport (where the generator sends), then agent B's tunnel end.
+	relayIn []int
 	start   time.Time
 	capN    int
+}
+
+// agentProc is one running agent process and its API.
+type agentProc struct {
+	secret string
+	api    string // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// agents returns the bench's running agents: A, then B when there is one.
+func (b *bench) agents() []*agentProc {
+	if b.peer != nil {
+		return []*agentProc{b.agentProc, b.peer}
+	}
+	return []*agentProc{b.agentProc}
 }
 
 const (
@@ -69,6 +86,12 @@ func newBench(cfg config) (*bench, error) {
 		b.close()
 		return nil, err
 	}
+	if crossAgents(cfg.topology) {
+		if b.peer, err = startAgent(cfg, filepath.Join(b.dir, "data-b")); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
 	if err := b.setup(); err != nil {
 		b.close()
 		return nil, err
@@ -78,36 +101,44 @@ func newBench(cfg config) (*bench, error) {
 
 var listenLine = regexp.MustCompile(`msg="agent listening" addr=(\S+)`)
 
-// startAgent runs the agent binary on an ephemeral loopback port with a
-// fresh data directory and a random shared secret.
+// startAgent starts the bench's agent (A).
 func (b *bench) startAgent() error {
+	a, err := startAgent(b.cfg, filepath.Join(b.dir, "data"))
+	b.agentProc = a
+	return err
+}
+
+// startAgent runs the agent binary on an ephemeral loopback port with a
+// fresh data directory and a random shared secret. On error the returned
+// agent, if not nil, is to be stopped.
+func startAgent(cfg config, dataDir string) (*agentProc, error) {
 	key := make([]byte, 16)
 	rand.Read(key)
-	b.secret = hex.EncodeToString(key)
-	args := []string{b.cfg.agent, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(b.dir, "data"), "--log-level", "info"}
-	if b.cfg.buffer > 0 {
-		args = append(args, "--socket-buffer", strconv.Itoa(b.cfg.buffer))
+	b := &agentProc{secret: hex.EncodeToString(key)}
+	args := []string{cfg.agent, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--log-level", "info"}
+	if cfg.buffer > 0 {
+		args = append(args, "--socket-buffer", strconv.Itoa(cfg.buffer))
 	}
-	if b.cfg.noGRO {
+	if cfg.noGRO {
 		args = append(args, "--udp-gro=false")
 	}
-	if b.cfg.buffered {
+	if cfg.buffered {
 		args = append(args, "--capture-direct-io=false")
 	}
-	if b.cfg.agentCPU != "" {
+	if cfg.agentCPU != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
-			return fmt.Errorf("-agent-cpu %s needs taskset (util-linux): %w", b.cfg.agentCPU, err)
+			return nil, fmt.Errorf("-agent-cpu %s needs taskset (util-linux): %w", cfg.agentCPU, err)
 		}
-		args = append([]string{"taskset", "-c", b.cfg.agentCPU}, args...)
+		args = append([]string{"taskset", "-c", cfg.agentCPU}, args...)
 	}
 	b.cmd = exec.Command(args[0], args[1:]...)
 	b.cmd.Env = append(os.Environ(), "LABTAP_SECRET="+b.secret)
 	stderr, err := b.cmd.StderrPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.cmd.Start(); err != nil {
-		return fmt.Errorf("start agent: %w", err)
+		return nil, fmt.Errorf("start agent: %w", err)
 	}
 	b.exited = make(chan error, 1)
 	addr := make(chan string, 1)
@@ -127,36 +158,43 @@ func (b *bench) startAgent() error {
 	select {
 	case a := <-addr:
 		b.api = "http://" + a
-		return nil
+		return b, nil
 	case err := <-b.exited:
-		return fmt.Errorf("agent exited at start: %v", err)
+		return nil, fmt.Errorf("agent exited at start: %v", err)
 	case <-time.After(20 * time.Second):
-		return errors.New("agent did not start within 20 s")
+		return b, errors.New("agent did not start within 20 s")
 	}
 }
 
-// close stops the agent and removes its data directory.
+// close stops the agents and removes their data directory.
 func (b *bench) close() {
 	for _, c := range []*net.UDPConn{b.gen, b.direct, b.sink} {
 		if c != nil {
 			c.Close()
 		}
 	}
-	if b.cmd != nil && b.cmd.Process != nil {
-		b.cmd.Process.Signal(unix.SIGTERM)
-		select {
-		case <-b.exited:
-		case <-time.After(15 * time.Second):
-			b.cmd.Process.Kill()
-		}
-	}
+	b.peer.stop()
+	b.agentProc.stop()
 	if !b.cfg.keep {
 		os.RemoveAll(b.dir)
 	}
 }
 
+// stop stops an agent: SIGTERM, then SIGKILL after 15 s.
+func (b *agentProc) stop() {
+	if b == nil || b.cmd.Process == nil {
+		return
+	}
+	b.cmd.Process.Signal(unix.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(15 * time.Second):
+		b.cmd.Process.Kill()
+	}
+}
+
 // call sends one API request with the secret and decodes the reply.
-func (b *bench) call(method, path string, in, out any) error {
+func (b *agentProc) call(method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		data, err := json.Marshal(in)
@@ -236,15 +274,19 @@ func (b *bench) setup() error {
 	if err != nil {
 		return err
 	}
-	b.relayIn = l1
+	b.relayIn = []int{l1}
 	genPort, err := freePort()
 	if err != nil {
 		return err
 	}
 	sinkPort := b.sink.LocalAddr().(*net.UDPAddr).Port
-	if err := b.call("PUT", proto.ProjectPath(b.project), proto.ProjectSpec{Name: "bench"}, nil); err != nil {
-		return err
+	for _, ag := range b.agents() {
+		if err := ag.call("PUT", proto.ProjectPath(b.project), proto.ProjectSpec{Name: "bench"}, nil); err != nil {
+			return err
+		}
 	}
+	// Cloud 2 is on the last agent: B in the xagent topology.
+	zOn := b.agents()[len(b.agents())-1]
 	a := proto.Endpoint{NodeID: cloudA, Name: "Cloud1 UDP"}
 	z := proto.Endpoint{NodeID: cloudB, Name: "Cloud2 UDP"}
 	if b.cfg.tunnels {
@@ -252,13 +294,14 @@ func (b *bench) setup() error {
 		z = proto.Endpoint{Tunnel: &proto.Tunnel{LocalPort: l2, RemoteHost: "127.0.0.1", RemotePort: sinkPort}}
 	} else {
 		for _, c := range []struct {
+			on           *agentProc
 			id, name     string
 			lport, rport int
-		}{{cloudA, "Cloud1", l1, genPort}, {cloudB, "Cloud2", l2, sinkPort}} {
+		}{{b.agentProc, cloudA, "Cloud1", l1, genPort}, {zOn, cloudB, "Cloud2", l2, sinkPort}} {
 			spec := proto.NodeSpec{NodeType: "cloud", Name: c.name, Ports: []proto.PortMapping{
 				{Name: "UDP tunnel 1", Type: proto.PortUDP, LocalPort: c.lport, RemoteHost: "127.0.0.1", RemotePort: c.rport},
 			}}
-			if err := b.call("PUT", proto.NodePath(b.project, c.id), spec, nil); err != nil {
+			if err := c.on.call("PUT", proto.NodePath(b.project, c.id), spec, nil); err != nil {
 				return fmt.Errorf("create cloud (an agent without cloud nodes needs -tunnels): %w", err)
 			}
 		}
@@ -296,7 +339,15 @@ var topologies = map[string]struct {
 	// mirred redirect, so each frame crosses two veths, two AF_PACKET
 	// ports and the container's netns. Needs root and a Docker Engine.
 	"docker": {"docker", 1},
+	// cloud on agent A - cloud on agent B: the link crosses agents as the
+	// controller wires a link whose nodes are on two computes, each agent
+	// relaying its half to a UDP tunnel between them over 127.0.0.1
+	// (crossLink).
+	"xagent": {},
 }
+
+// crossAgents says whether a topology's clouds are on two agents.
+func crossAgents(topology string) bool { return topology == "xagent" }
 
 // forwarder is the docker topology's container: IPv6 off so it sends
 // nothing of its own, then every frame entering eth0 leaves by eth1, as
@@ -327,6 +378,9 @@ func (b *bench) dockerNode(id, name string) error {
 // one the bench captures and reads counters of (b.link).
 func (b *bench) buildPath(a, z proto.Endpoint) error {
 	t := topologies[b.cfg.topology]
+	if crossAgents(b.cfg.topology) {
+		return b.crossLink(a, z)
+	}
 	left := a
 	for i := range t.count {
 		id := fmt.Sprintf("b0000000-0000-4000-8000-0000000001%02x", i)
@@ -370,6 +424,41 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 		link = "b0000000-0000-4000-8000-0000000002ff"
 	}
 	return b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: z}, nil)
+}
+
+// crossLink links a on agent A to z on agent B as the controller wires a
+// link whose nodes are on two computes (controller/project/links.go, wire
+// and crossWirings): a tunnel port reserved on each agent, then on each the
+// link's half, under the link's id, between its node's port and a tunnel
+// from its reserved port to the other's. The half on A is the one the bench
+// captures and reads the counters of: the controller captures a link of two
+// clouds on its first node's side (captureSide), and across computes only
+// that side's half writes the file.
+func (b *bench) crossLink(a, z proto.Endpoint) error {
+	var ports [2]int
+	for i, ag := range b.agents() {
+		var tp proto.TunnelPort
+		if err := ag.call("PUT", proto.TunnelPortPath(b.project, fmt.Sprintf("%s-%d", b.link, i)), nil, &tp); err != nil {
+			return fmt.Errorf("reserve a tunnel port: %w", err)
+		}
+		ports[i] = tp.Port
+	}
+	// The tunnel end faces the other side's node, and is named after it.
+	tunnel := func(self int, name string) proto.Endpoint {
+		return proto.Endpoint{Name: name, Tunnel: &proto.Tunnel{LocalPort: ports[self], RemoteHost: "127.0.0.1", RemotePort: ports[1-self]}}
+	}
+	if err := b.call("PUT", proto.LinkPath(b.project, b.link), proto.LinkSpec{
+		LinkID: b.link, A: a, B: tunnel(0, z.Name), DataLinkType: "DLT_EN10MB",
+	}, nil); err != nil {
+		return fmt.Errorf("agent A's half of the link: %w", err)
+	}
+	if err := b.peer.call("PUT", proto.LinkPath(b.project, b.link), proto.LinkSpec{
+		LinkID: b.link, A: tunnel(1, a.Name), B: z, DataLinkType: "DLT_EN10MB",
+	}, nil); err != nil {
+		return fmt.Errorf("agent B's half of the link: %w", err)
+	}
+	b.relayIn = append(b.relayIn, ports[1])
+	return nil
 }
 
 // spec describes one run.
@@ -475,10 +564,9 @@ func (b *bench) one(s spec) result {
 		capPath = st.FilePath
 	}
 	before, _ := b.linkState()
-	cpu0, _ := procCPU(b.cmd.Process.Pid)
-	wait0 := runDelay(b.cmd.Process.Pid)
+	cpu0, wait0 := b.agentsCPU()
 	steal0 := cpuTimes("")
-	relayDrops0, sinkDrops0 := udpDrops(b.relayIn), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
+	relayDrops0, sinkDrops0 := udpDrops(b.relayIn...), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
 
 	sk := newSink(b.sink, s.size, b.start)
 	go sk.run()
@@ -502,8 +590,8 @@ func (b *bench) one(s spec) result {
 	sk.waitIdle(300 * time.Millisecond)
 	sk.stop()
 
-	cpu1, _ := procCPU(b.cmd.Process.Pid)
-	r.cpuWait = runDelay(b.cmd.Process.Pid) - wait0
+	cpu1, wait1 := b.agentsCPU()
+	r.cpuWait = wait1 - wait0
 	r.steal = cpuTimes("").stealShare(steal0)
 	after, ok := b.linkState()
 	r.sent = g.sent
@@ -520,7 +608,7 @@ func (b *bench) one(s spec) result {
 		r.forwarded = int64(a.Forwarded - b.Forwarded)
 		r.emitted = r.forwarded + int64(a.SendErrors-b.SendErrors)
 	}
-	r.relayDrops = udpDrops(b.relayIn) - relayDrops0
+	r.relayDrops = udpDrops(b.relayIn...) - relayDrops0
 	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
 	if s.capture {
 		var st proto.CaptureState
@@ -544,26 +632,52 @@ func (b *bench) one(s spec) result {
 // run's counters and capture must cover those frames too.
 func (b *bench) waitRelayDrained() {
 	deadline := time.Now().Add(10 * time.Second)
-	prev, _ := b.linkState()
+	counters := func() (c []proto.LinkState, ok bool) {
+		for _, ag := range b.agents() {
+			st, ok := ag.linkState(b.project, b.link)
+			if !ok {
+				return nil, false
+			}
+			c = append(c, st)
+		}
+		return c, true
+	}
+	prev, _ := counters()
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-		cur, ok := b.linkState()
+		cur, ok := counters()
 		if !ok {
 			return // an agent without link counters: the sink's idle wait must do
 		}
-		if cur.Directions == prev.Directions && udpQueued(b.relayIn) == 0 {
+		if slices.EqualFunc(cur, prev, func(x, y proto.LinkState) bool { return x.Directions == y.Directions }) &&
+			udpQueued(b.relayIn...) == 0 {
 			return
 		}
 		prev = cur
 	}
 }
 
-func (b *bench) linkState() (proto.LinkState, bool) {
+// linkState returns the captured link's state on agent A.
+func (b *bench) linkState() (proto.LinkState, bool) { return b.agentProc.linkState(b.project, b.link) }
+
+func (b *agentProc) linkState(project, link string) (proto.LinkState, bool) {
 	var st proto.LinkState
-	if err := b.call("GET", proto.LinkPath(b.project, b.link), nil, &st); err != nil {
+	if err := b.call("GET", proto.LinkPath(project, link), nil, &st); err != nil {
 		return st, false
 	}
 	return st, true
+}
+
+// agentsCPU returns the CPU seconds the bench's agents used so far, and
+// how long their threads waited for a CPU, summed over the agents: in the
+// xagent topology, both agents relay every frame.
+func (b *bench) agentsCPU() (cpu float64, wait time.Duration) {
+	for _, ag := range b.agents() {
+		c, _ := procCPU(ag.cmd.Process.Pid)
+		cpu += c
+		wait += runDelay(ag.cmd.Process.Pid)
+	}
+	return cpu, wait
 }
 
 // Frame layout: sequence number, send time (ns since the bench started),
@@ -960,28 +1074,31 @@ func (t times) stealShare(before times) float64 {
 }
 
 // udpQueued returns the bytes waiting in the receive queues of the UDP
-// sockets bound to port (/proc/net/udp and udp6, rx_queue).
-func udpQueued(port int) int64 {
-	return udpField(port, func(f []string) int64 {
+// sockets bound to ports (/proc/net/udp and udp6, rx_queue).
+func udpQueued(ports ...int) int64 {
+	return udpField(ports, func(f []string) int64 {
 		_, rx, _ := strings.Cut(f[4], ":")
 		n, _ := strconv.ParseInt(rx, 16, 64)
 		return n
 	})
 }
 
-// udpDrops sums the kernel's drop counters of the UDP sockets bound to port
-// (/proc/net/udp and udp6, last column).
-func udpDrops(port int) int64 {
-	return udpField(port, func(f []string) int64 {
+// udpDrops sums the kernel's drop counters of the UDP sockets bound to
+// ports (/proc/net/udp and udp6, last column).
+func udpDrops(ports ...int) int64 {
+	return udpField(ports, func(f []string) int64 {
 		n, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
 		return n
 	})
 }
 
 // udpField sums a field of the lines of /proc/net/udp and udp6 whose local
-// port is port.
-func udpField(port int, field func([]string) int64) int64 {
-	suffix := fmt.Sprintf(":%04X", port)
+// port is one of ports.
+func udpField(ports []int, field func([]string) int64) int64 {
+	suffixes := make([]string, len(ports))
+	for i, p := range ports {
+		suffixes[i] = fmt.Sprintf(":%04X", p)
+	}
 	var total int64
 	for _, name := range []string{"/proc/net/udp", "/proc/net/udp6"} {
 		data, err := os.ReadFile(name)
@@ -990,7 +1107,7 @@ func udpField(port int, field func([]string) int64) int64 {
 		}
 		for _, line := range strings.Split(string(data), "\n")[1:] {
 			f := strings.Fields(line)
-			if len(f) < 13 || !strings.HasSuffix(f[1], suffix) {
+			if len(f) < 13 || !slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(f[1], s) }) {
 				continue
 			}
 			total += field(f)

@@ -47,7 +47,9 @@
 // agent is a separate process, pinned to -agent-cpu when it is set
 // (scripts/bench pins this process to another CPU with taskset). All traffic
 // stays on 127.0.0.1. -tunnels links two tunnel endpoints instead of two
-// clouds, for agents that predate cloud nodes.
+// clouds, for agents that predate cloud nodes. -topology xagent starts a
+// second agent, both pinned to -agent-cpu, and links a cloud on each across
+// them as the controller links nodes on two computes (crossLink).
 package main
 
 import (
@@ -102,7 +104,7 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.noGRO, "no-gro", false, "start the agent with --udp-gro=false: the relay then reads the generator's GSO runs datagram by datagram, as it reads an emulator's")
 	fs.BoolVar(&cfg.buffered, "buffered-capture", false, "start the agent with --capture-direct-io=false: captures are written through the page cache")
 	fs.BoolVar(&cfg.overdrive, "overdrive", false, "max-rate runs send open loop, as fast as the generator can, instead of keeping a window of frames in flight")
-	fs.StringVar(&topo, "topology", "cloud", "comma-separated topologies between generator and sink, each measured in turn with its own agent: cloud (cloud-cloud), switch (cloud-switch-cloud), hub, chain4 (4 switches), docker (cloud-container-cloud: a forwarding container, needs root and the Docker Engine); with more than one, a summary compares each to the first")
+	fs.StringVar(&topo, "topology", "cloud", "comma-separated topologies between generator and sink, each measured in turn with its own agent: cloud (cloud-cloud), switch (cloud-switch-cloud), hub, chain4 (4 switches), docker (cloud-container-cloud: a forwarding container, needs root and the Docker Engine), xagent (cloud on one agent, a link across to a second agent through a UDP tunnel, cloud there; both agents pinned to -agent-cpu); with more than one, a summary compares each to the first")
 	var cc capConfig
 	fs.IntVar(&cc.n, "captures", 0, "measure N simultaneous captures instead of the relay (captures.go): RSS and CPU per idle capture, then capture loss with -captures-rate frames/s on each; -agent may list binaries to compare (bin/agent-main,bin/agent)")
 	fs.IntVar(&cc.rate, "captures-rate", 100, "with -captures: frames/s sent to each link in the loaded run")

@@ -20,7 +20,14 @@ func report(w io.Writer, b *bench, reps [][]result) {
 		return
 	}
 	fmt.Fprintf(w, "\nlabtap relay bench, topology %s: %d repetition(s), medians; ratios are per repetition, then the median [min-max]\n", b.cfg.topology, len(reps))
-	fmt.Fprintf(w, "machine: %d CPUs, bench pinned to %s, agent pinned to %s\n", onlineCPUs(), affinity(), orNone(b.cfg.agentCPU))
+	agents := "agent"
+	if b.peer != nil {
+		// Both on the same CPU: the two agents share the one CPU the
+		// single agent of the other topologies has, so frames/s compare
+		// like for like, and relay CPU is the two agents' sum.
+		agents = "both agents (A and B)"
+	}
+	fmt.Fprintf(w, "machine: %d CPUs, bench pinned to %s, %s pinned to %s\n", onlineCPUs(), affinity(), agents, orNone(b.cfg.agentCPU))
 	if b.ends[0].Kind != "" {
 		e := b.ends[0]
 		fmt.Fprintf(w, "relay sockets: receive buffer %d, send buffer %d (as getsockopt reports: twice the usable size), GSO %v, GRO %v\n",
@@ -124,7 +131,7 @@ func report(w io.Writer, b *bench, reps [][]result) {
 	fmt.Fprintln(w, "\nnotes: frames/s is what the sink received per second; loss counts every frame sent and not received (at max rate the")
 	fmt.Fprintln(w, "generator keeps a window of frames in flight, and sends more when frames stay out 50 ms: loss there means a stall,")
 	fmt.Fprintln(w, "of the relay or of its CPU); relay sock drops are the kernel's drop counter of the relay's receiving socket; p50/p99")
-	fmt.Fprintln(w, "are one-way generator-to-sink latencies (at max rate, mostly the window's queueing); relay CPU is the agent's; steal is")
+	fmt.Fprintln(w, "are one-way generator-to-sink latencies (at max rate, mostly the window's queueing); relay CPU is the agent's (for a link across agents, both agents'); steal is")
 	fmt.Fprintln(w, "the share of the machine's CPU time the hypervisor gave to someone else during the run (a virtual machine's noise).")
 }
 
@@ -355,4 +362,57 @@ func compare(w io.Writer, all []topologyResult) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+
+	// Relay CPU per frame, the CPU-time view of the same cost (the relay
+	// is pinned to one CPU), and loss at the steady rate, where the goal
+	// is none at all: both absolute, CPU also over the first topology's.
+	steady := []string{"off-1500-steady", "on-1500-steady"}
+	fmt.Fprintf(w, "\nrelay CPU s/Mframe (median over repetitions; then / %s's), and loss at the steady rate (over every repetition)\n", all[0].topology)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "topology\t")
+	for _, r := range append(runs, steady...) {
+		fmt.Fprintf(tw, "%s\t", r)
+	}
+	for _, r := range steady {
+		fmt.Fprintf(tw, "loss %s\t", r)
+	}
+	fmt.Fprintln(tw)
+	for _, t := range all {
+		fmt.Fprintf(tw, "%s\t", t.topology)
+		for _, r := range append(runs, steady...) {
+			x, base := medianCPU(runsOf(t.reps, r)), medianCPU(runsOf(all[0].reps, r))
+			if x == 0 || base == 0 {
+				fmt.Fprint(tw, "-\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.2f (%.2f×)\t", x*1e6, x/base)
+		}
+		for _, r := range steady {
+			rs := runsOf(t.reps, r)
+			var sent, lost int
+			for _, x := range rs {
+				sent, lost = sent+x.sent, lost+x.sent-x.received
+			}
+			if sent == 0 {
+				fmt.Fprint(tw, "-\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.3f%% (%d of %d)\t", 100*float64(lost)/float64(sent), lost, sent)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// runsOf returns the runs named name of every repetition.
+func runsOf(reps [][]result, name string) []result {
+	var out []result
+	for _, row := range reps {
+		for _, r := range row {
+			if r.name == name {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
