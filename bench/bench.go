@@ -480,6 +480,7 @@ type result struct {
 	rate           float64 // received frames/s
 	p50, p99       time.Duration
 	relayCPU       float64       // agent CPU seconds during the run
+	peerCPU        float64       // of which agent B's, in the xagent topology
 	cpuWait        time.Duration // agent threads were runnable but waited for a CPU
 	steal          float64       // share of the machine's CPU time the hypervisor took (steal time)
 	// emitted frames left the captured link's relay toward its next hop
@@ -592,6 +593,9 @@ func (b *bench) one(s spec) result {
 
 	cpu1, wait1 := b.agentsCPU()
 	r.cpuWait = wait1 - wait0
+	if b.peer != nil {
+		r.peerCPU = cpu1[1] - cpu0[1]
+	}
 	r.steal = cpuTimes("").stealShare(steal0)
 	after, ok := b.linkState()
 	r.sent = g.sent
@@ -602,7 +606,7 @@ func (b *bench) one(s spec) result {
 		r.rate = float64(r.received-1) / r.seconds
 	}
 	r.p50, r.p99 = sk.percentiles()
-	r.relayCPU = cpu1 - cpu0
+	r.relayCPU = sum(cpu1) - sum(cpu0)
 	if ok {
 		a, b := after.Directions[0], before.Directions[0]
 		r.forwarded = int64(a.Forwarded - b.Forwarded)
@@ -668,16 +672,23 @@ func (b *agentProc) linkState(project, link string) (proto.LinkState, bool) {
 	return st, true
 }
 
-// agentsCPU returns the CPU seconds the bench's agents used so far, and
-// how long their threads waited for a CPU, summed over the agents: in the
-// xagent topology, both agents relay every frame.
-func (b *bench) agentsCPU() (cpu float64, wait time.Duration) {
+// agentsCPU returns the CPU seconds each of the bench's agents used so
+// far, and how long their threads waited for a CPU, summed over the
+// agents: in the xagent topology, both agents relay every frame.
+func (b *bench) agentsCPU() (cpu []float64, wait time.Duration) {
 	for _, ag := range b.agents() {
 		c, _ := procCPU(ag.cmd.Process.Pid)
-		cpu += c
+		cpu = append(cpu, c)
 		wait += runDelay(ag.cmd.Process.Pid)
 	}
 	return cpu, wait
+}
+
+func sum(xs []float64) (s float64) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
 }
 
 // Frame layout: sequence number, send time (ns since the bench started),

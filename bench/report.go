@@ -110,6 +110,16 @@ func report(w io.Writer, b *bench, reps [][]result) {
 			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), added, cpu, 100*r.steal, capture)
 	}
 	tw.Flush()
+	if b.peer != nil {
+		// Where a frame's relay CPU goes across the two agents.
+		fmt.Fprint(w, "agent A's share of the relay CPU (A: cloud 1, its half of the link and the capture; B: the tunnel's other end and cloud 2):")
+		for _, n := range names {
+			if r := median(byName[n]); r.relay && r.relayCPU > 0 {
+				fmt.Fprintf(w, " %s %.0f%%", n, 100*(1-r.peerCPU/r.relayCPU))
+			}
+		}
+		fmt.Fprintln(w)
+	}
 
 	fmt.Fprintln(w, "\ngoals, over every repetition:")
 	goals(w, byName, func(a, b string) []float64 { return ratioOf(a, b, false) }, func(result) bool { return true })
