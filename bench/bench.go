@@ -490,6 +490,7 @@ type result struct {
 	emitted    int64
 	forwarded  int64 // by the relay to the next hop, -1 if unknown
 	relayDrops int64 // datagrams the kernel dropped at the relay's socket
+	peerDrops  int64 // of which at agent B's tunnel end, in the xagent topology
 	sinkDrops  int64 // and at the sink's
 	capture    *captureCheck
 	err        error
@@ -568,6 +569,7 @@ func (b *bench) one(s spec) result {
 	cpu0, wait0 := b.agentsCPU()
 	steal0 := cpuTimes("")
 	relayDrops0, sinkDrops0 := udpDrops(b.relayIn...), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
+	peerDrops0 := udpDrops(b.relayIn[1:]...)
 
 	sk := newSink(b.sink, s.size, b.start)
 	go sk.run()
@@ -613,6 +615,7 @@ func (b *bench) one(s spec) result {
 		r.emitted = r.forwarded + int64(a.SendErrors-b.SendErrors)
 	}
 	r.relayDrops = udpDrops(b.relayIn...) - relayDrops0
+	r.peerDrops = udpDrops(b.relayIn[1:]...) - peerDrops0
 	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
 	if s.capture {
 		var st proto.CaptureState

@@ -119,6 +119,13 @@ func report(w io.Writer, b *bench, reps [][]result) {
 			}
 		}
 		fmt.Fprintln(w)
+		fmt.Fprint(w, "relay sock drops at B's tunnel end (the rest at A's cloud 1):")
+		for _, n := range names {
+			if r := median(byName[n]); r.relay {
+				fmt.Fprintf(w, " %s %d", n, r.peerDrops)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 
 	fmt.Fprintln(w, "\ngoals, over every repetition:")
