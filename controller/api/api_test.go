@@ -60,13 +60,13 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 	projectsDir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{
 		ProjectsDir: projectsDir,
-		Computes:    reg,
+		Computes:    reg.Agents,
 		Store:       &topology.Store{Dir: projectsDir, Version: "2.2.59"},
 	})
 	for _, err := range svc.Load(t.Context(), nil) {
 		t.Logf("load: %v", err) // tests assert what loaded
 	}
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", Context: t.Context()})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context()})
 	if err != nil {
 		t.Fatal(err)
 	}
