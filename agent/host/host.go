@@ -156,19 +156,25 @@ type Host struct {
 	// where QEMU runs.
 	probeQemu bool
 
-	*filterCompiler // bpf programs of link and capture filters (CheckFilters)
-
 	load loadSampler
 
 	docker dockerState // the Docker Engine, connected on first use
 
-	*Images // the images folders and the QEMU wizard's facts
-
-	events                // what the controller follows (Subscribe); see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
-	projects      projectTable // see projects.go for the locks and their order
-	*captureOwner              // the captures of links (StartCapture, ...)
+	projects projectTable // see projects.go for the locks and their order
+
+	// The parts with a job of their own, each reached by name. They share
+	// the project table (and its locks) with the Host; none holds the Host.
+
+	// Filters compiles the bpf programs of link and capture filters.
+	Filters *Filters
+	// Images serves the images folders and the QEMU wizard's facts.
+	Images *Images
+	// Events is what the controller follows (see hosts.go).
+	Events *Events
+	// Captures runs the captures of links.
+	Captures *Captures
 
 	hooks hooks // tests open race windows with them
 }
@@ -179,7 +185,7 @@ type hooks struct {
 	nameBusy  func() // a capture waits for the close of files of its name
 	naming    func() // a new capture reads the captures folder to name its files
 	repairing func() // an opening project repairs a capture a crash left
-	// ringMade runs in StartCapture once the capture's files exist, before
+	// ringMade runs in Captures.Start once the capture's files exist, before
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
@@ -293,8 +299,9 @@ func New(cfg Config) *Host {
 		projects: projectTable{open: make(map[string]*project), closing: make(map[string]*project)},
 	}
 	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
-	h.filterCompiler = &filterCompiler{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
-	h.captureOwner = &captureOwner{projects: &h.projects, filters: h.filterCompiler, events: &h.events, log: cfg.Logger,
+	h.Filters = &Filters{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
+	h.Events = &Events{}
+	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
 		buffered: cfg.BufferedCaptures, hooks: &h.hooks}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
 	h.tunnelAddr = tunnelAddr(cfg)
@@ -379,7 +386,7 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 		p := newProject(h.cfg.DataDir, spec)
 		h.projects.open[spec.ProjectID] = p
 		h.projects.mu.Unlock()
-		h.repairCaptures(p)
+		h.Captures.repairCaptures(p)
 		// Before any node of the project is created again.
 		h.cleanDocker(spec.ProjectID)
 		close(p.opened)
@@ -416,7 +423,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range capturing {
-		wg.Go(func() { h.closeCapture(p, c) })
+		wg.Go(func() { h.Captures.closeCapture(p, c) })
 	}
 	wg.Wait()
 	h.stopNodes(ctx, nodes)
@@ -473,9 +480,9 @@ func (h *Host) Close() error {
 	for _, id := range ids {
 		h.CloseProject(context.Background(), id)
 	}
-	h.events.closeAll()
+	h.Events.closeAll()
 	h.cancel()
-	h.captureOwner.wg.Wait()
+	h.Captures.wg.Wait()
 	h.relay.wg.Wait()
 	return nil
 }
@@ -858,7 +865,7 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 	}
 	p.mu.Unlock()
 	for _, c := range capturing {
-		h.closeCapture(p, c)
+		h.Captures.closeCapture(p, c)
 	}
 	if !ok {
 		return nil

@@ -55,7 +55,7 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		p.mu.Unlock()
 	}
 	// Compiling may take a while: not under the lock.
-	progs, err := h.compileBPF(spec, cached)
+	progs, err := h.Filters.compileBPF(spec, cached)
 	if err != nil {
 		return err
 	}
@@ -107,11 +107,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 
 // compileBPF compiles the link's bpf filter expressions for its data link
 // type, reusing the previous programs when neither changed and programs
-// compiled before (a CheckFilters, another link). An expression libpcap
+// compiled before (a Filters.Check, another link). An expression libpcap
 // refuses is an invalid request, with libpcap's message; one over the
 // budget (Config.FilterDeadline, pcapfilter.MaxInstructions) is "Filter
 // bpf: too complex".
-func (f *filterCompiler) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+func (f *Filters) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
 	if len(out.exprs) == 0 {
 		return out, nil
@@ -135,11 +135,11 @@ func (f *filterCompiler) compileBPF(spec proto.LinkSpec, prev compiledBPF) (comp
 	return out, nil
 }
 
-// CheckFilters compiles bpf filter expressions for a data link type, as
+// Check compiles bpf filter expressions for a data link type, as
 // PutLink would, and keeps the programs for it: the controller checks a
 // filter this way before it takes its project's lock, so the PutLink that
 // follows does not compile.
-func (f *filterCompiler) CheckFilters(dataLinkType string, bpfs []string) error {
+func (f *Filters) Check(dataLinkType string, bpfs []string) error {
 	if dataLinkType == "" {
 		dataLinkType = capspec.DefaultDataLinkType
 	}
@@ -147,11 +147,11 @@ func (f *filterCompiler) CheckFilters(dataLinkType string, bpfs []string) error 
 	return err
 }
 
-// filterCompiler compiles the bpf expressions of link and capture
+// Filters compiles the bpf expressions of link and capture
 // filters, in a killable child within Config.FilterDeadline, and keeps the
 // programs compiled lately. It is safe for concurrent use; its cache has
 // its own lock, never held while compiling.
-type filterCompiler struct {
+type Filters struct {
 	ctx      context.Context // the host's lifetime: compiling ends with it
 	deadline time.Duration   // Config.FilterDeadline
 	log      *slog.Logger
@@ -366,7 +366,7 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 	}
 	p.mu.Unlock()
 	if c != nil {
-		h.closeCapture(p, c)
+		h.Captures.closeCapture(p, c)
 	}
 	return nil
 }
@@ -376,7 +376,7 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 // released. p.mu must be held.
 func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	l.relay.Close()
-	c := h.detachCapture(p, l)
+	c := h.Captures.detachCapture(p, l)
 	for _, t := range l.tunnels {
 		t.Close()
 	}

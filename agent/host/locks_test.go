@@ -32,7 +32,7 @@ func otherCallsGoOn(t *testing.T, h *Host, why string) {
 		}
 	})
 	within(t, "Capture "+why, func() {
-		if _, err := h.Capture(testProject, testLink); err != nil {
+		if _, err := h.Captures.State(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
@@ -87,14 +87,14 @@ func TestASlowRepairOfAnOpeningProjectBlocksNoOtherAgentCall(t *testing.T) {
 
 // startNamingHeld starts a capture of the test link whose naming (the
 // read of the captures folder: a slow disk) waits for release; it returns
-// once the naming is held, with the channel StartCapture's error comes on.
+// once the naming is held, with the channel Captures.Start's error comes on.
 func startNamingHeld(t *testing.T, h *Host, file string) (started <-chan error, release func()) {
 	t.Helper()
 	hook, entered, release := hold(t)
 	h.hooks.naming = hook
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: file})
+		_, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: file})
 		done <- err
 	}()
 	<-entered
@@ -111,7 +111,7 @@ func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	if st, err := h.Capture(testProject, testLink); err != nil || !st.Active || st.FileName != "slow.pcap" {
+	if st, err := h.Captures.State(testProject, testLink); err != nil || !st.Active || st.FileName != "slow.pcap" {
 		t.Fatalf("the capture: %+v, %v", st, err)
 	}
 }

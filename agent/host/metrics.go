@@ -66,7 +66,7 @@ func (h *Host) Metrics() []LinkMetrics {
 // file, and logs it. Ring-file captures call it where they announce a new
 // file (capture.rotated); labtap_capture_files_rotated_total counts the
 // ring's files instead (Metrics), as two may begin between two calls.
-func (o *captureOwner) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
+func (o *Captures) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
 	n := c.rotations.Add(1)
 	o.log.Info("capture rotated", "project", projectID, "link", l.spec.LinkID, "file", file, "rotations", n)
 }

@@ -184,7 +184,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ProjectID: projectID, ProjectDir: projectDir,
 		Dir:         env.Dir,
 		RuntimeDir:  h.runtimeDir(env.Spec.NodeID),
-		ImagesDir:   h.ImagesDir(TypeQemu),
+		ImagesDir:   h.Images.ImagesDir(TypeQemu),
 		ConsoleHost: h.cfg.ConsoleBind,
 		Accel:       h.cfg.QemuAccel,
 		Props:       props,
@@ -192,7 +192,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		Logger:      env.Logger,
 		OnStop:      env.OnStop,
 		OnWarning: func(msg string) {
-			h.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
+			h.Events.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
 		},
 	})
 	if err != nil {

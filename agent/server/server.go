@@ -114,8 +114,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	}()
 	reg := metrics.NewRegistry()
 	reg.MustRegister(newLinkCollector(h))
-	handler := api.NewHandler(h, api.Config{
-		Images:   h.Images,
+	handler := api.NewHandler(Parts(h), api.Config{
 		Secret:   cfg.Secret,
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Requests: metrics.NewHTTP(reg),
@@ -124,6 +123,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()
 	return err
+}
+
+// Parts are the parts of h the agent's API drives.
+func Parts(h *host.Host) api.Parts {
+	return api.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}
 }
 
 // DefaultDataDir is where labtap keeps its data when told nothing:

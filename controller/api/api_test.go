@@ -53,7 +53,7 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 			},
 		},
 	})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{Secret: "s"}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{Secret: "s"}))
 	t.Cleanup(func() { h.Close(); agent.Close() })
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Retries: 1})})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", Protocol: "http", Host: "127.0.0.1", Port: 3080, URL: agent.URL, Secret: "s"})

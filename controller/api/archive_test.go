@@ -49,7 +49,7 @@ func newArchiveLab(t *testing.T, maxImport int64) *archiveLab {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	l := &live{t: t}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: time.Hour})

@@ -45,7 +45,7 @@ func newLive(t *testing.T, grace time.Duration) *live {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	l := &live{t: t}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { l.projects.AutoCloseIdle(ctx, id) }})
@@ -486,7 +486,7 @@ func newBenchLive(b *testing.B) *benchLive {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	hub := notify.New(notify.Config{}) // the default queue, as the controller runs
 	events := &api.Events{Hub: hub, Version: "2.2.59"}
 	reg := compute.NewRegistry(compute.RegistryConfig{})
