@@ -190,6 +190,7 @@ type hooks struct {
 	// new-file hook.
 	ringMade, began func()
 	creating        func(name string) // a ring is about to create its file name
+	resolving       func()            // a tunnel's remote host name is about to be looked up
 }
 
 type hostNode struct {

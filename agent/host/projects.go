@@ -11,7 +11,8 @@ import (
 
 // The agent's state is split by owner, each part behind its own lock that
 // guards only that part and is never held across disk I/O, a capture's
-// close, a process wait or a Docker Engine or QMP call:
+// close, a process wait, a host name lookup or a Docker Engine or QMP
+// call:
 //
 //   - projectTable.mu: which projects are open;
 //   - project.mu: one project's topology: its nodes, its links and the
