@@ -38,6 +38,7 @@ type Captures struct {
 	events   *Events
 	log      *slog.Logger
 	buffered bool           // Config.BufferedCaptures
+	pool     *captures.Pool // the memory every capture's queue borrows from
 	hooks    *hooks         // the Host's, for tests
 	wg       sync.WaitGroup // the goroutines watching captures
 }
@@ -154,6 +155,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
 		BufferedIO: o.buffered,
+		Pool:       o.pool,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/captures"
 
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
@@ -363,5 +364,27 @@ func TestARingsFirstRotationBeforeTheCaptureIsPublishedWaitsForIt(t *testing.T) 
 	}
 	if _, err := h.Captures.Stop(testProject, testLink); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestTheCapturesMemoryIsWhatTheirPoolHolds(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	const bound = 64 << 20
+	h.Captures.pool = captures.NewPool(bound, time.Hour) // its own, kept an hour: nothing trims it meanwhile
+	if m := h.Captures.Memory(); m != (CaptureMemory{Max: bound}) {
+		t.Fatalf("before any capture: %+v", m)
+	}
+	if _, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "memory.pcap"}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, fakes, 10, 100) // each frame crossed the link: the capture has queued it
+	if m := h.Captures.Memory(); m.Allocated < 2<<20 || m.InUse > m.Allocated || m.Max != bound || m.Refused != 0 {
+		t.Fatalf("while a capture writes: %+v", m)
+	}
+	if _, err := h.Captures.Stop(testProject, testLink); err != nil {
+		t.Fatal(err)
+	}
+	if m := h.Captures.Memory(); m.Allocated < 2<<20 || m.Max != bound {
+		t.Fatalf("after the capture: %+v (the pool keeps its free regions for an hour)", m)
 	}
 }

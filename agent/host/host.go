@@ -25,6 +25,7 @@ import (
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
@@ -303,7 +304,7 @@ func New(cfg Config) *Host {
 	h.Filters = &Filters{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
 	h.Events = &Events{}
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
-		buffered: cfg.BufferedCaptures, hooks: &h.hooks}
+		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
