@@ -150,6 +150,8 @@ type Host struct {
 	vpcsErr  error
 
 	relay *sockets // the relay's UDP sockets and their receive loops
+	// carriers are the goroutines that set NICs' carriers (carrier.request).
+	carriers sync.WaitGroup
 
 	qemuOnce sync.Once // qemuOK is known
 	qemuOK   bool      // a qemu-system binary runs here
@@ -237,15 +239,16 @@ func (n *hostNode) portIndex(adapter, port int) int {
 }
 
 // setCarriers gives the node's ports a carrier when its runner is a
-// LinkSetter. Ports that carry no link are down.
-func (n *hostNode) setCarriers() {
+// LinkSetter, their goroutines owned by owner. Ports that carry no link
+// are down.
+func (n *hostNode) setCarriers(owner *sync.WaitGroup) {
 	ls, ok := n.runner.(LinkSetter)
 	if !ok {
 		return
 	}
 	for i, np := range n.ports {
 		if np.carrier == nil {
-			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }}
+			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }, owner: owner}
 			if np.link == "" {
 				np.carrier.request(false)
 			}
@@ -486,6 +489,7 @@ func (h *Host) Close() error {
 	h.cancel()
 	h.Captures.wg.Wait()
 	h.relay.wg.Wait()
+	h.carriers.Wait()
 	return nil
 }
 
@@ -591,7 +595,7 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		return asProtoError(err, proto.CodeConflict)
 	}
 	n.runner = runner
-	n.setCarriers()
+	n.setCarriers(&h.carriers)
 	if rp, ok := runner.(RelayPorter); ok {
 		for i, port := range rp.RelayPorts() {
 			if port != nil && i < len(n.ports) {
@@ -682,7 +686,7 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	}
 	n.ports = ports
 	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
-	n.setCarriers()
+	n.setCarriers(&h.carriers)
 	p.mu.Unlock()
 	for _, np := range added {
 		h.relay.goServe(np.udp)
