@@ -201,9 +201,9 @@ type hostNode struct {
 	spec      proto.NodeSpec
 	dir       string
 	runner    node.Runner
-	ports     []*nodePort    // see portIndex
+	ports     []*nodePort    // see portIndex; replaced with both ops and project.mu held
 	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
-	ops       sync.Mutex     // serialises start and stop
+	ops       sync.Mutex     // serialises start, stop and update (see projects.go)
 }
 
 // nodePort is one port of a node, as the relay sees it.
@@ -536,7 +536,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	if builtin(spec.NodeType) {
 		err = h.buildBuiltin(n)
 	} else {
-		err = h.buildRunner(ctx, n, factory)
+		err = h.buildRunner(ctx, p, n, factory)
 	}
 	if err != nil {
 		return proto.NodeState{}, err
@@ -564,7 +564,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 // buildRunner makes a node run by a runner (an emulator process): one port
 // per adapter (endpoint adapter i, port 0), each a socket facing the NIC
 // of that adapter, unless the runner supplies its own (RelayPorter).
-func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFactory) error {
+func (h *Host) buildRunner(ctx context.Context, p *project, n *hostNode, factory RunnerFactory) error {
 	addrs := make([]netip.AddrPort, adapterCount(n.spec))
 	for i := range addrs {
 		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
@@ -581,7 +581,13 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		Dir:       n.dir,
 		Ports:     addrs,
 		OnStop: func() {
-			syncPeer(n)
+			// A node may stop by itself, n.ops not held (and a stop asked
+			// for holds it): the port list, which a PUT replaces, is
+			// read under project.mu.
+			p.mu.Lock()
+			ports := slices.Clone(n.ports)
+			p.mu.Unlock()
+			syncPeer(n, ports)
 			h.nodeStopped(n)
 		},
 		Logger: h.log.With("node", n.spec.NodeID),
@@ -691,19 +697,19 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	for _, np := range added {
 		h.relay.goServe(np.udp)
 	}
-	syncPeer(n)
+	syncPeer(n, n.ports)
 	return nil
 }
 
-// syncPeer points the node's ports at where the node receives each
-// adapter's frames now: its NICs while it runs, nowhere while it is
-// stopped. It is called after every start and stop, in any order, and
-// always converges.
-func syncPeer(n *hostNode) {
+// syncPeer points the node's ports (n.ports, read under n.ops or
+// project.mu) at where the node receives each adapter's frames now: its
+// NICs while it runs, nowhere while it is stopped. It is called after
+// every start and stop, in any order, and always converges.
+func syncPeer(n *hostNode, ports []*nodePort) {
 	if n.runner == nil || builtin(n.spec.NodeType) {
 		return
 	}
-	for i, np := range n.ports {
+	for i, np := range ports {
 		if np.udp == nil {
 			continue // the runner's own port
 		}
@@ -825,14 +831,16 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 	case proto.StatusStarted:
 		n.ops.Lock()
 		err := n.runner.Start(ctx)
-		syncPeer(n)
+		syncPeer(n, n.ports)
 		n.ops.Unlock()
 		if err != nil {
 			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
 		}
 	case proto.StatusStopped:
 		h.stopNode(ctx, n)
-		syncPeer(n)
+		n.ops.Lock() // the port list is replaced under it
+		syncPeer(n, n.ports)
+		n.ops.Unlock()
 	case proto.StatusSuspended:
 		sr, ok := n.runner.(Suspender)
 		if !ok {

@@ -16,7 +16,7 @@ import (
 //
 //   - projectTable.mu: which projects are open;
 //   - project.mu: one project's topology: its nodes, its links and the
-//     node ports they use, its tunnel reservations;
+//     node ports they use (each node's port list), its tunnel reservations;
 //   - projectCaptures.mu: one project's captures: which runs on each link,
 //     which file names are taken, whether each is done;
 //   - projectCaptures.nameMu: the naming of a new capture, which reads the
