@@ -258,7 +258,7 @@ func run(args []string) error {
 	// Agents that kept running while the controller was down still run
 	// their labs and captures: projects opened at load (auto_open) and the
 	// others they run are taken over as they are.
-	running := registry.Running(ctx)
+	running := registry.Agents.Running(ctx)
 	for _, err := range projects.Load(ctx, running) {
 		log.Error("load projects", "err", err)
 	}
@@ -294,13 +294,14 @@ func run(args []string) error {
 			}
 			return ids
 		},
-		Fetch:  registry.Metrics,
+		Fetch:  registry.Agents.Metrics,
 		Logger: log.With("component", "metrics"),
 	}
 	app, _, err := api.New(api.Config{
 		Projects:        projects,
 		ProjectCaptures: projectCaptures,
 		Computes:        registry,
+		Agents:          registry.Agents,
 		Symbols:         symbolLib,
 		User:            o.User,
 		Password:        o.Password,
@@ -339,7 +340,7 @@ func run(args []string) error {
 		}
 		wait, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := registry.StreamsEnded(wait, project.LocalCompute); err != nil {
+		if err := registry.Agents.StreamsEnded(wait, project.LocalCompute); err != nil {
 			log.Warn("local capture streams still open at shutdown: cutting them", "err", err)
 		}
 		cancelStreams()
@@ -350,7 +351,7 @@ func run(args []string) error {
 		projects.Close() // its auto-starts
 		return nil
 	})
-	g.Go(func() error { return registry.Watch(gctx, projects) })
+	g.Go(func() error { return registry.Health.Watch(gctx, projects) })
 	err = g.Wait()
 	log.Info("controller stopped")
 	return err

@@ -25,8 +25,21 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
-// Service is what the API drives. *host.Host satisfies it. Errors should be
-// *proto.Error; anything else is reported as an internal error.
+// Parts are the agent's state the API drives, each by the part that owns
+// it: with a *host.Host h, Service is h, and the others h.Captures,
+// h.Filters, h.Events and h.Images. Errors should be *proto.Error;
+// anything else is reported as an internal error.
+type Parts struct {
+	Service  Service
+	Captures CaptureService
+	Filters  FilterChecker
+	Events   EventSource
+	// Images serves the image and QEMU wizard routes; nil leaves them out.
+	Images ImageService
+}
+
+// Service is the agent's projects, nodes and links. *host.Host satisfies
+// it.
 type Service interface {
 	Info() proto.AgentInfo
 	OpenProject(spec proto.ProjectSpec) error
@@ -36,13 +49,8 @@ type Service interface {
 	SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error)
 	DeleteNode(ctx context.Context, projectID, nodeID string) error
 	PutLink(projectID string, spec proto.LinkSpec) error
-	CheckFilters(dataLinkType string, bpf []string) error
 	Link(projectID, linkID string) (proto.LinkState, error)
 	DeleteLink(projectID, linkID string) error
-	StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
-	StopCapture(projectID, linkID string) (proto.CaptureState, error)
-	Capture(projectID, linkID string) (proto.CaptureState, error)
-	CaptureFile(projectID, linkID string) (*captures.Ring, error)
 	ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error)
 	ReleaseTunnelPort(projectID, id string) error
 	// NodeFile reads a file of a node's directory; WriteNodeFile replaces
@@ -54,6 +62,25 @@ type Service interface {
 	State() proto.AgentState
 	// DockerImages lists the Docker Engine's image tags, sorted.
 	DockerImages(ctx context.Context) ([]string, error)
+}
+
+// CaptureService runs the captures of links. *host.Captures satisfies it.
+type CaptureService interface {
+	Start(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error)
+	Stop(projectID, linkID string) (proto.CaptureState, error)
+	State(projectID, linkID string) (proto.CaptureState, error)
+	// File returns a link's running capture, for streaming.
+	File(projectID, linkID string) (*captures.Ring, error)
+}
+
+// FilterChecker compiles bpf filter expressions for a data link type, as
+// a link would. *host.Filters satisfies it.
+type FilterChecker interface {
+	Check(dataLinkType string, bpf []string) error
+}
+
+// EventSource is what the controller follows. *host.Events satisfies it.
+type EventSource interface {
 	// Subscribe follows the agent's events until cancel is called; the
 	// channel is closed when the agent drops the follower or ends.
 	Subscribe() (events <-chan proto.Event, cancel func())
@@ -106,9 +133,6 @@ type Config struct {
 	Secret string
 	// MaxImageBytes bounds one image upload; 0 means 128 GiB.
 	MaxImageBytes int64
-	// Images serves the image and QEMU wizard routes; nil serves them
-	// when the Service is an ImageService, else not.
-	Images ImageService
 	// Metrics, when set, answers GET /metrics (behind the secret too).
 	Metrics http.Handler
 	// Requests counts the requests answered; nil counts nothing.
@@ -121,21 +145,29 @@ const maxBody = 1 << 20
 
 type handlers struct {
 	svc      Service
+	caps     CaptureService
+	filters  FilterChecker
+	feed     EventSource
 	secret   []byte
 	maxImage int64
 	requests *metrics.HTTP
 	log      *slog.Logger
 }
 
-// NewHandler returns the agent's HTTP handler.
-func NewHandler(svc Service, cfg Config) http.Handler {
+// NewHandler returns the agent's HTTP handler. Every part but Images must
+// be set.
+func NewHandler(parts Parts, cfg Config) http.Handler {
+	if parts.Service == nil || parts.Captures == nil || parts.Filters == nil || parts.Events == nil {
+		panic("api.NewHandler: Parts.Service, Captures, Filters and Events must be set")
+	}
+	svc := parts.Service
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = 128 << 30
 	}
-	h := &handlers{svc: svc, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, log: cfg.Logger}
+	h := &handlers{svc: svc, caps: parts.Captures, filters: parts.Filters, feed: parts.Events, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, log: cfg.Logger}
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
@@ -181,12 +213,8 @@ func NewHandler(svc Service, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
 	mux.HandleFunc("GET "+proto.EventsPath, h.events)
-	is := cfg.Images
-	if is == nil {
-		is, _ = svc.(ImageService)
-	}
-	if is != nil {
-		h.registerImages(mux, is)
+	if parts.Images != nil {
+		h.registerImages(mux, parts.Images)
 	}
 	if ds, ok := svc.(DiskService); ok {
 		mux.HandleFunc("POST "+n+"/resize_disk", func(w http.ResponseWriter, r *http.Request) {
@@ -359,7 +387,7 @@ func (h *handlers) checkFilters(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &fc) {
 		return
 	}
-	h.reply(w, nil, h.svc.CheckFilters(fc.DataLinkType, fc.BPF))
+	h.reply(w, nil, h.filters.Check(fc.DataLinkType, fc.BPF))
 }
 
 func (h *handlers) link(w http.ResponseWriter, r *http.Request) {
@@ -376,17 +404,17 @@ func (h *handlers) startCapture(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &spec) {
 		return
 	}
-	st, err := h.svc.StartCapture(r.PathValue("project"), r.PathValue("link"), spec)
+	st, err := h.caps.Start(r.PathValue("project"), r.PathValue("link"), spec)
 	h.reply(w, st, err)
 }
 
 func (h *handlers) capture(w http.ResponseWriter, r *http.Request) {
-	st, err := h.svc.Capture(r.PathValue("project"), r.PathValue("link"))
+	st, err := h.caps.State(r.PathValue("project"), r.PathValue("link"))
 	h.reply(w, st, err)
 }
 
 func (h *handlers) stopCapture(w http.ResponseWriter, r *http.Request) {
-	st, err := h.svc.StopCapture(r.PathValue("project"), r.PathValue("link"))
+	st, err := h.caps.Stop(r.PathValue("project"), r.PathValue("link"))
 	h.reply(w, st, err)
 }
 
@@ -397,7 +425,7 @@ const PcapContentType = "application/vnd.tcpdump.pcap"
 // as it is written, flushed at once, until the capture stops (the body then
 // ends cleanly) or the client goes away.
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request) {
-	f, err := h.svc.CaptureFile(r.PathValue("project"), r.PathValue("link"))
+	f, err := h.caps.File(r.PathValue("project"), r.PathValue("link"))
 	if err != nil {
 		h.reply(w, nil, err)
 		return
@@ -423,7 +451,7 @@ const PcapngContentType = "application/x-pcapng"
 // last whole record, a valid capture on its own, with its length and its
 // name (Content-Disposition).
 func (h *handlers) snapshot(w http.ResponseWriter, r *http.Request) {
-	f, err := h.svc.CaptureFile(r.PathValue("project"), r.PathValue("link"))
+	f, err := h.caps.File(r.PathValue("project"), r.PathValue("link"))
 	if err != nil {
 		h.reply(w, nil, err)
 		return
@@ -468,7 +496,7 @@ func (h *handlers) state(w http.ResponseWriter, r *http.Request) {
 // a follower too slow to keep up or ends itself; the controller then
 // reconnects and reconciles.
 func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
-	ch, cancel := h.svc.Subscribe()
+	ch, cancel := h.feed.Subscribe()
 	defer cancel()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")

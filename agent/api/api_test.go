@@ -68,7 +68,7 @@ func newAgentWith(t *testing.T, cfg host.Config) *agent {
 // serve runs an agent with cfg on httptest until the test ends.
 func (a *agent) serve(cfg host.Config) {
 	h := host.New(cfg)
-	srv := httptest.NewServer(api.NewHandler(h, api.Config{Secret: secret}))
+	srv := httptest.NewServer(api.NewHandler(api.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, api.Config{Secret: secret}))
 	a.t.Cleanup(func() {
 		h.Close() // ends capture streams, so the server can close
 		srv.Close()

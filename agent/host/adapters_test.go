@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
 	"testing"
 
 	"github.com/labtap/labtap/agent/node"
@@ -48,4 +51,56 @@ func TestRunnerNodeHasOnePortPerAdapter(t *testing.T) {
 	if pe, ok := errors.AsType[*proto.Error](err); !ok || pe.Code != proto.CodeConflict {
 		t.Fatalf("second link on adapter 1: %v, want conflict", err)
 	}
+}
+
+// updatable is a fake node that takes a changed spec in place.
+type updatable struct{ *node.Fake }
+
+func (updatable) Update(context.Context, proto.NodeSpec, []netip.AddrPort) error { return nil }
+
+// Run with -race: a node that stops by itself (its OnStop points its
+// ports nowhere) while a PUT changes its adapters (which replaces its
+// port list) must read the list under the lock that guards it.
+func TestANodeStoppingByItselfWhileItsAdaptersChangeReadsItsPortsUnderTheLock(t *testing.T) {
+	var fake *node.Fake
+	h := New(Config{DataDir: t.TempDir(), Runners: map[string]RunnerFactory{
+		"qemu": func(_ context.Context, e RunnerEnv) (node.Runner, error) {
+			fake = node.NewFake(e.Agent, e.OnStop)
+			return updatable{fake}, nil
+		},
+	}})
+	t.Cleanup(func() { h.Close() })
+	const pid, nid = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+	if err := h.OpenProject(proto.ProjectSpec{ProjectID: pid, Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(adapters int) proto.NodeSpec {
+		s := proto.NodeSpec{NodeID: nid, NodeType: "qemu", Name: "vm"}
+		for i := range adapters {
+			s.Adapters = append(s.Adapters, proto.AdapterSpec{PortName: fmt.Sprintf("Ethernet%d", i)})
+		}
+		return s
+	}
+	if _, err := h.CreateNode(t.Context(), pid, spec(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SetNodeStatus(t.Context(), pid, nid, proto.StatusStarted); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 50
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range rounds {
+			fake.Stop(t.Context()) // by itself: OnStop runs
+			if err := fake.Start(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for i := range rounds {
+		if _, err := h.CreateNode(t.Context(), pid, spec(1+i%2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
 }

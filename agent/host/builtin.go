@@ -72,7 +72,7 @@ func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, erro
 	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
 		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)
 	}
-	peer, err := tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
+	peer, err := h.tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
 	var port *bridge.UDPPort
 	if err == nil {
 		port, err = h.relay.openTunnel(pm.LocalPort, peer)

@@ -29,15 +29,16 @@ import (
 // agent's other calls. A capture whose files are still being closed keeps
 // its file name: a new capture of that name waits for the close.
 
-// captureOwner runs the captures of links: it starts, names, watches,
+// Captures runs the captures of links: it starts, names, watches,
 // stops and closes them, and repairs those a crash left. Its state lives in
 // each project's projectCaptures, under that one's locks.
-type captureOwner struct {
+type Captures struct {
 	projects *projectTable
-	filters  *filterCompiler
-	events   *events
+	filters  *Filters
+	events   *Events
 	log      *slog.Logger
 	buffered bool           // Config.BufferedCaptures
+	pool     *captures.Pool // the memory every capture's queue borrows from
 	hooks    *hooks         // the Host's, for tests
 	wg       sync.WaitGroup // the goroutines watching captures
 }
@@ -53,7 +54,7 @@ type hostCapture struct {
 	// closed is closed once the capture's files are closed: its name may
 	// be used again.
 	closed chan struct{}
-	// rotations counts the capture.rotated events (Host.captureRotated);
+	// rotations counts the capture.rotated events (Captures.captureRotated);
 	// two files may begin between two of them: Metrics counts files.
 	rotations atomic.Uint64
 }
@@ -98,7 +99,7 @@ func (t *captureTap) WritePackets(dir bridge.Direction, frames [][]byte) {
 // pcapfilter.MaxInstructions, in a killable child, programs cached): an
 // expression libpcap refuses is an invalid request with libpcap's message,
 // one over the budget "Capture filter: too complex".
-func (f *filterCompiler) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
+func (f *Filters) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, error) {
 	if spec.Filter == "" {
 		return nil, nil
 	}
@@ -121,14 +122,14 @@ func (f *filterCompiler) compileCaptureFilter(spec proto.CaptureSpec) (*bpf.VM, 
 	return vm, nil
 }
 
-// StartCapture starts writing the frames a link forwards (those the
+// Start starts writing the frames a link forwards (those the
 // capture filter matches, when there is one) to files in the project's
 // captures folder, as pcap or, with Format "pcapng", as pcapng with one
 // interface per direction, each named after the endpoint that sends its
 // frames; the limits of the spec end files (capspec.Spec). Asking again for
 // the running capture returns it unchanged; asking for another one while it
 // runs is a conflict. The spec is checked here: the agent's trust boundary.
-func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
+func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (proto.CaptureState, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Check(true); err != nil {
 		return proto.CaptureState{}, proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -154,6 +155,7 @@ func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.Capture
 		LinkType:   lt,
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
 		BufferedIO: o.buffered,
+		Pool:       o.pool,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
@@ -172,7 +174,7 @@ func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.Capture
 				o.hooks.began()
 			}
 			// The ring's goroutine runs from its first file on: a file can
-			// begin (capture_max_seconds) before StartCapture has set c.tap.
+			// begin (capture_max_seconds) before Start has set c.tap.
 			<-c.ready
 			if c.tap == nil {
 				return // the start failed
@@ -226,7 +228,7 @@ func (o *captureOwner) StartCapture(projectID, linkID string, spec proto.Capture
 // until its files are closed. The captures folder is read under the
 // project's nameMu only, which no other call than a capture start waits
 // for.
-func (o *captureOwner) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
+func (o *Captures) claimCapture(projectID, linkID string, spec proto.CaptureSpec) (*project, *hostLink, *hostCapture, error) {
 	for {
 		p, l, err := o.projects.lockLink(projectID, linkID)
 		if err != nil {
@@ -269,7 +271,7 @@ func (o *captureOwner) claimCapture(projectID, linkID string, spec proto.Capture
 // nameCapture names a new capture of link l and claims the name and the
 // link for it, unless the link or the names changed while the folder was
 // read: then it asks for a retry.
-func (o *captureOwner) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) (c *hostCapture, retry bool, err error) {
+func (o *Captures) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) (c *hostCapture, retry bool, err error) {
 	p.caps.nameMu.Lock()
 	defer p.caps.nameMu.Unlock()
 	if o.hooks.naming != nil {
@@ -396,7 +398,7 @@ func endName(ep proto.Endpoint, def string) string {
 // watchCapture notices a capture that ends by itself (a failed write, or a
 // limit without a ring), detaches it from the relay and tells the
 // controller.
-func (o *captureOwner) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
+func (o *Captures) watchCapture(projectID string, p *project, l *hostLink, c *hostCapture) {
 	ring := c.tap.ring
 	<-ring.Done()
 	p.caps.mu.Lock()
@@ -433,11 +435,11 @@ func (o *captureOwner) watchCapture(projectID string, p *project, l *hostLink, c
 	o.events.publish(proto.Event{Kind: proto.EventCaptureEnded, ProjectID: projectID, LinkID: l.spec.LinkID, Capture: &st})
 }
 
-// StopCapture stops a link's capture and returns its final state, once
+// Stop stops a link's capture and returns its final state, once
 // every frame the link forwarded before the stop is in the file. Stopping a
 // link that is not capturing succeeds. Only this call waits for the files
 // to be closed: the agent's other calls go on meanwhile.
-func (o *captureOwner) StopCapture(projectID, linkID string) (proto.CaptureState, error) {
+func (o *Captures) Stop(projectID, linkID string) (proto.CaptureState, error) {
 	p, l, err := o.projects.lockLink(projectID, linkID)
 	if err != nil {
 		return proto.CaptureState{}, err
@@ -463,7 +465,7 @@ func (o *captureOwner) StopCapture(projectID, linkID string) (proto.CaptureState
 // detachCapture stops giving a link's frames to its capture and returns
 // the capture, whose files the caller closes with closeCapture after
 // releasing p.mu; nil when the link is not capturing. p.mu must be held.
-func (o *captureOwner) detachCapture(p *project, l *hostLink) *hostCapture {
+func (o *Captures) detachCapture(p *project, l *hostLink) *hostCapture {
 	p.caps.mu.Lock()
 	defer p.caps.mu.Unlock()
 	c := p.caps.byLink[l.spec.LinkID]
@@ -478,7 +480,7 @@ func (o *captureOwner) detachCapture(p *project, l *hostLink) *hostCapture {
 // closeCapture closes a detached capture's files, writing every frame
 // queued so far (later ones are ignored), then frees its file name. No
 // lock may be held: this is the disk's time.
-func (o *captureOwner) closeCapture(p *project, c *hostCapture) {
+func (o *Captures) closeCapture(p *project, c *hostCapture) {
 	<-c.ready
 	if c.tap == nil {
 		return // its start failed, and freed the name
@@ -509,8 +511,8 @@ func (o *captureOwner) closeCapture(p *project, c *hostCapture) {
 		"filtered", c.tap.filtered.Load(), "files", files)
 }
 
-// Capture returns a link's capture state.
-func (o *captureOwner) Capture(projectID, linkID string) (proto.CaptureState, error) {
+// State returns a link's capture state.
+func (o *Captures) State(projectID, linkID string) (proto.CaptureState, error) {
 	c, err := o.linkCapture(projectID, linkID)
 	if err != nil || c == nil {
 		return proto.CaptureState{}, err
@@ -518,8 +520,8 @@ func (o *captureOwner) Capture(projectID, linkID string) (proto.CaptureState, er
 	return o.captureStateOf(c), nil
 }
 
-// CaptureFile returns a link's running capture, for streaming.
-func (o *captureOwner) CaptureFile(projectID, linkID string) (*captures.Ring, error) {
+// File returns a link's running capture, for streaming.
+func (o *Captures) File(projectID, linkID string) (*captures.Ring, error) {
 	c, err := o.linkCapture(projectID, linkID)
 	if err != nil {
 		return nil, err
@@ -535,7 +537,7 @@ func (o *captureOwner) CaptureFile(projectID, linkID string) (*captures.Ring, er
 }
 
 // linkCapture returns a link's running or last capture, nil if none.
-func (o *captureOwner) linkCapture(projectID, linkID string) (*hostCapture, error) {
+func (o *Captures) linkCapture(projectID, linkID string) (*hostCapture, error) {
 	p, _, err := o.projects.lockLink(projectID, linkID)
 	if err != nil {
 		return nil, err
@@ -547,14 +549,14 @@ func (o *captureOwner) linkCapture(projectID, linkID string) (*hostCapture, erro
 }
 
 // captureDone reports whether a capture has stopped.
-func (o *captureOwner) captureDone(c *hostCapture) bool {
+func (o *Captures) captureDone(c *hostCapture) bool {
 	c.owner.mu.Lock()
 	defer c.owner.mu.Unlock()
 	return c.done
 }
 
 // captureStateOf returns what a capture reports. No lock may be held.
-func (o *captureOwner) captureStateOf(c *hostCapture) proto.CaptureState {
+func (o *Captures) captureStateOf(c *hostCapture) proto.CaptureState {
 	return stateOf(c, !o.captureDone(c))
 }
 

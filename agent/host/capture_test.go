@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/captures"
 
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
@@ -104,9 +105,9 @@ func nextEvent(t *testing.T, events <-chan proto.Event, kind string) proto.Event
 
 func TestACaptureStopsAtItsLimitAndSaysWhy(t *testing.T) {
 	h, fakes := linkedFakes(t)
-	events, cancel := h.Subscribe()
+	events, cancel := h.Events.Subscribe()
 	defer cancel()
-	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "limit.pcap", MaxBytes: capspec.MinMaxBytes})
+	st, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "limit.pcap", MaxBytes: capspec.MinMaxBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestACaptureStopsAtItsLimitAndSaysWhy(t *testing.T) {
 	if err != nil || info.Size() > capspec.MinMaxBytes || info.Size() < capspec.MinMaxBytes-1100 {
 		t.Fatalf("the file: %v, %v", info, err)
 	}
-	if now, _ := h.Capture(testProject, testLink); now.Active || now.Frames != ev.Capture.Frames || now.Frames == 0 {
+	if now, _ := h.Captures.State(testProject, testLink); now.Active || now.Frames != ev.Capture.Frames || now.Frames == 0 {
 		t.Fatalf("the capture after its limit: %+v", now)
 	}
 }
@@ -138,9 +139,9 @@ func TestARingCaptureAnnouncesEachFileAndKeepsTheNewest(t *testing.T) {
 			<-release
 		}
 	}
-	events, cancel := h.Subscribe()
+	events, cancel := h.Events.Subscribe()
 	defer cancel()
-	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2})
+	st, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestARingCaptureAnnouncesEachFileAndKeepsTheNewest(t *testing.T) {
 	// Frames keep coming until the fourth file begins: how many the ring
 	// dropped depends on the machine's load.
 	for {
-		cs, err := h.Capture(testProject, testLink)
+		cs, err := h.Captures.State(testProject, testLink)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestARingCaptureAnnouncesEachFileAndKeepsTheNewest(t *testing.T) {
 		}
 		last = ev.Capture.FileName
 	}
-	final, err := h.StopCapture(testProject, testLink)
+	final, err := h.Captures.Stop(testProject, testLink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func within(t *testing.T, what string, call func()) {
 func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	h := linkedHost(t)
 	spec := proto.CaptureSpec{FileName: "slow.pcap"}
-	if _, err := h.StartCapture(testProject, testLink, spec); err != nil {
+	if _, err := h.Captures.Start(testProject, testLink, spec); err != nil {
 		t.Fatal(err)
 	}
 	// The disk is slow: closing the capture's file waits for the test.
@@ -222,7 +223,7 @@ func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	h.hooks.nameBusy = func() { waitOnce.Do(func() { close(waiting) }) }
 	stopped := make(chan proto.CaptureState, 1)
 	go func() {
-		st, err := h.StopCapture(testProject, testLink)
+		st, err := h.Captures.Stop(testProject, testLink)
 		if err != nil {
 			t.Error(err)
 		}
@@ -251,7 +252,7 @@ func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	// A capture of the same file name waits for the close, and only it.
 	started := make(chan error, 1)
 	go func() {
-		_, err := h.StartCapture(testProject, testLink, spec)
+		_, err := h.Captures.Start(testProject, testLink, spec)
 		started <- err
 	}()
 	select {
@@ -259,7 +260,7 @@ func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	case err := <-started:
 		t.Fatalf("a capture of the same name started while the file was being closed: %v", err)
 	}
-	within(t, "Capture", func() { h.Capture(testProject, testLink) })
+	within(t, "Capture", func() { h.Captures.State(testProject, testLink) })
 	free()
 	if st := <-stopped; st.Active || st.FileName != "slow.pcap" {
 		t.Fatalf("stopped: %+v", st)
@@ -267,7 +268,7 @@ func TestASlowCaptureCloseBlocksNoOtherAgentCall(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("the capture of the same name, after the close: %v", err)
 	}
-	if st, _ := h.Capture(testProject, testLink); !st.Active || st.FileName != "slow-2.pcap" {
+	if st, _ := h.Captures.State(testProject, testLink); !st.Active || st.FileName != "slow-2.pcap" {
 		t.Fatalf("the new capture, which may not overwrite slow.pcap: %+v", st)
 	}
 }
@@ -276,7 +277,7 @@ func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
 	h, fakes := linkedFakes(t)
 	capture := func(spec proto.CaptureSpec, want string) proto.CaptureState {
 		t.Helper()
-		st, err := h.StartCapture(testProject, testLink, spec)
+		st, err := h.Captures.Start(testProject, testLink, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +285,7 @@ func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
 			t.Fatalf("capture of %s writes %s, want %s", spec.FileName, st.FileName, want)
 		}
 		send(t, fakes, 3, 100)
-		if st, err = h.StopCapture(testProject, testLink); err != nil || st.Frames != 3 {
+		if st, err = h.Captures.Stop(testProject, testLink); err != nil || st.Frames != 3 {
 			t.Fatalf("stop: %+v, %v", st, err)
 		}
 		return st
@@ -332,13 +333,13 @@ func TestACaptureNeverOverwritesAnotherCapturesFiles(t *testing.T) {
 }
 
 // A ring's new-file hook runs on the ring's goroutine, which starts with
-// the first file: it can run before StartCapture has published the capture
+// the first file: it can run before Captures.Start has published the capture
 // (c.tap). Here the second file begins (capture_max_seconds) while
-// StartCapture is held between the two; the hook must wait for the
+// Captures.Start is held between the two; the hook must wait for the
 // capture, not read a nil one.
 func TestARingsFirstRotationBeforeTheCaptureIsPublishedWaitsForIt(t *testing.T) {
 	h := linkedHost(t)
-	events, cancel := h.Subscribe()
+	events, cancel := h.Events.Subscribe()
 	defer cancel()
 	entered := make(chan struct{})
 	var once sync.Once
@@ -350,7 +351,7 @@ func TestARingsFirstRotationBeforeTheCaptureIsPublishedWaitsForIt(t *testing.T) 
 			t.Error("the ring did not begin its second file within 30 s")
 		}
 	}
-	st, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: "early.pcap", MaxSeconds: 1, RingFiles: 3})
+	st, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "early.pcap", MaxSeconds: 1, RingFiles: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,29 @@ func TestARingsFirstRotationBeforeTheCaptureIsPublishedWaitsForIt(t *testing.T) 
 	if ev.Capture == nil || !ev.Capture.Active || ev.Capture.FileName < "early-00002.pcap" {
 		t.Fatalf("capture.rotated %+v", ev.Capture)
 	}
-	if _, err := h.StopCapture(testProject, testLink); err != nil {
+	if _, err := h.Captures.Stop(testProject, testLink); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestTheCapturesMemoryIsWhatTheirPoolHolds(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	const bound = 64 << 20
+	h.Captures.pool = captures.NewPool(bound, time.Hour) // its own, kept an hour: nothing trims it meanwhile
+	if m := h.Captures.Memory(); m != (CaptureMemory{Max: bound}) {
+		t.Fatalf("before any capture: %+v", m)
+	}
+	if _, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "memory.pcap"}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, fakes, 10, 100) // each frame crossed the link: the capture has queued it
+	if m := h.Captures.Memory(); m.Allocated < 2<<20 || m.InUse > m.Allocated || m.Max != bound || m.Refused != 0 {
+		t.Fatalf("while a capture writes: %+v", m)
+	}
+	if _, err := h.Captures.Stop(testProject, testLink); err != nil {
+		t.Fatal(err)
+	}
+	if m := h.Captures.Memory(); m.Allocated < 2<<20 || m.Max != bound {
+		t.Fatalf("after the capture: %+v (the pool keeps its free regions for an hour)", m)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
@@ -149,6 +150,8 @@ type Host struct {
 	vpcsErr  error
 
 	relay *sockets // the relay's UDP sockets and their receive loops
+	// carriers are the goroutines that set NICs' carriers (carrier.request).
+	carriers sync.WaitGroup
 
 	qemuOnce sync.Once // qemuOK is known
 	qemuOK   bool      // a qemu-system binary runs here
@@ -156,19 +159,25 @@ type Host struct {
 	// where QEMU runs.
 	probeQemu bool
 
-	*filterCompiler // bpf programs of link and capture filters (CheckFilters)
-
 	load loadSampler
 
 	docker dockerState // the Docker Engine, connected on first use
 
-	*Images // the images folders and the QEMU wizard's facts
-
-	events                // what the controller follows (Subscribe); see hosts.go
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
-	projects      projectTable // see projects.go for the locks and their order
-	*captureOwner              // the captures of links (StartCapture, ...)
+	projects projectTable // see projects.go for the locks and their order
+
+	// The parts with a job of their own, each reached by name. They share
+	// the project table (and its locks) with the Host; none holds the Host.
+
+	// Filters compiles the bpf programs of link and capture filters.
+	Filters *Filters
+	// Images serves the images folders and the QEMU wizard's facts.
+	Images *Images
+	// Events is what the controller follows (see hosts.go).
+	Events *Events
+	// Captures runs the captures of links.
+	Captures *Captures
 
 	hooks hooks // tests open race windows with them
 }
@@ -179,11 +188,12 @@ type hooks struct {
 	nameBusy  func() // a capture waits for the close of files of its name
 	naming    func() // a new capture reads the captures folder to name its files
 	repairing func() // an opening project repairs a capture a crash left
-	// ringMade runs in StartCapture once the capture's files exist, before
+	// ringMade runs in Captures.Start once the capture's files exist, before
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
 	creating        func(name string) // a ring is about to create its file name
+	resolving       func()            // a tunnel's remote host name is about to be looked up
 }
 
 type hostNode struct {
@@ -191,9 +201,9 @@ type hostNode struct {
 	spec      proto.NodeSpec
 	dir       string
 	runner    node.Runner
-	ports     []*nodePort    // see portIndex
+	ports     []*nodePort    // see portIndex; replaced with both ops and project.mu held
 	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
-	ops       sync.Mutex     // serialises start and stop
+	ops       sync.Mutex     // serialises start, stop and update (see projects.go)
 }
 
 // nodePort is one port of a node, as the relay sees it.
@@ -229,15 +239,16 @@ func (n *hostNode) portIndex(adapter, port int) int {
 }
 
 // setCarriers gives the node's ports a carrier when its runner is a
-// LinkSetter. Ports that carry no link are down.
-func (n *hostNode) setCarriers() {
+// LinkSetter, their goroutines owned by owner. Ports that carry no link
+// are down.
+func (n *hostNode) setCarriers(owner *sync.WaitGroup) {
 	ls, ok := n.runner.(LinkSetter)
 	if !ok {
 		return
 	}
 	for i, np := range n.ports {
 		if np.carrier == nil {
-			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }}
+			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }, owner: owner}
 			if np.link == "" {
 				np.carrier.request(false)
 			}
@@ -293,9 +304,10 @@ func New(cfg Config) *Host {
 		projects: projectTable{open: make(map[string]*project), closing: make(map[string]*project)},
 	}
 	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
-	h.filterCompiler = &filterCompiler{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
-	h.captureOwner = &captureOwner{projects: &h.projects, filters: h.filterCompiler, events: &h.events, log: cfg.Logger,
-		buffered: cfg.BufferedCaptures, hooks: &h.hooks}
+	h.Filters = &Filters{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
+	h.Events = &Events{}
+	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
+		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
@@ -379,7 +391,7 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 		p := newProject(h.cfg.DataDir, spec)
 		h.projects.open[spec.ProjectID] = p
 		h.projects.mu.Unlock()
-		h.repairCaptures(p)
+		h.Captures.repairCaptures(p)
 		// Before any node of the project is created again.
 		h.cleanDocker(spec.ProjectID)
 		close(p.opened)
@@ -416,7 +428,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range capturing {
-		wg.Go(func() { h.closeCapture(p, c) })
+		wg.Go(func() { h.Captures.closeCapture(p, c) })
 	}
 	wg.Wait()
 	h.stopNodes(ctx, nodes)
@@ -473,10 +485,11 @@ func (h *Host) Close() error {
 	for _, id := range ids {
 		h.CloseProject(context.Background(), id)
 	}
-	h.events.closeAll()
+	h.Events.closeAll()
 	h.cancel()
-	h.captureOwner.wg.Wait()
+	h.Captures.wg.Wait()
 	h.relay.wg.Wait()
+	h.carriers.Wait()
 	return nil
 }
 
@@ -523,7 +536,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	if builtin(spec.NodeType) {
 		err = h.buildBuiltin(n)
 	} else {
-		err = h.buildRunner(ctx, n, factory)
+		err = h.buildRunner(ctx, p, n, factory)
 	}
 	if err != nil {
 		return proto.NodeState{}, err
@@ -551,7 +564,7 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 // buildRunner makes a node run by a runner (an emulator process): one port
 // per adapter (endpoint adapter i, port 0), each a socket facing the NIC
 // of that adapter, unless the runner supplies its own (RelayPorter).
-func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFactory) error {
+func (h *Host) buildRunner(ctx context.Context, p *project, n *hostNode, factory RunnerFactory) error {
 	addrs := make([]netip.AddrPort, adapterCount(n.spec))
 	for i := range addrs {
 		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
@@ -568,7 +581,13 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		Dir:       n.dir,
 		Ports:     addrs,
 		OnStop: func() {
-			syncPeer(n)
+			// A node may stop by itself, n.ops not held (and a stop asked
+			// for holds it): the port list, which a PUT replaces, is
+			// read under project.mu.
+			p.mu.Lock()
+			ports := slices.Clone(n.ports)
+			p.mu.Unlock()
+			syncPeer(n, ports)
 			h.nodeStopped(n)
 		},
 		Logger: h.log.With("node", n.spec.NodeID),
@@ -582,7 +601,7 @@ func (h *Host) buildRunner(ctx context.Context, n *hostNode, factory RunnerFacto
 		return asProtoError(err, proto.CodeConflict)
 	}
 	n.runner = runner
-	n.setCarriers()
+	n.setCarriers(&h.carriers)
 	if rp, ok := runner.(RelayPorter); ok {
 		for i, port := range rp.RelayPorts() {
 			if port != nil && i < len(n.ports) {
@@ -673,24 +692,24 @@ func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec p
 	}
 	n.ports = ports
 	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
-	n.setCarriers()
+	n.setCarriers(&h.carriers)
 	p.mu.Unlock()
 	for _, np := range added {
 		h.relay.goServe(np.udp)
 	}
-	syncPeer(n)
+	syncPeer(n, n.ports)
 	return nil
 }
 
-// syncPeer points the node's ports at where the node receives each
-// adapter's frames now: its NICs while it runs, nowhere while it is
-// stopped. It is called after every start and stop, in any order, and
-// always converges.
-func syncPeer(n *hostNode) {
+// syncPeer points the node's ports (n.ports, read under n.ops or
+// project.mu) at where the node receives each adapter's frames now: its
+// NICs while it runs, nowhere while it is stopped. It is called after
+// every start and stop, in any order, and always converges.
+func syncPeer(n *hostNode, ports []*nodePort) {
 	if n.runner == nil || builtin(n.spec.NodeType) {
 		return
 	}
-	for i, np := range n.ports {
+	for i, np := range ports {
 		if np.udp == nil {
 			continue // the runner's own port
 		}
@@ -812,14 +831,16 @@ func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status stri
 	case proto.StatusStarted:
 		n.ops.Lock()
 		err := n.runner.Start(ctx)
-		syncPeer(n)
+		syncPeer(n, n.ports)
 		n.ops.Unlock()
 		if err != nil {
 			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
 		}
 	case proto.StatusStopped:
 		h.stopNode(ctx, n)
-		syncPeer(n)
+		n.ops.Lock() // the port list is replaced under it
+		syncPeer(n, n.ports)
+		n.ops.Unlock()
 	case proto.StatusSuspended:
 		sr, ok := n.runner.(Suspender)
 		if !ok {
@@ -858,7 +879,7 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 	}
 	p.mu.Unlock()
 	for _, c := range capturing {
-		h.closeCapture(p, c)
+		h.Captures.closeCapture(p, c)
 	}
 	if !ok {
 		return nil

@@ -119,10 +119,10 @@ func (p *project) releaseAllLocked() {
 	}
 }
 
-// events fans the agent's events out to the controllers that follow them.
+// Events fans the agent's events out to the controllers that follow them.
 // Publishing never blocks: a follower that falls behind is dropped (its
 // stream ends; it reconnects and reconciles).
-type events struct {
+type Events struct {
 	mu     sync.Mutex
 	subs   map[chan proto.Event]struct{}
 	closed bool // the agent ended: new followers get a closed stream
@@ -130,7 +130,7 @@ type events struct {
 
 // Subscribe follows the agent's events until cancel is called. The channel
 // is closed when the follower is dropped or cancels.
-func (e *events) Subscribe() (<-chan proto.Event, func()) {
+func (e *Events) Subscribe() (<-chan proto.Event, func()) {
 	ch := make(chan proto.Event, 256)
 	e.mu.Lock()
 	if e.closed {
@@ -157,7 +157,7 @@ func (e *events) Subscribe() (<-chan proto.Event, func()) {
 }
 
 // closeAll ends every follower's stream: the agent is ending.
-func (e *events) closeAll() {
+func (e *Events) closeAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for ch := range e.subs {
@@ -168,7 +168,7 @@ func (e *events) closeAll() {
 }
 
 // publish gives ev to every follower; it never blocks.
-func (e *events) publish(ev proto.Event) {
+func (e *Events) publish(ev proto.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for ch := range e.subs {
@@ -189,7 +189,7 @@ func (h *Host) nodeStopped(n *hostNode) {
 		return // failed while being built: nobody knows of it
 	}
 	st := h.nodeState(n)
-	h.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
+	h.Events.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
 }
 
 // State lists what the agent runs: every open project, its nodes, its
@@ -248,7 +248,7 @@ func unmarkWriting(root *os.Root, name string) {
 // repairCaptures repairs the captures a dead agent left marked in the
 // captures folder of a project being opened. It holds only the project's
 // nameMu, which nothing else waits for until the project is opened.
-func (o *captureOwner) repairCaptures(p *project) {
+func (o *Captures) repairCaptures(p *project) {
 	p.caps.nameMu.Lock()
 	defer p.caps.nameMu.Unlock()
 	root, err := p.caps.rootLocked()

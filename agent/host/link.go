@@ -48,14 +48,15 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		spec.DataLinkType = capspec.DefaultDataLinkType
 	}
 	var cached compiledBPF
+	exists := false
 	if p, err := h.projects.lockProject(projectID); err == nil {
 		if l, ok := p.links[spec.LinkID]; ok {
-			cached = l.bpf
+			cached, exists = l.bpf, true
 		}
 		p.mu.Unlock()
 	}
 	// Compiling may take a while: not under the lock.
-	progs, err := h.compileBPF(spec, cached)
+	progs, err := h.Filters.compileBPF(spec, cached)
 	if err != nil {
 		return err
 	}
@@ -63,13 +64,20 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	if err != nil {
 		return err
 	}
+	// Nor is resolving a new link's tunnel hosts (a DNS lookup).
+	var peers [2]netip.AddrPort
+	if !exists {
+		if peers, err = h.tunnelPeers(spec); err != nil {
+			return err
+		}
+	}
 
 	p, err := h.projects.lockProject(projectID)
 	if err != nil {
 		return err
 	}
-	defer p.mu.Unlock()
 	if l, ok := p.links[spec.LinkID]; ok {
+		defer p.mu.Unlock()
 		if !sameEnds(l.spec, spec) {
 			return proto.Errorf(proto.CodeConflict, "link %s exists with other endpoints", spec.LinkID)
 		}
@@ -82,8 +90,15 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 		}
 		return nil
 	}
+	if exists {
+		// Deleted since it was looked at: made anew, its tunnel hosts
+		// resolved first.
+		p.mu.Unlock()
+		return h.PutLink(projectID, spec)
+	}
+	defer p.mu.Unlock()
 	l := &hostLink{spec: spec, bpf: progs}
-	ends, err := h.endsLocked(p, l)
+	ends, err := h.endsLocked(p, l, peers)
 	if err != nil {
 		for _, t := range l.tunnels {
 			t.Close()
@@ -107,11 +122,11 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 
 // compileBPF compiles the link's bpf filter expressions for its data link
 // type, reusing the previous programs when neither changed and programs
-// compiled before (a CheckFilters, another link). An expression libpcap
+// compiled before (a Filters.Check, another link). An expression libpcap
 // refuses is an invalid request, with libpcap's message; one over the
 // budget (Config.FilterDeadline, pcapfilter.MaxInstructions) is "Filter
 // bpf: too complex".
-func (f *filterCompiler) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
+func (f *Filters) compileBPF(spec proto.LinkSpec, prev compiledBPF) (compiledBPF, error) {
 	out := compiledBPF{linkType: spec.DataLinkType, exprs: pcapfilter.Lines(spec.Filters.BPF)}
 	if len(out.exprs) == 0 {
 		return out, nil
@@ -135,11 +150,11 @@ func (f *filterCompiler) compileBPF(spec proto.LinkSpec, prev compiledBPF) (comp
 	return out, nil
 }
 
-// CheckFilters compiles bpf filter expressions for a data link type, as
+// Check compiles bpf filter expressions for a data link type, as
 // PutLink would, and keeps the programs for it: the controller checks a
 // filter this way before it takes its project's lock, so the PutLink that
 // follows does not compile.
-func (f *filterCompiler) CheckFilters(dataLinkType string, bpfs []string) error {
+func (f *Filters) Check(dataLinkType string, bpfs []string) error {
 	if dataLinkType == "" {
 		dataLinkType = capspec.DefaultDataLinkType
 	}
@@ -147,11 +162,11 @@ func (f *filterCompiler) CheckFilters(dataLinkType string, bpfs []string) error 
 	return err
 }
 
-// filterCompiler compiles the bpf expressions of link and capture
+// Filters compiles the bpf expressions of link and capture
 // filters, in a killable child within Config.FilterDeadline, and keeps the
 // programs compiled lately. It is safe for concurrent use; its cache has
 // its own lock, never held while compiling.
-type filterCompiler struct {
+type Filters struct {
 	ctx      context.Context // the host's lifetime: compiling ends with it
 	deadline time.Duration   // Config.FilterDeadline
 	log      *slog.Logger
@@ -232,11 +247,12 @@ func newFilters(spec proto.LinkSpec, progs [][]bpf.RawInstruction) (*bridge.Filt
 	return filters, nil
 }
 
-// endsLocked returns the two ports a new link joins. p.mu must be held.
-func (h *Host) endsLocked(p *project, l *hostLink) ([2]bridge.Port, error) {
+// endsLocked returns the two ports a new link joins; peers are its tunnel
+// ends' remote ends, resolved (tunnelPeers). p.mu must be held.
+func (h *Host) endsLocked(p *project, l *hostLink, peers [2]netip.AddrPort) ([2]bridge.Port, error) {
 	var ends [2]bridge.Port
 	for i, ep := range []proto.Endpoint{l.spec.A, l.spec.B} {
-		port, np, err := h.endPortLocked(p, l, ep)
+		port, np, err := h.endPortLocked(p, l, ep, peers[i])
 		if err != nil {
 			return ends, err
 		}
@@ -250,13 +266,10 @@ func (h *Host) endsLocked(p *project, l *hostLink) ([2]bridge.Port, error) {
 }
 
 // endPortLocked returns the port of one endpoint: a node's port, which must
-// be free, or a new tunnel end owned by l. p.mu must be held.
-func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge.Port, *nodePort, error) {
+// be free, or a new tunnel end owned by l, facing peer. p.mu must be held.
+func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint, peer netip.AddrPort) (bridge.Port, *nodePort, error) {
 	if ep.Tunnel != nil {
-		if ep.NodeID != "" {
-			return nil, nil, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
-		}
-		t, err := h.tunnelEndLocked(p, *ep.Tunnel)
+		t, err := h.tunnelEndLocked(p, *ep.Tunnel, peer)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -279,12 +292,9 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint) (bridge
 }
 
 // tunnelEndLocked returns a tunnel end: the socket reserved on its local
-// port, now facing the remote end, or a new one. p.mu must be held.
-func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, error) {
-	peer, err := tunnelPeer(t)
-	if err != nil {
-		return nil, err
-	}
+// port, now facing peer (the remote end, resolved), or a new one. p.mu must
+// be held.
+func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel, peer netip.AddrPort) (*bridge.UDPPort, error) {
 	if t.LocalPort > 0 {
 		if port := p.takeReservationLocked(t.LocalPort, peer); port != nil {
 			return port, nil
@@ -293,13 +303,38 @@ func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel) (*bridge.UDPPort, err
 	return h.relay.openTunnel(t.LocalPort, peer)
 }
 
-// tunnelPeer resolves the remote end of a tunnel.
-func tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
+// tunnelPeers checks a link's endpoints and resolves the remote ends of
+// its tunnel ends (zero for a node's port). It may look a host name up:
+// no lock may be held.
+func (h *Host) tunnelPeers(spec proto.LinkSpec) ([2]netip.AddrPort, error) {
+	var peers [2]netip.AddrPort
+	for i, ep := range []proto.Endpoint{spec.A, spec.B} {
+		if ep.Tunnel == nil {
+			continue
+		}
+		if ep.NodeID != "" {
+			return peers, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
+		}
+		peer, err := h.tunnelPeer(*ep.Tunnel)
+		if err != nil {
+			return peers, err
+		}
+		peers[i] = peer
+	}
+	return peers, nil
+}
+
+// tunnelPeer resolves the remote end of a tunnel. It may look a host name
+// up: no lock may be held.
+func (h *Host) tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
 	if t.LocalPort < 0 || t.LocalPort > 65535 || t.RemotePort <= 0 || t.RemotePort > 65535 {
 		return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
 	}
 	addr, err := netip.ParseAddr(t.RemoteHost)
 	if err != nil {
+		if h.hooks.resolving != nil {
+			h.hooks.resolving()
+		}
 		ips, lerr := net.DefaultResolver.LookupNetIP(context.Background(), "ip", t.RemoteHost)
 		if lerr != nil || len(ips) == 0 {
 			return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel remote host %q: %v", t.RemoteHost, lerr)
@@ -366,7 +401,7 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 	}
 	p.mu.Unlock()
 	if c != nil {
-		h.closeCapture(p, c)
+		h.Captures.closeCapture(p, c)
 	}
 	return nil
 }
@@ -376,7 +411,7 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 // released. p.mu must be held.
 func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 	l.relay.Close()
-	c := h.detachCapture(p, l)
+	c := h.Captures.detachCapture(p, l)
 	for _, t := range l.tunnels {
 		t.Close()
 	}

@@ -77,26 +77,8 @@ func readCPU() (total, idle uint64, ok bool) {
 
 // readMemory returns the share of memory in use, from /proc/meminfo.
 func readMemory() float64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var total, avail float64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(fields[1], 64)
-		switch fields[0] {
-		case "MemTotal:":
-			total = v
-		case "MemAvailable:":
-			avail = v
-		}
-	}
+	m := readMeminfo()
+	total, avail := float64(m["MemTotal:"]), float64(m["MemAvailable:"])
 	if total == 0 {
 		return 0
 	}

@@ -1,11 +1,13 @@
 package host
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -32,7 +34,7 @@ func otherCallsGoOn(t *testing.T, h *Host, why string) {
 		}
 	})
 	within(t, "Capture "+why, func() {
-		if _, err := h.Capture(testProject, testLink); err != nil {
+		if _, err := h.Captures.State(testProject, testLink); err != nil {
 			t.Error(err)
 		}
 	})
@@ -87,14 +89,14 @@ func TestASlowRepairOfAnOpeningProjectBlocksNoOtherAgentCall(t *testing.T) {
 
 // startNamingHeld starts a capture of the test link whose naming (the
 // read of the captures folder: a slow disk) waits for release; it returns
-// once the naming is held, with the channel StartCapture's error comes on.
+// once the naming is held, with the channel Captures.Start's error comes on.
 func startNamingHeld(t *testing.T, h *Host, file string) (started <-chan error, release func()) {
 	t.Helper()
 	hook, entered, release := hold(t)
 	h.hooks.naming = hook
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.StartCapture(testProject, testLink, proto.CaptureSpec{FileName: file})
+		_, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: file})
 		done <- err
 	}()
 	<-entered
@@ -111,7 +113,7 @@ func TestASlowCaptureNamingBlocksNoOtherAgentCall(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	if st, err := h.Capture(testProject, testLink); err != nil || !st.Active || st.FileName != "slow.pcap" {
+	if st, err := h.Captures.State(testProject, testLink); err != nil || !st.Active || st.FileName != "slow.pcap" {
 		t.Fatalf("the capture: %+v, %v", st, err)
 	}
 }
@@ -133,5 +135,87 @@ func TestACaptureStartRacingALinkDeleteLeavesNoCapture(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.cfg.DataDir, "projects", testProject, "project-files", "captures", "gone.pcap")); !os.IsNotExist(err) {
 		t.Fatalf("a file was made for the capture of a deleted link: %v", err)
+	}
+}
+
+// slowStart is a node whose start waits for its hook: a VM or a container
+// that takes seconds to boot.
+type slowStart struct {
+	*node.Fake
+	starting func()
+}
+
+func (s slowStart) Start(ctx context.Context) error {
+	s.starting()
+	return s.Fake.Start(ctx)
+}
+
+func TestASlowNodeStartBlocksNoCallOnTheRestOfItsProject(t *testing.T) {
+	h := linkedHost(t)
+	hook, entered, release := hold(t)
+	h.runners["slow"] = func(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+		return slowStart{Fake: node.NewFake(env.Agent, env.OnStop), starting: hook}, nil
+	}
+	const slow, link = "dddddddd-1b2d-4c6e-8a9f-0123456789ab", "22222222-1b2d-4c6e-8a9f-0123456789ab"
+	if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: slow, NodeType: "slow", Name: "D"}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.SetNodeStatus(t.Context(), testProject, slow, proto.StatusStarted)
+		started <- err
+	}()
+	<-entered
+
+	otherCallsGoOn(t, h, "while a node starts")
+	within(t, "PutLink to the starting node while it starts", func() {
+		if err := h.PutLink(testProject, proto.LinkSpec{LinkID: link, A: proto.Endpoint{NodeID: testNodeC}, B: proto.Endpoint{NodeID: slow}}); err != nil {
+			t.Error(err)
+		}
+	})
+	within(t, "Node while it starts", func() {
+		if st, err := h.Node(testProject, slow); err != nil || st.Status != proto.StatusStopped {
+			t.Errorf("the starting node: %+v, %v", st, err)
+		}
+	})
+	within(t, "SetNodeStatus of another node while one starts", func() {
+		if _, err := h.SetNodeStatus(t.Context(), testProject, testNodeA, proto.StatusStopped); err != nil {
+			t.Error(err)
+		}
+	})
+
+	release()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Node(testProject, slow); err != nil || st.Status != proto.StatusStarted {
+		t.Fatalf("the node once started: %+v, %v", st, err)
+	}
+}
+
+func TestAHostNameLookupForANewTunnelBlocksNoOtherAgentCall(t *testing.T) {
+	h := linkedHost(t)
+	if _, err := h.CreateNode(t.Context(), testProject, proto.NodeSpec{NodeID: testNodeC, NodeType: "vpcs", Name: "C"}); err != nil {
+		t.Fatal(err)
+	}
+	// The name server is slow: the lookup waits for the test.
+	hook, entered, release := hold(t)
+	h.hooks.resolving = hook
+	const link = "22222222-1b2d-4c6e-8a9f-0123456789ab"
+	put := make(chan error, 1)
+	go func() {
+		put <- h.PutLink(testProject, proto.LinkSpec{LinkID: link, A: proto.Endpoint{NodeID: testNodeC},
+			B: proto.Endpoint{Tunnel: &proto.Tunnel{RemoteHost: "localhost", RemotePort: 9}}})
+	}()
+	<-entered
+
+	otherCallsGoOn(t, h, "while a tunnel's host is looked up")
+
+	release()
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Link(testProject, link); err != nil {
+		t.Fatalf("the tunnel's link: %v", err)
 	}
 }

@@ -30,6 +30,26 @@ type CaptureMetrics struct {
 	Active    bool
 }
 
+// CaptureMemory is what the memory the captures queue their records in
+// (one captures.Pool per agent, shared by every capture) holds, for the
+// agent's /metrics.
+type CaptureMemory struct {
+	// InUse is what captures hold now; Allocated what the pool holds of
+	// the kernel's (in use, and free regions not given back yet); Max its
+	// bound. In bytes.
+	InUse, Allocated, Max int64
+	// Refused counts the blocks captures asked for while it was
+	// exhausted: their frames were dropped (and counted by each capture,
+	// CaptureMetrics.Dropped).
+	Refused uint64
+}
+
+// Memory returns what the captures' memory holds now.
+func (o *Captures) Memory() CaptureMemory {
+	s := o.pool.Stats()
+	return CaptureMemory{InUse: s.InUse, Allocated: s.Allocated, Max: s.Max, Refused: s.Refused}
+}
+
 // Metrics returns the counters of every link of every opened project, in
 // project then link order. The counters are read without stopping the
 // relays: each is exact, the set is not one instant.
@@ -66,7 +86,7 @@ func (h *Host) Metrics() []LinkMetrics {
 // file, and logs it. Ring-file captures call it where they announce a new
 // file (capture.rotated); labtap_capture_files_rotated_total counts the
 // ring's files instead (Metrics), as two may begin between two calls.
-func (o *captureOwner) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
+func (o *Captures) captureRotated(projectID string, l *hostLink, c *hostCapture, file string) {
 	n := c.rotations.Add(1)
 	o.log.Info("capture rotated", "project", projectID, "link", l.spec.LinkID, "file", file, "rotations", n)
 }

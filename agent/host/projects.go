@@ -11,18 +11,29 @@ import (
 
 // The agent's state is split by owner, each part behind its own lock that
 // guards only that part and is never held across disk I/O, a capture's
-// close, a process wait or a Docker Engine or QMP call:
+// close, a process wait, a host name lookup or a Docker Engine or QMP
+// call:
 //
 //   - projectTable.mu: which projects are open;
 //   - project.mu: one project's topology: its nodes, its links and the
-//     node ports they use, its tunnel reservations;
+//     node ports they use (each node's port list), its tunnel reservations;
 //   - projectCaptures.mu: one project's captures: which runs on each link,
 //     which file names are taken, whether each is done;
 //   - projectCaptures.nameMu: the naming of a new capture, which reads the
-//     captures folder; only StartCapture waits on it.
+//     captures folder; only Captures.Start waits on it.
 //
 // Locks are taken in the order nameMu, project.mu, projectCaptures.mu (each
 // optional); projectTable.mu is never held with another.
+//
+// One lock is held across slow work on purpose: hostNode.ops serialises
+// one node's start, stop, suspend, update and removal, and is held across
+// the runner's call (seconds for a VM or a container). Only calls on that
+// node wait for it; it is taken before project.mu, never while holding it.
+// The Host's parts keep leaf locks, held with no other and never across
+// slow work: Filters' cache (not held while compiling), Events' followers,
+// a docker node's runner (dockerRunner.mu) and each port's carrier. The
+// Docker Engine is connected to once (dockerState.once): the first calls
+// that need it wait for that, up to its 3 s timeout.
 
 // projectTable is the projects the agent has open.
 type projectTable struct {
@@ -54,7 +65,7 @@ type project struct {
 // projectCaptures is one project's captures.
 type projectCaptures struct {
 	// nameMu serialises the naming of new captures and guards root: the
-	// folder is read under it, and only StartCapture waits for it.
+	// folder is read under it, and only Captures.Start waits for it.
 	nameMu sync.Mutex
 	dir    string   // the captures folder
 	root   *os.Root // opened on first use

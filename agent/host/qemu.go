@@ -39,9 +39,11 @@ type PowerOffer interface {
 
 // carrier applies a port's wanted carrier state through its runner, in
 // the background (QMP calls must not run under project.mu), the last wish
-// winning.
+// winning. Its goroutines are the Host's (Host.carriers), which Close
+// waits for.
 type carrier struct {
 	set     func(up bool) error
+	owner   *sync.WaitGroup
 	mu      sync.Mutex // guards want
 	want    bool
 	applyMu sync.Mutex // one apply at a time
@@ -54,14 +56,14 @@ func (c *carrier) request(up bool) {
 	c.mu.Lock()
 	c.want = up
 	c.mu.Unlock()
-	go func() {
+	c.owner.Go(func() {
 		c.applyMu.Lock()
 		defer c.applyMu.Unlock()
 		c.mu.Lock()
 		up := c.want
 		c.mu.Unlock()
 		_ = c.set(up) // a stopped VM remembers it; a gone one does not matter
-	}()
+	})
 }
 
 // qemuBinaries lists the qemu-system-* executables in PATH, each once
@@ -184,7 +186,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ProjectID: projectID, ProjectDir: projectDir,
 		Dir:         env.Dir,
 		RuntimeDir:  h.runtimeDir(env.Spec.NodeID),
-		ImagesDir:   h.ImagesDir(TypeQemu),
+		ImagesDir:   h.Images.ImagesDir(TypeQemu),
 		ConsoleHost: h.cfg.ConsoleBind,
 		Accel:       h.cfg.QemuAccel,
 		Props:       props,
@@ -192,7 +194,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		Logger:      env.Logger,
 		OnStop:      env.OnStop,
 		OnWarning: func(msg string) {
-			h.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
+			h.Events.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
 		},
 	})
 	if err != nil {

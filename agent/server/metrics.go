@@ -7,12 +7,13 @@ import (
 )
 
 // linkCollector exports the counters of the agent's links and captures,
-// read from the host at each scrape.
+// and what its captures' memory holds, read from the host at each scrape.
 type linkCollector struct {
 	h *host.Host
 
 	received, forwarded, forwardedBytes, filtered, queueDropped, sendErrors, delayed *prometheus.Desc
 	capFrames, capBytes, capDropped, capRotated, capActive                           *prometheus.Desc
+	memInUse, memAllocated, memMax, memRefused                                       *prometheus.Desc
 }
 
 func newLinkCollector(h *host.Host) *linkCollector {
@@ -39,12 +40,19 @@ func newLinkCollector(h *host.Host) *linkCollector {
 		capDropped: d("labtap_capture_records_dropped_total", "Records a link's capture dropped because the disk could not take them in time or the agent's capture memory was exhausted.", capture),
 		capRotated: d("labtap_capture_files_rotated_total", "Files a link's capture started after its first (ring files).", capture),
 		capActive:  d("labtap_capture_active", "1 while a link captures, 0 once its capture stopped.", capture),
+		memInUse:   d("labtap_capture_memory_in_use_bytes", "Memory the agent's captures hold now to queue their records.", nil),
+		memAllocated: d("labtap_capture_memory_allocated_bytes",
+			"Memory the agent's capture pool holds of the kernel's: in use, and free regions not given back yet.", nil),
+		memMax: d("labtap_capture_memory_max_bytes", "Bound of the memory the agent's captures may hold.", nil),
+		memRefused: d("labtap_capture_memory_refused_total",
+			"Blocks the agent's captures asked for while their memory was exhausted (the frames are counted in labtap_capture_records_dropped_total).", nil),
 	}
 }
 
 func (c *linkCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.received, c.forwarded, c.forwardedBytes, c.filtered, c.queueDropped,
-		c.sendErrors, c.delayed, c.capFrames, c.capBytes, c.capDropped, c.capRotated, c.capActive} {
+		c.sendErrors, c.delayed, c.capFrames, c.capBytes, c.capDropped, c.capRotated, c.capActive,
+		c.memInUse, c.memAllocated, c.memMax, c.memRefused} {
 		ch <- d
 	}
 }
@@ -55,6 +63,14 @@ func (c *linkCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
+	gauge := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	mem := c.h.Captures.Memory()
+	gauge(c.memInUse, mem.InUse)
+	gauge(c.memAllocated, mem.Allocated)
+	gauge(c.memMax, mem.Max)
+	counter(c.memRefused, mem.Refused)
 	for _, l := range c.h.Metrics() {
 		for i, s := range l.Relay {
 			dir := directions[i]

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/labtap/labtap/agent/api"
@@ -104,18 +105,20 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		Logger:           cfg.Logger,
 	})
 	// Say at start what this agent cannot run, and why (no Engine, no
-	// privileges): docker is then left out of its node types.
-	go func() {
+	// privileges): docker is then left out of its node types. Run waits
+	// for it (the Engine is asked within 3 s).
+	var said sync.WaitGroup
+	defer said.Wait()
+	said.Go(func() {
 		if why := h.DockerUnavailable(); why != "" {
 			cfg.Logger.Warn("docker nodes unavailable", "why", why)
 		} else {
 			cfg.Logger.Info("docker nodes available")
 		}
-	}()
+	})
 	reg := metrics.NewRegistry()
 	reg.MustRegister(newLinkCollector(h))
-	handler := api.NewHandler(h, api.Config{
-		Images:   h.Images,
+	handler := api.NewHandler(Parts(h), api.Config{
 		Secret:   cfg.Secret,
 		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Requests: metrics.NewHTTP(reg),
@@ -124,6 +127,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	err := api.Serve(ctx, ln, handler, func() { h.Close() })
 	h.Close()
 	return err
+}
+
+// Parts are the parts of h the agent's API drives.
+func Parts(h *host.Host) api.Parts {
+	return api.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}
 }
 
 // DefaultDataDir is where labtap keeps its data when told nothing:

@@ -28,16 +28,27 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Computes is what the API needs of the compute registry.
-// *compute.Registry satisfies it.
+// Computes is what the API needs of the compute registry: the computes
+// themselves. *compute.Registry satisfies it.
 type Computes interface {
 	List() []compute.Compute
 	Get(id string) (compute.Compute, bool)
 	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
+}
+
+// Agents is what the API asks of the computes' agents directly, by
+// compute id, for the routes that are not a project's: Docker images,
+// host figures, the QEMU wizard and node consoles. *compute.Agents (the
+// registry's Agents) satisfies it.
+type Agents interface {
 	// DockerImages lists the image tags of a compute's Docker Engine.
-	DockerImages(ctx context.Context, id string) ([]string, error)
+	DockerImages(ctx context.Context, computeID string) ([]string, error)
+	// Statistics asks a compute for its host's figures.
+	Statistics(ctx context.Context, computeID string) (compute.Statistics, error)
+	ConsoleDialer
+	QemuComputes
 }
 
 // ProjectCaptures runs whole-project captures. *labcapture.Service
@@ -52,6 +63,9 @@ type ProjectCaptures interface {
 type Config struct {
 	Projects *project.Service
 	Computes Computes
+	// Agents serves the routes that call a compute's agent outside a
+	// project; nil answers them 409 (statistics: an empty list).
+	Agents Agents
 	// ProjectCaptures serves the project capture routes; nil answers
 	// them 409.
 	ProjectCaptures ProjectCaptures

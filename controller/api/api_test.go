@@ -53,20 +53,20 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 			},
 		},
 	})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{Secret: "s"}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{Secret: "s"}))
 	t.Cleanup(func() { h.Close(); agent.Close() })
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Retries: 1})})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", Protocol: "http", Host: "127.0.0.1", Port: 3080, URL: agent.URL, Secret: "s"})
 	projectsDir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{
 		ProjectsDir: projectsDir,
-		Computes:    reg,
+		Computes:    reg.Agents,
 		Store:       &topology.Store{Dir: projectsDir, Version: "2.2.59"},
 	})
 	for _, err := range svc.Load(t.Context(), nil) {
 		t.Logf("load: %v", err) // tests assert what loaded
 	}
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", Context: t.Context()})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context()})
 	if err != nil {
 		t.Fatal(err)
 	}

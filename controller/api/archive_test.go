@@ -49,7 +49,7 @@ func newArchiveLab(t *testing.T, maxImport int64) *archiveLab {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	l := &live{t: t}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: time.Hour})
@@ -57,9 +57,9 @@ func newArchiveLab(t *testing.T, maxImport int64) *archiveLab {
 	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
-	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir, Version: "2.2.59"},
+	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir, Version: "2.2.59"},
 		ImagesDir: filepath.Join(data, "images")})
-	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Hub: l.hub, Context: ctx, Version: "2.2.59",
+	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Agents: reg.Agents, Hub: l.hub, Context: ctx, Version: "2.2.59",
 		MaxImportSize: maxImport, Load: func() (float64, float64) { return 12.5, 40 }})
 	if err != nil {
 		t.Fatal(err)

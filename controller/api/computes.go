@@ -94,7 +94,10 @@ func (a *API) dockerImages(c *fiber.Ctx) error {
 	if _, ok := a.computes.Get(id); !ok {
 		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 	}
-	tags, err := a.computes.DockerImages(c.UserContext(), id)
+	if a.cfg.Agents == nil {
+		return &project.Error{Kind: project.ErrConflict, Msg: "This controller reaches no agents"}
+	}
+	tags, err := a.cfg.Agents.DockerImages(c.UserContext(), id)
 	if err != nil {
 		return err
 	}

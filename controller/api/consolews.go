@@ -19,8 +19,8 @@ import (
 
 const rConsoleWS = "/v2/projects/{project_id}/nodes/{node_id}/console/ws"
 
-// ConsoleDialer connects to a node's console through its agent.
-// *compute.Registry satisfies it.
+// ConsoleDialer connects to a node's console through its agent (part of
+// Agents).
 type ConsoleDialer interface {
 	DialConsole(ctx context.Context, computeID, projectID, nodeID string) (io.ReadWriteCloser, error)
 }
@@ -37,8 +37,8 @@ func (a *API) consoleWS() fiber.Handler {
 		a.bridgeConsole(conn, console)
 	})
 	return websocketOnly(func(c *fiber.Ctx) error {
-		dialer, ok := a.computes.(ConsoleDialer)
-		if !ok {
+		dialer := a.cfg.Agents
+		if dialer == nil {
 			return &project.Error{Kind: project.ErrConflict, Msg: "Consoles are not reachable through this controller"}
 		}
 		n, err := a.projects.Node(c.Params("project_id"), c.Params("node_id"))

@@ -35,9 +35,9 @@ func TestARequestEndsAtItsDeadlineWhenAnAgentNeverAnswers(t *testing.T) {
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Timeout: time.Hour})})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", Protocol: "http", Host: "127.0.0.1", Port: 3080, URL: agent.URL})
 	dir := filepath.Join(t.TempDir(), "projects")
-	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Store: &topology.Store{Dir: dir, Version: "2.2.59"}})
+	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Store: &topology.Store{Dir: dir, Version: "2.2.59"}})
 	t.Cleanup(svc.Close)
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", Context: t.Context(), RequestTimeout: 200 * time.Millisecond})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context(), RequestTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

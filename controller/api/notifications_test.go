@@ -45,7 +45,7 @@ func newLive(t *testing.T, grace time.Duration) *live {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	l := &live{t: t}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { l.projects.AutoCloseIdle(ctx, id) }})
@@ -53,9 +53,9 @@ func newLive(t *testing.T, grace time.Duration) *live {
 	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
-	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir},
+	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir},
 		TemplatesFile: filepath.Join(data, "templates.json")})
-	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Hub: l.hub, Context: ctx, Version: "2.2.59",
+	app, _, err := api.New(api.Config{Projects: l.projects, Computes: reg, Agents: reg.Agents, Hub: l.hub, Context: ctx, Version: "2.2.59",
 		Load: func() (float64, float64) { return 12.5, 40 }})
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func TestAutoCloseWaitsForTheGraceAndHonoursTheSetting(t *testing.T) {
 		hub := notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { projects.AutoCloseIdle(ctx, id) }})
 		defer hub.Close()
 		dir := filepath.Join(t.TempDir(), "projects")
-		projects = project.NewService(project.Config{ProjectsDir: dir, Computes: compute.NewRegistry(compute.RegistryConfig{}),
+		projects = project.NewService(project.Config{ProjectsDir: dir, Computes: compute.NewRegistry(compute.RegistryConfig{}).Agents,
 			Events: &api.Events{Hub: hub, Version: "2.2.59"}, Store: &topology.Store{Dir: dir}})
 		create := func(name string, auto bool) string {
 			p, err := projects.CreateProject(ctx, project.ProjectCreate{Name: name, Settings: project.Settings{AutoClose: auto}})
@@ -486,14 +486,14 @@ func newBenchLive(b *testing.B) *benchLive {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	hub := notify.New(notify.Config{}) // the default queue, as the controller runs
 	events := &api.Events{Hub: hub, Version: "2.2.59"}
 	reg := compute.NewRegistry(compute.RegistryConfig{})
 	reg.Add(b.Context(), compute.Compute{ID: "local", URL: agent.URL})
 	dir := filepath.Join(data, "projects")
-	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Events: events, Store: &topology.Store{Dir: dir}})
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Hub: hub, Version: "2.2.59"})
+	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir}})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Hub: hub, Version: "2.2.59"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
-// QemuComputes is what the QEMU wizard's routes need of the compute
-// registry. *compute.Registry satisfies it.
+// QemuComputes is what the QEMU wizard's routes need of the computes'
+// agents (part of Agents).
 type QemuComputes interface {
 	Images(ctx context.Context, computeID, nodeType string) ([]compute.Image, error)
 	UploadImage(ctx context.Context, computeID, nodeType, path string, body io.Reader, size int64) error
@@ -156,11 +156,11 @@ func (a *API) registerQemu(app *fiber.App) {
 	}))
 }
 
-// qemu hands a handler the registry's QEMU side.
+// qemu hands a handler the agents' QEMU side.
 func (a *API) qemu(h func(QemuComputes, *fiber.Ctx) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		q, ok := a.computes.(QemuComputes)
-		if !ok {
+		q := a.cfg.Agents
+		if q == nil {
 			return &project.Error{Kind: project.ErrConflict, Msg: "This controller has no QEMU support"}
 		}
 		if id := c.Params("compute_id"); id != "" {

@@ -285,8 +285,8 @@ func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 func authServer(t *testing.T) *fiber.App {
 	t.Helper()
 	reg := compute.NewRegistry(compute.RegistryConfig{})
-	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg})
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", User: "admin", Password: "s3cret"})
+	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", User: "admin", Password: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,8 +346,8 @@ var update = flag.Bool("update", false, "rewrite openapi.json from the routes")
 
 func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
 	reg := compute.NewRegistry(compute.RegistryConfig{})
-	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg})
-	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", View: web.New(web.Config{})})
+	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
+	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", View: web.New(web.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,12 +450,12 @@ func benchServer(b *testing.B) *benchAPI {
 			return node.NewFake(env.Agent, env.OnStop), nil
 		},
 	}})
-	agent := httptest.NewServer(agentapi.NewHandler(h, agentapi.Config{}))
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	reg := compute.NewRegistry(compute.RegistryConfig{})
 	reg.Add(b.Context(), compute.Compute{ID: "local", URL: agent.URL})
 	dir := filepath.Join(data, "projects")
-	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg, Store: &topology.Store{Dir: dir}})
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59"})
+	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Store: &topology.Store{Dir: dir}})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59"})
 	if err != nil {
 		b.Fatal(err)
 	}

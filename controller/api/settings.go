@@ -154,8 +154,8 @@ func (a *API) computeEmptyList(c *fiber.Ctx) error {
 // statistics answers the web UI's system status: one entry per connected
 // compute, from what its agent reports (missing values are 0).
 func (a *API) statistics(c *fiber.Ctx) error {
-	src, ok := a.computes.(statisticsSource)
-	if !ok {
+	src := a.cfg.Agents
+	if src == nil {
 		return c.JSON([]fiber.Map{})
 	}
 	var list []compute.Compute
@@ -192,12 +192,6 @@ func (a *API) statistics(c *fiber.Ctx) error {
 
 // statisticsTimeout bounds each compute's answer to GET /v2/statistics.
 const statisticsTimeout = 5 * time.Second
-
-// statisticsSource asks computes for their host's figures.
-// *compute.Registry satisfies it.
-type statisticsSource interface {
-	Statistics(ctx context.Context, computeID string) (compute.Statistics, error)
-}
 
 // loadProject is GNS3's local-mode "open a .gns3 by path": labtap is never
 // a GUI's own local server (GNS3 answers 403 with an empty body).

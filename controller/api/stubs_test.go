@@ -55,8 +55,8 @@ func TestPreferencesAreValidatedMergedAndKept(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "settings.json")
 	newAPI := func() *server {
 		reg := compute.NewRegistry(compute.RegistryConfig{})
-		svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg})
-		app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Version: "2.2.59", SettingsFile: file})
+		svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
+		app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", SettingsFile: file})
 		if err != nil {
 			t.Fatal(err)
 		}

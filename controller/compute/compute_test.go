@@ -51,7 +51,7 @@ func TestClientMapsAgentErrorsToProjectErrorsKeepingTheMessage(t *testing.T) {
 				io.WriteString(w, tt.body)
 			}))
 			t.Cleanup(agent.Close)
-			err := registryFor(t, agent.URL).DeleteNode(t.Context(), "c1", "p", "n1")
+			err := registryFor(t, agent.URL).Agents.DeleteNode(t.Context(), "c1", "p", "n1")
 			if !errors.Is(err, tt.want) || err.Error() != tt.msg {
 				t.Fatalf("DeleteNode() = %v, want %v %q", err, tt.want, tt.msg)
 			}
@@ -83,7 +83,7 @@ func TestClientRetriesUnavailableAgentsAndSendsTheSecret(t *testing.T) {
 	if !c.Connected || *c.CPUPercent != 12.5 || r.NodeTypes("c1")[0] != "vpcs" {
 		t.Fatalf("compute after check: %+v", c)
 	}
-	rt, err := r.SetNodeStatus(t.Context(), "c1", "p", "n1", "started")
+	rt, err := r.Agents.SetNodeStatus(t.Context(), "c1", "p", "n1", "started")
 	if err != nil || rt.Status != "started" || rt.Console != 5000 {
 		t.Fatalf("SetNodeStatus = %+v, %v", rt, err)
 	}
@@ -106,7 +106,7 @@ func TestZeroRetriesSendsACallOnce(t *testing.T) {
 	t.Cleanup(agent.Close)
 	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 0, Timeout: 5 * time.Second})})
 	r.Add(t.Context(), Compute{ID: "c1", URL: agent.URL})
-	if _, err := r.SetNodeStatus(t.Context(), "c1", "p", "n1", "started"); err == nil {
+	if _, err := r.Agents.SetNodeStatus(t.Context(), "c1", "p", "n1", "started"); err == nil {
 		t.Fatal("a 503 was taken for success")
 	}
 	if n := calls.Load(); n != 1 {
@@ -126,12 +126,12 @@ func TestUnreachableComputeIsAConflictNamingIt(t *testing.T) {
 	if c, _ := r.Get("gone"); c.Connected || c.LastError == "" || c.CPUPercent != nil {
 		t.Fatalf("unreachable compute: %+v", c)
 	}
-	err = r.DeleteLink(t.Context(), "gone", "p", "l")
+	err = r.Agents.DeleteLink(t.Context(), "gone", "p", "l")
 	want := "Cannot connect to compute 'gone' with request DELETE /v1/projects/p/links/l"
 	if !errors.Is(err, project.ErrConflict) || err.Error() != want {
 		t.Fatalf("DeleteLink = %v, want %q", err, want)
 	}
-	if err := r.DeleteLink(t.Context(), "nope", "p", "l"); !errors.Is(err, project.ErrNotFound) {
+	if err := r.Agents.DeleteLink(t.Context(), "nope", "p", "l"); !errors.Is(err, project.ErrNotFound) {
 		t.Fatalf("unknown compute: %v", err)
 	}
 }

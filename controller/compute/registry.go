@@ -48,12 +48,16 @@ type Compute struct {
 
 // Registry holds the computes: who they are, where they listen, what
 // secret reaches them, and what their last health report said. It is safe
-// for concurrent use. Its parts have their own types: Agents calls the
-// agents (the project.Computes adapter project.Service drives), health
-// checks and watches them, store saves the list.
+// for concurrent use. Its parts have their own types, reached by name:
+// Agents calls the agents (the project.Computes adapter project.Service
+// drives, and the API's agent routes), Health checks and watches them,
+// store saves the list. The parts read the registry; the registry's mu is
+// never held while an agent is called or the list is saved.
 type Registry struct {
-	*Agents // embedded: the API serves the agent routes through the registry
-	*health // embedded: Watch
+	// Agents calls the computes' agents.
+	Agents *Agents
+	// Health checks the computes and follows their events (Watch).
+	Health  *Health
 	store   store
 	log     *slog.Logger
 	secret  string   // the controller-wide secret, for computes that hold it
@@ -100,7 +104,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	}
 	r := &Registry{store: store{path: cfg.Path}, log: cfg.Logger, secret: cfg.Secret, trusted: cfg.TrustedAgents, onChange: cfg.OnChange, computes: make(map[string]*Compute)}
 	r.Agents = &Agents{reg: r, client: cfg.Client, log: cfg.Logger}
-	r.health = &health{reg: r, agents: r.Agents, client: cfg.Client, log: cfg.Logger}
+	r.Health = &Health{reg: r, agents: r.Agents, client: cfg.Client, log: cfg.Logger}
 	return r
 }
 
@@ -108,7 +112,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 // once so its state is known when Add returns.
 func (r *Registry) Add(ctx context.Context, c Compute) Compute {
 	r.put(c)
-	r.health.check(ctx, c.ID)
+	r.Health.check(ctx, c.ID)
 	got, _ := r.Get(c.ID)
 	return got
 }
@@ -256,7 +260,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 				return Compute{}, err
 			}
 		}
-		r.health.check(ctx, c.ID)
+		r.Health.check(ctx, c.ID)
 		got, _ := r.Get(existing.ID)
 		return got, nil
 	}
@@ -384,7 +388,7 @@ func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Comp
 	if err := r.store.save(r.List()); err != nil {
 		return Compute{}, err
 	}
-	r.health.check(ctx, id)
+	r.Health.check(ctx, id)
 	got, _ := r.Get(id)
 	return got, nil
 }
@@ -427,7 +431,7 @@ func (r *Registry) Load(ctx context.Context) error {
 		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret}
 		c.URL, c.Secret = agentURL(c), r.secretFor(c)
 		r.put(c)
-		wg.Go(func() { r.health.check(ctx, c.ID) })
+		wg.Go(func() { r.Health.check(ctx, c.ID) })
 	}
 	wg.Wait()
 	return nil

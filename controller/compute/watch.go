@@ -44,7 +44,7 @@ const silence = 3 * proto.PingInterval
 // When a lost agent answers again, l reconciles it. Computes added later
 // are watched as they come; removed ones are dropped. It returns when
 // every compute's watcher has ended.
-func (h *health) Watch(ctx context.Context, l Listener) error {
+func (h *Health) Watch(ctx context.Context, l Listener) error {
 	watching := map[string]context.CancelFunc{}
 	var watchers sync.WaitGroup
 	defer func() {
@@ -80,7 +80,7 @@ func (h *health) Watch(ctx context.Context, l Listener) error {
 }
 
 // watch follows one compute's stream, reconnecting with backoff.
-func (h *health) watch(ctx context.Context, id string, l Listener) {
+func (h *Health) watch(ctx context.Context, id string, l Listener) {
 	log := h.log.With("compute", id)
 	lost := false
 	backoff := 250 * time.Millisecond
@@ -114,7 +114,7 @@ func (h *health) watch(ctx context.Context, id string, l Listener) {
 
 // follow reads one connection of a compute's events stream until it
 // breaks or goes silent; connected is called once the agent has said hello.
-func (h *health) follow(ctx context.Context, id string, l Listener, connected func()) error {
+func (h *Health) follow(ctx context.Context, id string, l Listener, connected func()) error {
 	t, err := h.reg.target(id)
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func (h *health) follow(ctx context.Context, id string, l Listener, connected fu
 }
 
 // dispatch handles one line of a compute's events stream.
-func (h *health) dispatch(ctx context.Context, id string, l Listener, line []byte, connected func()) {
+func (h *Health) dispatch(ctx context.Context, id string, l Listener, line []byte, connected func()) {
 	var ev proto.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
 		h.log.Debug("unreadable event", "compute", id, "err", err)
@@ -189,11 +189,11 @@ const (
 	errStreamEnded = streamError("the agent ended its events stream")
 )
 
-// health checks the computes' agents and follows their events: it keeps
+// Health checks the computes' agents and follows their events: it keeps
 // the registry's view of each compute's health, and tells a Listener what
 // happens on them. It has no state of its own beyond its watchers, which
-// Watch owns.
-type health struct {
+// Watch owns. A Registry makes it (Registry.Health).
+type Health struct {
 	reg    *Registry
 	agents *Agents
 	client *Client
@@ -201,7 +201,7 @@ type health struct {
 }
 
 // check asks a compute for its info and records the answer.
-func (h *health) check(ctx context.Context, id string) {
+func (h *Health) check(ctx context.Context, id string) {
 	t, err := h.reg.target(id)
 	if err != nil {
 		return

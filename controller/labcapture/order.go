@@ -53,14 +53,19 @@ func (s *source) head() *record { return s.q[0] }
 type reorder struct {
 	window    time.Duration
 	sources   map[ifaceKey]*source
-	byTime    timeHeap // sources with records, by their first record's timestamp
-	byAge     ageHeap  // the same, by their first record's arrival
-	emptyOpen int      // sources still running with no record queued
+	byTime    indexedHeap[*source] // sources with records, by their first record's timestamp
+	byAge     indexedHeap[*source] // the same, by their first record's arrival
+	emptyOpen int                  // sources still running with no record queued
 	seq       uint64
 }
 
 func newReorder(window time.Duration) *reorder {
-	return &reorder{window: window, sources: make(map[ifaceKey]*source)}
+	return &reorder{
+		window:  window,
+		sources: make(map[ifaceKey]*source),
+		byTime:  indexedHeap[*source]{less: byTimestamp, index: func(s *source) *int { return &s.byTime }},
+		byAge:   indexedHeap[*source]{less: byArrival, index: func(s *source) *int { return &s.byAge }},
+	}
 }
 
 // open makes k a running source: until it has a record, the others wait
@@ -118,7 +123,7 @@ func (o *reorder) push(rec *record, emit func(*record) error) error {
 // pop takes the record with the oldest timestamp of the sources' first
 // records (the earlier arrival on a tie).
 func (o *reorder) pop() *record {
-	s := o.byTime[0]
+	s := o.byTime.items[0]
 	rec := s.q[0]
 	s.q[0] = nil
 	s.q = s.q[1:]
@@ -143,8 +148,8 @@ func (o *reorder) pop() *record {
 // at now (all of them with force), and says when the next one will be due
 // (ok false: none is queued).
 func (o *reorder) release(now time.Time, force bool, emit func(*record) error) (next time.Time, ok bool, err error) {
-	for len(o.byTime) > 0 {
-		oldest := o.byAge[0].head().at
+	for o.byTime.Len() > 0 {
+		oldest := o.byAge.items[0].head().at
 		if !force && o.emptyOpen > 0 && now.Sub(oldest) < o.window {
 			return oldest.Add(o.window), true, nil
 		}
@@ -155,54 +160,45 @@ func (o *reorder) release(now time.Time, force bool, emit func(*record) error) (
 	return time.Time{}, false, nil
 }
 
-// timeHeap orders sources by their first record's timestamp, then arrival.
-type timeHeap []*source
+// indexedHeap is a container/heap of items that keeps each item's index
+// in it up to date (in the int index points to; -1 once out), so that
+// heap.Fix and heap.Remove can find an item.
+type indexedHeap[T any] struct {
+	items []T
+	less  func(a, b T) bool
+	index func(T) *int
+}
 
-func (h timeHeap) Len() int { return len(h) }
-func (h timeHeap) Less(i, j int) bool {
-	a, b := h[i].head(), h[j].head()
+func (h *indexedHeap[T]) Len() int           { return len(h.items) }
+func (h *indexedHeap[T]) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
+func (h *indexedHeap[T]) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	*h.index(h.items[i]), *h.index(h.items[j]) = i, j
+}
+func (h *indexedHeap[T]) Push(x any) {
+	it := x.(T)
+	*h.index(it) = len(h.items)
+	h.items = append(h.items, it)
+}
+func (h *indexedHeap[T]) Pop() any {
+	n := len(h.items) - 1
+	it := h.items[n]
+	var zero T
+	h.items[n] = zero
+	h.items = h.items[:n]
+	*h.index(it) = -1
+	return it
+}
+
+// byTimestamp orders sources by their first record's timestamp, then
+// arrival.
+func byTimestamp(x, y *source) bool {
+	a, b := x.head(), y.head()
 	if !a.ci.Timestamp.Equal(b.ci.Timestamp) {
 		return a.ci.Timestamp.Before(b.ci.Timestamp)
 	}
 	return a.seq < b.seq
 }
-func (h timeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].byTime, h[j].byTime = i, j
-}
-func (h *timeHeap) Push(x any) {
-	s := x.(*source)
-	s.byTime = len(*h)
-	*h = append(*h, s)
-}
-func (h *timeHeap) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	s.byTime = -1
-	return s
-}
 
-// ageHeap orders sources by their first record's arrival.
-type ageHeap []*source
-
-func (h ageHeap) Len() int           { return len(h) }
-func (h ageHeap) Less(i, j int) bool { return h[i].head().seq < h[j].head().seq }
-func (h ageHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].byAge, h[j].byAge = i, j
-}
-func (h *ageHeap) Push(x any) {
-	s := x.(*source)
-	s.byAge = len(*h)
-	*h = append(*h, s)
-}
-func (h *ageHeap) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	s.byAge = -1
-	return s
-}
+// byArrival orders sources by their first record's arrival.
+func byArrival(x, y *source) bool { return x.head().seq < y.head().seq }

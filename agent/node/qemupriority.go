@@ -1,0 +1,70 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// How much of the host a QEMU node gets: its process priority
+// (process_priority) and CPU throttling (cpu_throttling, with cpulimit).
+
+// niceOf maps GNS3's process_priority to a nice value ("" is GNS3's node
+// default, low).
+func niceOf(priority string) int {
+	switch priority {
+	case "realtime":
+		return -20
+	case "very high":
+		return -15
+	case "high":
+		return -5
+	case "normal":
+		return 0
+	case "very low":
+		return 19
+	}
+	return 5
+}
+
+// renice sets the nice value of every thread of a process (setpriority
+// on a pid changes its main thread only). QEMU is still paused (-S) when
+// this runs; the threads it makes later inherit it. Linux derives the
+// I/O priority of a thread from its nice value unless it was set, so the
+// I/O priority follows.
+func renice(pid, nice int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startThrottle runs cpulimit on the QEMU process (GNS3's cpu_throttling:
+// percent of one CPU, up to 800). --lazy makes it end with QEMU.
+func (q *Qemu) startThrottle(pid int) (*child, error) {
+	bin, err := exec.LookPath("cpulimit")
+	if err != nil {
+		return nil, errors.New("Could not throttle CPU: cpulimit is not installed (Debian package cpulimit)")
+	}
+	cmd := exec.Command(bin, "--lazy", "--pid="+strconv.Itoa(pid), "--limit="+strconv.Itoa(q.cfg.Props.CPUThrottling))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c, err := startChild(cmd, nil)
+	if err != nil {
+		return nil, fmt.Errorf("Could not throttle CPU: %v", err)
+	}
+	return c, nil
+}
