@@ -40,6 +40,10 @@ type ClientConfig struct {
 	// safe to (see Client): 0 never (DefaultRetries is what the
 	// controller uses).
 	Retries int
+	// RetryWait is the wait before the first retry, doubled before each
+	// next one up to 20 times it (an agent's Retry-After aside); 0 means
+	// 100 ms. Tests shorten it.
+	RetryWait time.Duration
 	// Timeout bounds one call, retries included; 0 means 60 s (starting a
 	// node can take seconds).
 	Timeout time.Duration
@@ -59,12 +63,15 @@ func NewClient(cfg ClientConfig) *Client {
 		cfg.Timeout = 60 * time.Second
 	}
 	retries := max(cfg.Retries, 0)
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = 100 * time.Millisecond
+	}
 	client := func(idempotent bool) *retryablehttp.Client {
 		rc := retryablehttp.NewClient()
 		rc.Logger = cfg.Logger.With("component", "agent_client") // *slog.Logger is a LeveledLogger
 		rc.RetryMax = retries
-		rc.RetryWaitMin = 100 * time.Millisecond
-		rc.RetryWaitMax = 2 * time.Second
+		rc.RetryWaitMin = cfg.RetryWait
+		rc.RetryWaitMax = 20 * cfg.RetryWait
 		rc.ErrorHandler = retryablehttp.PassthroughErrorHandler // keep the agent's last reply
 		rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 			if ctx.Err() != nil {

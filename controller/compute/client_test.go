@@ -109,7 +109,7 @@ func TestAPOSTThatReachedTheAgentIsSentOnce(t *testing.T) {
 				w.WriteHeader(204)
 			}))
 			t.Cleanup(agent.Close)
-			c := NewClient(ClientConfig{Retries: 3, Timeout: 5 * time.Second})
+			c := NewClient(ClientConfig{Retries: 3, RetryWait: time.Millisecond, Timeout: 5 * time.Second})
 			err := c.call(t.Context(), target{id: "c1", url: agent.URL}, "POST",
 				proto.ResizeDiskPath("p", "n"), proto.ResizeDisk{DriveName: "hda", Extend: 10}, nil)
 			if err == nil {
@@ -137,7 +137,7 @@ func TestAPOSTThatNeverConnectedIsSentAgain(t *testing.T) {
 		w.WriteHeader(204)
 	})}
 	t.Cleanup(func() { agent.Close() })
-	c := NewClient(ClientConfig{Retries: 1, Timeout: 5 * time.Second})
+	c := NewClient(ClientConfig{Retries: 1, RetryWait: time.Millisecond, Timeout: 5 * time.Second})
 	up := make(chan error, 1)
 	c.post.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
 		if attempt == 1 { // before the retry: the agent comes up
