@@ -137,7 +137,10 @@ type Config struct {
 	Metrics http.Handler
 	// Requests counts the requests answered; nil counts nothing.
 	Requests *metrics.HTTP
-	Logger   *slog.Logger
+	// PingInterval is how often the events stream pings; 0 means
+	// proto.PingInterval, what controllers expect (tests shorten it).
+	PingInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // maxBody bounds request bodies; every agent request is small JSON.
@@ -151,6 +154,7 @@ type handlers struct {
 	secret   []byte
 	maxImage int64
 	requests *metrics.HTTP
+	ping     time.Duration
 	log      *slog.Logger
 }
 
@@ -167,7 +171,10 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 	if cfg.MaxImageBytes <= 0 {
 		cfg.MaxImageBytes = 128 << 30
 	}
-	h := &handlers{svc: svc, caps: parts.Captures, filters: parts.Filters, feed: parts.Events, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, log: cfg.Logger}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = proto.PingInterval
+	}
+	h := &handlers{svc: svc, caps: parts.Captures, filters: parts.Filters, feed: parts.Events, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, ping: cfg.PingInterval, log: cfg.Logger}
 	mux := http.NewServeMux()
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
@@ -491,7 +498,7 @@ func (h *handlers) state(w http.ResponseWriter, r *http.Request) {
 }
 
 // events streams the agent's events as JSON lines: a hello, then each
-// event as it happens and a ping every proto.PingInterval, each flushed at
+// event as it happens and a ping every Config.PingInterval, each flushed at
 // once. The stream ends when the client goes away, or when the agent drops
 // a follower too slow to keep up or ends itself; the controller then
 // reconnects and reconciles.
@@ -514,7 +521,7 @@ func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
 	if !send(proto.Event{Kind: proto.EventHello, Info: &info}) {
 		return
 	}
-	ping := time.NewTicker(proto.PingInterval)
+	ping := time.NewTicker(h.ping)
 	defer ping.Stop()
 	for {
 		select {

@@ -60,20 +60,35 @@ func arpFrame(t *testing.T, src net.HardwareAddr, sip, dip net.IP) []byte {
 	return buf.Bytes()
 }
 
-// passes sends frame from one fake node and reports whether the other got
-// it; it waits longer for a frame it expects than for one it does not.
-func (a *agent) passes(from, to string, frame []byte, expect bool) bool {
+// passes sends frame from one fake node across the link and reports
+// whether the relay forwarded it to the other, which must then get it
+// whole. The relay's counters of that direction say when it has forwarded
+// or dropped the frame, so a dropped frame costs no fixed wait.
+func (a *agent) passes(from, to string, frame []byte) bool {
 	a.t.Helper()
+	dir := 0 // from A to B
+	if from == nodeB {
+		dir = 1
+	}
+	before := a.counters(dir)
 	if err := a.fake(from).Send(frame); err != nil {
 		a.t.Fatal(err)
 	}
-	wait := 300 * time.Millisecond // long enough for a frame to cross an idle relay
-	if expect {
-		wait = 5 * time.Second
+	deadline := time.Now().Add(10 * time.Second)
+	now := a.counters(dir)
+	for now.Forwarded == before.Forwarded && now.Filtered == before.Filtered {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("the relay neither forwarded nor dropped the frame: %+v", now)
+		}
+		time.Sleep(time.Millisecond)
+		now = a.counters(dir)
 	}
-	got, err := a.fake(to).Recv(wait)
-	if err != nil {
+	if now.Forwarded == before.Forwarded {
 		return false
+	}
+	got, err := a.fake(to).Recv(5 * time.Second)
+	if err != nil {
+		a.t.Fatalf("the relay forwarded a frame that did not arrive: %v", err)
 	}
 	if !bytes.Equal(got, frame) {
 		a.t.Fatalf("a frame arrived changed, or late: %x, want %x", got, frame)
@@ -81,17 +96,25 @@ func (a *agent) passes(from, to string, frame []byte, expect bool) bool {
 	return true
 }
 
+// counters are the link's counters of one direction.
+func (a *agent) counters(dir int) proto.LinkCounters {
+	a.t.Helper()
+	var st proto.LinkState
+	a.must("GET", proto.LinkPath(projectID, linkID), nil, &st, 200)
+	return st.Directions[dir]
+}
+
 // mustPass and mustDrop check that a frame crosses the link, or not.
 func (a *agent) mustPass(from, to string, frame []byte, why string) {
 	a.t.Helper()
-	if !a.passes(from, to, frame, true) {
+	if !a.passes(from, to, frame) {
 		a.t.Fatalf("%s: the frame was dropped", why)
 	}
 }
 
 func (a *agent) mustDrop(from, to string, frame []byte, why string) {
 	a.t.Helper()
-	if a.passes(from, to, frame, false) {
+	if a.passes(from, to, frame) {
 		a.t.Fatalf("%s: the frame crossed the link", why)
 	}
 }

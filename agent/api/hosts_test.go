@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/gopacket/layers"
+	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/internal/testenv"
 	"github.com/labtap/labtap/proto"
@@ -75,7 +76,8 @@ func (e *events) next(kind string, d time.Duration) proto.Event {
 }
 
 func TestEventsSayHelloPingAndReportANodeThatStopsByItself(t *testing.T) {
-	a := linked(t)
+	const ping = 50 * time.Millisecond // not proto.PingInterval's 2 s
+	a := linkedWith(t, host.Config{}, api.Config{PingInterval: ping})
 	ev := a.follow()
 	hello := ev.next(proto.EventHello, 5*time.Second)
 	if hello.Info == nil || hello.Info.ComputeID != "local" || hello.Info.ProtocolVersion != proto.Version {
@@ -88,7 +90,7 @@ func TestEventsSayHelloPingAndReportANodeThatStopsByItself(t *testing.T) {
 		t.Fatalf("node event %+v (node %+v)", got, got.Node)
 	}
 	// Silence would mean a lost agent: pings come.
-	if p := ev.next(proto.EventPing, 3*proto.PingInterval); p.Info == nil {
+	if p := ev.next(proto.EventPing, 5*time.Second); p.Info == nil {
 		t.Fatalf("ping without the agent's info: %+v", p)
 	}
 }

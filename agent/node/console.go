@@ -87,6 +87,12 @@ const runTimeout = 30 * time.Second
 // prompt, without the echo of the command, carriage returns or telnet
 // negotiation. Without a deadline in ctx it gives up after 30 s.
 func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
+	return c.run(ctx, cmd, cmd)
+}
+
+// run is Run for a line that VPCS echoes as echo: what reaches VPCS is not
+// always what was typed (the console drops '!').
+func (c *Console) run(ctx context.Context, cmd, echo string) (string, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, runTimeout)
@@ -115,7 +121,7 @@ func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
 			}
 		}
 		text := clean(c.buf)
-		i := strings.Index(text, cmd+"\n") // the echo of our line
+		i := strings.Index(text, echo+"\n") // the echo of our line
 		if i < 0 {
 			// The agent's console guard erased the line and said why;
 			// VPCS then prints a fresh prompt.
@@ -124,7 +130,7 @@ func (c *Console) Run(ctx context.Context, cmd string) (string, error) {
 			}
 			continue
 		}
-		after := text[i+len(cmd)+1:]
+		after := text[i+len(echo)+1:]
 		if loc := prompt.FindStringIndex(after); loc != nil {
 			return strings.Trim(after[:loc[0]], "\n"), nil
 		}

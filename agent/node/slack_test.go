@@ -28,6 +28,7 @@ func timerSlack(t testing.TB, path string) time.Duration {
 }
 
 func TestVPCSRunsWithTheIdleTimerSlack(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,

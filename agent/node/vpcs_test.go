@@ -17,10 +17,14 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // findVPCS returns the vpcs program, skipping the test where it is not
-// installed (scripts/test installs it, so CI never skips).
+// installed (scripts/test installs it, so CI never skips). The tests that
+// run VPCS run in parallel: each has its own process, folder and ephemeral
+// ports, and most of their time is VPCS's own waiting (an address's
+// duplicate check is 3 s).
 func findVPCS(t testing.TB) *VPCSProgram {
 	t.Helper()
 	testenv.RequireTools(t, "vpcs")
@@ -47,6 +51,7 @@ func startVPCS(t testing.TB, cfg VPCSConfig) *VPCS {
 }
 
 func TestFindVPCSReadsTheVersion(t *testing.T) {
+	t.Parallel()
 	p := findVPCS(t)
 	if p.Version == "" || !strings.HasPrefix(p.Path, "/") {
 		t.Fatalf("FindVPCS = %+v", p)
@@ -57,6 +62,7 @@ func TestFindVPCSReadsTheVersion(t *testing.T) {
 }
 
 func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	agent := testenv.LoopbackUDP(t)
 	var stops atomic.Int32
@@ -133,6 +139,7 @@ func TestVPCSStartsSendsFramesToTheAgentAndStops(t *testing.T) {
 }
 
 func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	taken, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -158,6 +165,7 @@ func TestVPCSPicksAnotherConsolePortWhenItsOwnIsTaken(t *testing.T) {
 }
 
 func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	stopped := make(chan struct{}, 1)
 	v := startVPCS(t, VPCSConfig{
@@ -185,6 +193,7 @@ func TestVPCSThatDiesIsReportedStopped(t *testing.T) {
 }
 
 func TestStoppedVPCSLeavesNoProcessBehind(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
@@ -207,6 +216,7 @@ func TestStoppedVPCSLeavesNoProcessBehind(t *testing.T) {
 }
 
 func TestVPCSConsoleIsOnlyOnItsHostAndCannotRunHostCommands(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
@@ -222,13 +232,13 @@ func TestVPCSConsoleIsOnlyOnItsHostAndCannotRunHostCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
-	// VPCS runs what follows '!' on the host; the console drops the '!'.
-	// (The echo never matches the line sent, so these Runs time out.)
+	// VPCS runs what follows '!' on the host; the console drops the '!',
+	// so VPCS echoes (and runs) the line without it.
 	marker := filepath.Join(t.TempDir(), "pwned")
 	for _, cmd := range []string{"! touch " + marker, "!touch " + marker} {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		con.Run(ctx, cmd)
-		cancel()
+		if out, err := con.run(t.Context(), cmd, strings.ReplaceAll(cmd, "!", "")); err != nil {
+			t.Fatalf("%q: %q, %v", cmd, out, err)
+		}
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a host command ran through the console")
@@ -311,6 +321,7 @@ var _ Runner = (*VPCS)(nil)
 // A VPCS takes its node's name at start (not "VPCS1"), and a console reset
 // drops its clients while new ones still connect.
 func TestVPCSTakesItsNodesNameAndItsConsoleResets(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	v := startVPCS(t, VPCSConfig{
 		Program: prog,
@@ -364,6 +375,7 @@ func TestPCNameFitsWhatVPCSTakes(t *testing.T) {
 }
 
 func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
+	t.Parallel()
 	prog := findVPCS(t)
 	dir := t.TempDir()
 	protected, err := net.Listen("tcp", "127.0.0.1:0")
@@ -384,13 +396,14 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
-	runFor := func(d time.Duration, cmd string) string {
-		ctx, cancel := context.WithTimeout(t.Context(), d)
-		defer cancel()
-		out, _ := con.Run(ctx, cmd)
+	run := func(cmd string) string {
+		t.Helper()
+		out, err := con.Run(t.Context(), cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return out
 	}
-	run := func(cmd string) string { return runFor(3*time.Second, cmd) }
 	// A refused line never reaches VPCS: the guard erases it and says why.
 	refused := func(cmd string) {
 		t.Helper()
@@ -424,30 +437,48 @@ func TestVPCSConsoleLoadsOnlyWhatItSavedAndRloginSparesTheAgent(t *testing.T) {
 	if log, _ := os.ReadFile(filepath.Join(dir, "vpcs.log")); strings.Contains(string(log), "pwned") && strings.Contains(string(log), "Executing") {
 		t.Fatalf("VPCS executed a refused file:\n%s", log)
 	}
-	// What the console saved loads.
-	run("ip 10.9.9.9/24")
+	// What the console saved loads. (A name, not an address: VPCS checks
+	// an address for duplicates for 3 s, at each "ip" and at each load.)
+	run("set pcname Saved")
 	run("save mine")
 	if _, err := os.Stat(filepath.Join(dir, "mine.vpc")); err != nil {
 		t.Fatalf("save mine: %v", err)
 	}
-	run("ip 10.8.8.8/24")
+	run("set pcname Other")
 	run("load mine")
-	if out := run("show ip"); !strings.Contains(out, "10.9.9.9") {
+	if out := run("show ip"); !strings.Contains(out, "Saved") {
 		t.Fatalf("after load mine, show ip = %q", out)
 	}
 	// rlogin to a protected port never connects.
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := protected.Accept(); err == nil {
-			c.Close()
-			accepted <- struct{}{}
-		}
-	}()
 	refused(fmt.Sprintf("rlogin 127.0.0.1 %d", protectedPort))
 	refused(fmt.Sprintf("rl %d", protectedPort))
-	select {
-	case <-accepted:
+	run("show ip") // VPCS has handled every line sent before this one
+	if queued(t, protected.(*net.TCPListener)) {
 		t.Fatal("rlogin reached a protected port")
-	case <-time.After(time.Second):
 	}
+}
+
+// queued reports whether a connection waits in ln's accept queue, without
+// waiting for one: a connect that returned is in the queue.
+func queued(t *testing.T, ln *net.TCPListener) bool {
+	t.Helper()
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	var aerr error
+	if err := rc.Control(func(s uintptr) { // the socket is non-blocking
+		fd, _, aerr = unix.Accept4(int(s), unix.SOCK_CLOEXEC)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errors.Is(aerr, unix.EAGAIN) {
+		return false
+	}
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	unix.Close(fd)
+	return true
 }

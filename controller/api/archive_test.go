@@ -54,7 +54,7 @@ func newArchiveLab(t *testing.T, maxImport int64) *archiveLab {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: time.Hour})
 	events := &api.Events{Hub: l.hub, Version: "2.2.59"}
-	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient(), OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
 	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir, Version: "2.2.59"},

@@ -19,7 +19,7 @@ import (
 
 func bareApp(t *testing.T, pin bool) *fiber.App {
 	t.Helper()
-	reg := compute.NewRegistry(compute.RegistryConfig{})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", PinVersion: pin})
 	if err != nil {

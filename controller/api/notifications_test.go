@@ -37,6 +37,12 @@ type live struct {
 	projects *project.Service
 }
 
+// quickClient is the controller's agent client with its retries, their
+// waits cut to milliseconds: many tests meet an agent that is not there.
+func quickClient() *compute.Client {
+	return compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, RetryWait: time.Millisecond})
+}
+
 func newLive(t *testing.T, grace time.Duration) *live {
 	t.Helper()
 	data := t.TempDir()
@@ -50,7 +56,7 @@ func newLive(t *testing.T, grace time.Duration) *live {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.hub = notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { l.projects.AutoCloseIdle(ctx, id) }})
 	events := &api.Events{Hub: l.hub, Version: "2.2.59"}
-	reg := compute.NewRegistry(compute.RegistryConfig{OnChange: events.ComputeChanged})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient(), OnChange: events.ComputeChanged})
 	reg.Add(t.Context(), compute.Compute{ID: "local", Name: "box", URL: agent.URL, Protocol: "http", Host: "127.0.0.1", Port: 3080})
 	dir := filepath.Join(data, "projects")
 	l.projects = project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir},
@@ -314,7 +320,7 @@ func TestAutoCloseWaitsForTheGraceAndHonoursTheSetting(t *testing.T) {
 		hub := notify.New(notify.Config{IdleGrace: grace, OnIdle: func(id string) { projects.AutoCloseIdle(ctx, id) }})
 		defer hub.Close()
 		dir := filepath.Join(t.TempDir(), "projects")
-		projects = project.NewService(project.Config{ProjectsDir: dir, Computes: compute.NewRegistry(compute.RegistryConfig{}).Agents,
+		projects = project.NewService(project.Config{ProjectsDir: dir, Computes: compute.NewRegistry(compute.RegistryConfig{Client: quickClient()}).Agents,
 			Events: &api.Events{Hub: hub, Version: "2.2.59"}, Store: &topology.Store{Dir: dir}})
 		create := func(name string, auto bool) string {
 			p, err := projects.CreateProject(ctx, project.ProjectCreate{Name: name, Settings: project.Settings{AutoClose: auto}})
@@ -489,7 +495,7 @@ func newBenchLive(b *testing.B) *benchLive {
 	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
 	hub := notify.New(notify.Config{}) // the default queue, as the controller runs
 	events := &api.Events{Hub: hub, Version: "2.2.59"}
-	reg := compute.NewRegistry(compute.RegistryConfig{})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	reg.Add(b.Context(), compute.Compute{ID: "local", URL: agent.URL})
 	dir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Events: events, Store: &topology.Store{Dir: dir}})

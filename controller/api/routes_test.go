@@ -83,14 +83,14 @@ func TestComputeRoutes(t *testing.T) {
 
 func TestComputesAreSavedAcrossRestarts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "computes.json")
-	r := compute.NewRegistry(compute.RegistryConfig{Path: path})
+	r := compute.NewRegistry(compute.RegistryConfig{Path: path, Client: quickClient()})
 	if _, err := r.Create(t.Context(), compute.Compute{ID: "c1", Name: "one", Protocol: "http", Host: "127.0.0.1", Port: 9, Password: "pw"}, compute.Grant{}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("computes file: %v, mode %v (it holds passwords)", err, info.Mode())
 	}
-	again := compute.NewRegistry(compute.RegistryConfig{Path: path})
+	again := compute.NewRegistry(compute.RegistryConfig{Path: path, Client: quickClient()})
 	if err := again.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 // authServer is a server with Basic authentication on.
 func authServer(t *testing.T) *fiber.App {
 	t.Helper()
-	reg := compute.NewRegistry(compute.RegistryConfig{})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", User: "admin", Password: "s3cret"})
 	if err != nil {
@@ -345,7 +345,7 @@ func TestInvalidUTF8IsABadRequestNotACrash(t *testing.T) {
 var update = flag.Bool("update", false, "rewrite openapi.json from the routes")
 
 func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
-	reg := compute.NewRegistry(compute.RegistryConfig{})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", View: web.New(web.Config{})})
 	if err != nil {
@@ -451,7 +451,7 @@ func benchServer(b *testing.B) *benchAPI {
 		},
 	}})
 	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{}))
-	reg := compute.NewRegistry(compute.RegistryConfig{})
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	reg.Add(b.Context(), compute.Compute{ID: "local", URL: agent.URL})
 	dir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Store: &topology.Store{Dir: dir}})

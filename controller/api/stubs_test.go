@@ -54,7 +54,7 @@ func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
 func TestPreferencesAreValidatedMergedAndKept(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "settings.json")
 	newAPI := func() *server {
-		reg := compute.NewRegistry(compute.RegistryConfig{})
+		reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 		svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 		app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", SettingsFile: file})
 		if err != nil {

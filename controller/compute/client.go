@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -21,21 +22,28 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
-// Client calls agents. Every agent route is idempotent (PUT, GET, DELETE),
-// so every call may be retried: connection failures and 5xx replies are
-// retried with backoff. Capture streams are not retried: they cannot be
-// replayed.
+// Client calls agents, retrying with backoff only what is safe to send
+// again (retryable): a call of an idempotent method (GET, PUT, DELETE,
+// HEAD) that failed to connect or got 502, 503, 504 or 429, and a POST
+// only when it never reached the agent (its connection was never made).
+// Capture streams are not retried: they cannot be replayed.
 type Client struct {
-	rc      *retryablehttp.Client
-	streams *http.Client
-	timeout time.Duration
+	idempotent *retryablehttp.Client // GET, PUT, DELETE, HEAD
+	post       *retryablehttp.Client // any other method
+	streams    *http.Client
+	timeout    time.Duration
 }
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Retries is how many times a failed call is sent again: 0 never
-	// (DefaultRetries is what the controller uses).
+	// Retries is how many times a failed call is sent again, when it is
+	// safe to (see Client): 0 never (DefaultRetries is what the
+	// controller uses).
 	Retries int
+	// RetryWait is the wait before the first retry, doubled before each
+	// next one up to 20 times it (an agent's Retry-After aside); 0 means
+	// 100 ms. Tests shorten it.
+	RetryWait time.Duration
 	// Timeout bounds one call, retries included; 0 means 60 s (starting a
 	// node can take seconds).
 	Timeout time.Duration
@@ -54,13 +62,65 @@ func NewClient(cfg ClientConfig) *Client {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	rc := retryablehttp.NewClient()
-	rc.Logger = cfg.Logger.With("component", "agent_client") // *slog.Logger is a LeveledLogger
-	rc.RetryMax = cfg.Retries
-	rc.RetryWaitMin = 100 * time.Millisecond
-	rc.RetryWaitMax = 2 * time.Second
-	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler // keep the agent's last reply
-	return &Client{rc: rc, streams: &http.Client{}, timeout: cfg.Timeout}
+	retries := max(cfg.Retries, 0)
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = 100 * time.Millisecond
+	}
+	client := func(idempotent bool) *retryablehttp.Client {
+		rc := retryablehttp.NewClient()
+		rc.Logger = cfg.Logger.With("component", "agent_client") // *slog.Logger is a LeveledLogger
+		rc.RetryMax = retries
+		rc.RetryWaitMin = cfg.RetryWait
+		rc.RetryWaitMax = 20 * cfg.RetryWait
+		rc.ErrorHandler = retryablehttp.PassthroughErrorHandler // keep the agent's last reply
+		rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return retryable(idempotent, resp, err), nil
+		}
+		return rc
+	}
+	c := &Client{idempotent: client(true), post: client(false), streams: &http.Client{}, timeout: cfg.Timeout}
+	c.post.HTTPClient = c.idempotent.HTTPClient // one pool of connections
+	return c
+}
+
+// isIdempotent reports whether a call of method may be sent twice with no
+// other effect than once.
+func isIdempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// retryable reports whether a call that got resp or err may be sent again.
+// A call of an idempotent method may: when it could not connect or lost
+// its connection (unless the error is one no retry mends: a bad scheme or
+// certificate, too many redirects), or when the agent (or a proxy in
+// front of it) said 502, 503, 504 or 429. Any other call may only when
+// its connection was never made, so not a byte of it reached the agent:
+// a POST that reached it may have been done (resize_disk once grew a disk
+// on each of 4 tries).
+func retryable(idempotent bool, resp *http.Response, err error) bool {
+	if err != nil {
+		if !idempotent {
+			var op *net.OpError
+			return errors.As(err, &op) && op.Op == "dial"
+		}
+		retry, _ := retryablehttp.DefaultRetryPolicy(context.Background(), nil, err)
+		return retry
+	}
+	if !idempotent {
+		return false
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return false
 }
 
 // target is an agent's address and credentials.
@@ -103,7 +163,11 @@ func (c *Client) call(ctx context.Context, t target, method, path string, in, ou
 	}
 	req.Header.Set("Content-Type", "application/json")
 	t.authorize(req.Header)
-	resp, err := c.rc.Do(req)
+	rc := c.post
+	if isIdempotent(method) {
+		rc = c.idempotent
+	}
+	resp, err := rc.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return &project.Error{Kind: project.ErrConflict, Err: err,

@@ -21,7 +21,7 @@ import (
 
 func registryFor(t *testing.T, url string) *Registry {
 	t.Helper()
-	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 2, Timeout: 5 * time.Second})})
+	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 2, RetryWait: time.Millisecond, Timeout: 5 * time.Second})})
 	r.Add(t.Context(), Compute{ID: "c1", URL: url, Secret: "s3cret"})
 	return r
 }
@@ -121,7 +121,7 @@ func TestUnreachableComputeIsAConflictNamingIt(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there any more
-	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 1, Timeout: 5 * time.Second})})
+	r := NewRegistry(RegistryConfig{Client: NewClient(ClientConfig{Retries: 1, RetryWait: time.Millisecond, Timeout: 5 * time.Second})})
 	r.Add(t.Context(), Compute{ID: "gone", URL: url})
 	if c, _ := r.Get("gone"); c.Connected || c.LastError == "" || c.CPUPercent != nil {
 		t.Fatalf("unreachable compute: %+v", c)
