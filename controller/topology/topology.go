@@ -332,7 +332,9 @@ func (s *Store) armIdle(c *projectCache) {
 	c.idle = time.AfterFunc(IdleFold, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.gone {
+		// Not into a directory removed meanwhile (atomicfile.Write would
+		// make it again).
+		if _, err := os.Stat(c.path); err == nil && !c.gone {
 			s.foldLocked(c)
 		}
 	})
