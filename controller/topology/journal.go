@@ -89,6 +89,7 @@ type journal struct {
 	written uint64     // appends written
 	onDisk  uint64     // appends known to be on disk
 	syncing bool       // an fsync runs
+	fsyncs  int        // fsyncs of appends run, for tests
 	err     error      // a failed fsync or write: nothing after it is durable
 }
 
@@ -165,6 +166,7 @@ func (j *journal) durable(seq uint64) error {
 		err := j.f.Sync()
 		j.mu.Lock()
 		j.syncing = false
+		j.fsyncs++
 		if err != nil {
 			j.err = fmt.Errorf("journal fsync: %w", err)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/labtap/labtap/controller/project"
@@ -183,4 +184,53 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestSavesThatWaitTogetherShareOneFsync makes eight changes, one after
+// the other as a project's changes are, then waits for them: one fsync
+// makes them all durable.
+func TestSavesThatWaitTogetherShareOneFsync(t *testing.T) {
+	dir := t.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 8, 3)
+	if err := s.Save(snap); err != nil {
+		t.Fatal(err)
+	}
+	var waits []func() error
+	for i := range 8 {
+		snap.Nodes[i].X = 100 + i
+		wait, err := s.SaveAsync(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, wait)
+	}
+	// The first alone, then the others at once: the first one's fsync
+	// covers every change written before it.
+	errs := make([]error, len(waits))
+	errs[0] = waits[0]()
+	var wg sync.WaitGroup
+	for i, w := range waits[1:] {
+		wg.Go(func() { errs[i+1] = w() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	j := s.cached(snap.Project.ID).j
+	j.mu.Lock()
+	n, recs := j.fsyncs, j.written
+	j.mu.Unlock()
+	if recs != 8 || n != 1 {
+		t.Fatalf("%d records made durable by %d fsyncs, want 8 by 1", recs, n)
+	}
+	loaded, err := (&Store{Dir: dir}).Load(&snap.Project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if loaded.Nodes[i].X != 100+i {
+			t.Fatalf("node %d at x=%d, want %d", i, loaded.Nodes[i].X, 100+i)
+		}
+	}
 }
