@@ -398,3 +398,39 @@ func del(url string) error {
 	}
 	return nil
 }
+
+// TestAStoppedControllerLeavesWholeProjectFiles: changes go to a journal
+// beside the .gns3 first; once the controller stops (SIGTERM), the .gns3
+// itself holds them, for GNS3 and the tools that read it.
+func TestAStoppedControllerLeavesWholeProjectFiles(t *testing.T) {
+	data := t.TempDir()
+	c := startControllerIn(t, data)
+	var p struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "whole"}, 201, &p)
+	var node struct {
+		NodeID string `json:"node_id"`
+	}
+	c.call("POST", "/v2/projects/"+p.ProjectID+"/nodes", map[string]any{
+		"name": "SW1", "node_type": "ethernet_switch", "compute_id": "local", "x": 0, "y": 0}, 201, &node)
+	c.call("PUT", "/v2/projects/"+p.ProjectID+"/nodes/"+node.NodeID, map[string]any{"x": 321}, 200, nil)
+	c.stop()
+	data2, err := os.ReadFile(filepath.Join(data, "projects", p.ProjectID, "whole.gns3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Topology struct {
+			Nodes []struct {
+				X int `json:"x"`
+			} `json:"nodes"`
+		} `json:"topology"`
+	}
+	if err := json.Unmarshal(data2, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Topology.Nodes) != 1 || f.Topology.Nodes[0].X != 321 {
+		t.Fatalf("the stopped controller's project file has nodes %+v, want one at x=321", f.Topology.Nodes)
+	}
+}

@@ -382,6 +382,27 @@ func (s *Store) Fold(p *project.Project) error {
 	return err
 }
 
+// Close folds every project's journal into its file (so that the files
+// are whole for whoever reads them after the controller stops) and stops
+// the idle folds. Saves after it work as before a start: each project's
+// first one writes the file whole.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	caches := s.cache
+	s.cache = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range caches {
+		c.mu.Lock()
+		if !c.gone {
+			errs = append(errs, s.foldLocked(c))
+		}
+		c.mu.Unlock()
+		s.retire(c, false)
+	}
+	return errors.Join(errs...)
+}
+
 // foldFromDisk folds the journal of the project file at path, read from
 // disk, and returns the project.
 func (s *Store) foldFromDisk(path string) (*project.Snapshot, error) {
