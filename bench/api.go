@@ -563,6 +563,36 @@ func labScale(c *ctl, n int) error {
 	fmt.Printf("  .gns3 write at %d nodes, %d links (%d bytes): node move p50 %s, project rename p50 %s (10 each)\n",
 		n, len(links), size, pct(moves, 50), pct(renames, 50))
 
+	// Concurrent changes of one project: 8 clients each moving its own
+	// node, 25 moves each; every move is answered once it is on disk, so
+	// this measures how changes share the disk's flushes.
+	const movers, each = 8, 25
+	var mu sync.Mutex
+	var cmoves []time.Duration
+	var firstErr error
+	t0 = time.Now()
+	var wg sync.WaitGroup
+	for w := range movers {
+		wg.Go(func() {
+			for i := range each {
+				d, err := c.call("PUT", "/projects/"+p+"/nodes/"+vpcs[w%len(vpcs)], map[string]any{"x": 2000 + i, "y": w}, nil)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				cmoves = append(cmoves, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	el := time.Since(t0)
+	fmt.Printf("  concurrent node moves (%d clients × %d): %.0f moves/s, p50 %s, p99 %s\n",
+		movers, each, float64(movers*each)/el.Seconds(), pct(cmoves, 50), pct(cmoves, 99))
+
 	t0 = time.Now()
 	if _, err := c.call("POST", "/projects/"+p+"/nodes/stop", nil, nil); err != nil {
 		return err

@@ -241,11 +241,12 @@ func run(args []string) error {
 	if o.LocalAgent {
 		localImages = filepath.Join(o.DataDir, "images")
 	}
+	store := &topology.Store{Dir: projectsDir, Version: o.GNS3Version}
 	projects = project.NewService(project.Config{
 		ProjectsDir: projectsDir,
 		Computes:    registry.Agents, // the agent adapter: project.Service never sees the registry itself
 		Events:      events,
-		Store:       &topology.Store{Dir: projectsDir, Version: o.GNS3Version},
+		Store:       store,
 		// Beside the projects, as GNS3 keeps them in its controller file.
 		TemplatesFile: filepath.Join(o.DataDir, "templates.json"),
 		Symbols:       symbolLib.Size,
@@ -353,6 +354,10 @@ func run(args []string) error {
 	})
 	g.Go(func() error { return registry.Health.Watch(gctx, projects) })
 	err = g.Wait()
+	// Every request has ended: the project files take in their journals.
+	if err := store.Close(); err != nil {
+		log.Error("write the project files whole at shutdown", "err", err)
+	}
 	log.Info("controller stopped")
 	return err
 }

@@ -157,8 +157,9 @@ func excluded(rel string, isDir bool, snapshots bool) bool {
 		return true
 	case isDir:
 		return false
-	case !strings.Contains(rel, "/") && (strings.HasSuffix(rel, ".gns3") || strings.Contains(rel, ".gns3.") && strings.HasSuffix(rel, ".tmp")):
-		return true // project files (one project.gns3 replaces them), and temp files of their atomic writes
+	case !strings.Contains(rel, "/") && (strings.HasSuffix(rel, ".gns3") || strings.HasSuffix(rel, ".gns3.journal") ||
+		strings.Contains(rel, ".gns3.") && strings.HasSuffix(rel, ".tmp")):
+		return true // project files (one project.gns3 replaces them), their journals (folded into them first), and temp files of their atomic writes
 	case strings.HasSuffix(base, ".log"), strings.HasSuffix(base, "_log.txt"), base == ".DS_Store":
 		return true
 	}

@@ -180,6 +180,10 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 	}
 	// The file as saved: every change is saved before it is acknowledged,
 	// and it holds what labtap does not model (drawings, unknown members).
+	// The changes still in the Store's journal go into it first.
+	if err := s.fold(&p); err != nil {
+		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+	}
 	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
 	if err != nil {
 		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})

@@ -236,6 +236,10 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 		return nil
 	}
 	s.closeOn(ctx, id, computes, "close project on compute")
+	// A closed project is its file: GNS3's tools may read it now.
+	if err := s.fold(&p); err != nil {
+		s.log.Error("write the project file whole at close", "project", id, "err", err)
+	}
 	st.mu.Lock()
 	snap := st.snapshotLocked()
 	st.p.Status = Closed

@@ -170,7 +170,7 @@ func projectFileName(p Project, name string, writing bool) (string, error) {
 	if err != nil {
 		return "", errorf(ErrInvalid, "Invalid file path %q", name)
 	}
-	if writing && (clean == p.Filename || !strings.Contains(clean, "/") && strings.HasSuffix(clean, ".gns3")) {
+	if writing && (clean == p.Filename || !strings.Contains(clean, "/") && (strings.HasSuffix(clean, ".gns3") || strings.HasSuffix(clean, ".gns3"+JournalSuffix))) {
 		return "", errorf(ErrForbidden, "The project file is written by the server only")
 	}
 	return clean, nil
@@ -185,6 +185,12 @@ func (s *Service) ProjectFile(projectID, name string) ([]byte, error) {
 	clean, err := projectFileName(p, name, false)
 	if err != nil {
 		return nil, err
+	}
+	if clean == p.Filename {
+		// The file with every change saved, as GNS3 serves it.
+		if err := s.fold(&p); err != nil {
+			return nil, &Error{Kind: ErrConflict, Msg: "Cannot read " + name + ": " + pathless(err), Err: err}
+		}
 	}
 	data, err := confined.Read(p.Path, clean, MaxProjectFile)
 	return data, projectFileError(name, err)

@@ -86,7 +86,7 @@ type state struct {
 	// ops serialises changes, held across compute calls: exclusively by
 	// a change, shared by node lifecycle operations (start, stop, suspend,
 	// reload), which also hold their node's entry of lifecycle.
-	ops sync.RWMutex
+	ops opsLock
 
 	lifeMu    sync.Mutex             // guards lifecycle
 	lifecycle map[string]*sync.Mutex // node id → held by its lifecycle operation
@@ -531,20 +531,6 @@ func (st *state) snapshotLocked() *Snapshot {
 	}
 	snap.Drawings = slices.Clone(st.drawings)
 	return snap
-}
-
-// save writes the project through the Store. st.ops must be held
-// (shared will do).
-func (s *Service) save(st *state) error {
-	st.saveMu.Lock()
-	defer st.saveMu.Unlock()
-	st.mu.RLock()
-	snap := st.snapshotLocked()
-	st.mu.RUnlock()
-	if err := s.cfg.Store.Save(snap); err != nil {
-		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
-	}
-	return nil
 }
 
 // emit sends an event about a project. st.ops must be held, so that events

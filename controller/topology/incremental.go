@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
+	"time"
 
 	gojson "github.com/goccy/go-json"
 
@@ -40,13 +42,23 @@ type encoded[E any] struct {
 	data  []byte
 }
 
-// projectCache is what Save keeps of one project.
+// projectCache is what Save keeps of one project: its entries' bytes, and
+// what its files on disk hold (the .gns3 and its journal's records), which
+// the next change's record is relative to.
 type projectCache struct {
 	mu       sync.Mutex // held through an encode, so one project's saves use it one at a time
 	nodes    map[string]encoded[Node]
 	links    map[string]encoded[Link]
 	drawings map[string]encoded[Drawing]
 	used     uint64 // the Store's save count at its last use
+
+	path     string      // the project file
+	top      []byte      // the file as encoded with empty topology arrays
+	order    [3][]string // drawings', links' and nodes' ids, in file order
+	baseSize int         // size of the project file as last written whole
+	j        *journal    // nil: the next save writes the file whole
+	idle     *time.Timer // folds the journal when the project stops changing
+	gone     bool        // forgotten: nothing writes through it any more
 }
 
 // cacheOf returns project id's cache, making it (and forgetting the least
@@ -67,6 +79,9 @@ func (s *Store) cacheOf(id string) *projectCache {
 					oldest = k
 				}
 			}
+			// Folded first: the next save of that project writes it
+			// whole anyway.
+			go s.retire(s.cache[oldest], true)
 			delete(s.cache, oldest)
 		}
 		c = &projectCache{nodes: map[string]encoded[Node]{}, links: map[string]encoded[Link]{}, drawings: map[string]encoded[Drawing]{}}
@@ -76,11 +91,97 @@ func (s *Store) cacheOf(id string) *projectCache {
 	return c
 }
 
-// forget drops a project's cache.
-func (s *Store) forget(id string) {
+// cached returns project id's cache, nil if none.
+func (s *Store) cached(id string) *projectCache {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[id]
+}
+
+// forget drops a project's cache, its journal closed.
+func (s *Store) forget(id string, fold bool) {
+	s.mu.Lock()
+	c := s.cache[id]
 	delete(s.cache, id)
 	s.mu.Unlock()
+	if c != nil {
+		s.retire(c, fold)
+	}
+}
+
+// forgetAt is forget without a fold, if the cache is of the file at path.
+func (s *Store) forgetAt(id, path string) {
+	s.mu.Lock()
+	c := s.cache[id]
+	if c != nil {
+		c.mu.Lock()
+		mine := c.path == path || c.path == ""
+		c.mu.Unlock()
+		if !mine {
+			c = nil
+		} else {
+			delete(s.cache, id)
+		}
+	}
+	s.mu.Unlock()
+	if c != nil {
+		s.retire(c, false)
+	}
+}
+
+// retire closes a forgotten cache's journal, folding it first if asked
+// (a fold that fails leaves the journal, which a load replays).
+func (s *Store) retire(c *projectCache, fold bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fold {
+		s.foldLocked(c)
+	}
+	c.gone = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if c.j != nil {
+		c.j.close()
+		c.j = nil
+	}
+}
+
+// prepared is a project encoded for a save: the file with empty topology
+// arrays, and each array's entries (drawings, links, nodes) with their ids,
+// those encoded anew and those gone since the last save.
+type prepared struct {
+	top              []byte
+	items            [3][][]byte
+	ids              [3][]string
+	changed, removed [3][]string
+}
+
+// prepare encodes snap, reusing the bytes of the entries that did not
+// change since the project's last save. c.mu must be held.
+func (s *Store) prepare(c *projectCache, snap *project.Snapshot) (*prepared, error) {
+	f := s.fileOf(snap)
+	nodes, links, drawings := f.Topology.Nodes, f.Topology.Links, f.Topology.Drawings
+	f.Topology.Nodes, f.Topology.Links, f.Topology.Drawings = []Node{}, []Link{}, []Drawing{}
+	skeleton, err := gojson.MarshalIndentWithOption(f, "", "    ", gojson.DisableHTMLEscape())
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{top: skeleton}
+	var keep [3]map[string]bool
+	if p.items[2], p.ids[2], p.changed[2], keep[2], err = entries(c.nodes, nodes, func(n *Node) string { return n.NodeID }, sameNode); err != nil {
+		return nil, err
+	}
+	if p.items[1], p.ids[1], p.changed[1], keep[1], err = entries(c.links, links, func(l *Link) string { return l.LinkID }, sameLink); err != nil {
+		return nil, err
+	}
+	if p.items[0], p.ids[0], p.changed[0], keep[0], err = entries(c.drawings, drawings, func(d *Drawing) string { return d.DrawingID }, sameDrawing); err != nil {
+		return nil, err
+	}
+	p.removed[2] = forgetOthers(c.nodes, keep[2])
+	p.removed[1] = forgetOthers(c.links, keep[1])
+	p.removed[0] = forgetOthers(c.drawings, keep[0])
+	return p, nil
 }
 
 // encodeIncremental is Encode, reusing the bytes of the entries that did
@@ -89,27 +190,16 @@ func (s *Store) encodeIncremental(snap *project.Snapshot) ([]byte, error) {
 	c := s.cacheOf(snap.Project.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := s.fileOf(snap)
-	nodes, links, drawings := f.Topology.Nodes, f.Topology.Links, f.Topology.Drawings
-	f.Topology.Nodes, f.Topology.Links, f.Topology.Drawings = []Node{}, []Link{}, []Drawing{}
-	skeleton, err := gojson.MarshalIndentWithOption(f, "", "    ", gojson.DisableHTMLEscape())
+	p, err := s.prepare(c, snap)
 	if err != nil {
 		return nil, err
 	}
-	var ns, ls, ds [][]byte
-	var keep [3]map[string]bool
-	if ns, keep[0], err = entries(c.nodes, nodes, func(n *Node) string { return n.NodeID }, sameNode); err != nil {
-		return nil, err
-	}
-	if ls, keep[1], err = entries(c.links, links, func(l *Link) string { return l.LinkID }, sameLink); err != nil {
-		return nil, err
-	}
-	if ds, keep[2], err = entries(c.drawings, drawings, func(d *Drawing) string { return d.DrawingID }, sameDrawing); err != nil {
-		return nil, err
-	}
-	forgetOthers(c.nodes, keep[0])
-	forgetOthers(c.links, keep[1])
-	forgetOthers(c.drawings, keep[2])
+	return assemble(p.top, p.items)
+}
+
+// assemble lays out a file from its skeleton (the file encoded with empty
+// topology arrays) and the arrays' entries: drawings, links, nodes.
+func assemble(skeleton []byte, items [3][][]byte) ([]byte, error) {
 	// The skeleton's "topology" object holds the three empty arrays, in
 	// this order (keys sorted). A line that starts with exactly eight
 	// spaces and a quote is a member of an object at depth 2, and the
@@ -119,55 +209,63 @@ func (s *Store) encodeIncremental(snap *project.Snapshot) ([]byte, error) {
 		return nil, errors.New("topology: no topology object in the encoded file")
 	}
 	var out bytes.Buffer
-	out.Grow(len(skeleton) + size(ns) + size(ls) + size(ds))
+	out.Grow(len(skeleton) + size(items[0]) + size(items[1]) + size(items[2]))
 	from, at := 0, top
-	for _, part := range []struct {
-		key   string
-		items [][]byte
-	}{{"drawings", ds}, {"links", ls}, {"nodes", ns}} {
-		marker := []byte("\n        \"" + part.key + "\": []")
-		i := bytes.Index(skeleton[at:], marker)
-		if i < 0 {
-			return nil, fmt.Errorf("topology: no %s array in the encoded file", part.key)
+	for i, key := range kinds {
+		marker := []byte("\n        \"" + key + "\": []")
+		k := bytes.Index(skeleton[at:], marker)
+		if k < 0 {
+			return nil, fmt.Errorf("topology: no %s array in the encoded file", key)
 		}
-		i += at + len(marker) - len("[]")
-		out.Write(skeleton[from:i])
-		writeArray(&out, part.items)
-		from, at = i+len("[]"), i+len("[]")
+		k += at + len(marker) - len("[]")
+		out.Write(skeleton[from:k])
+		writeArray(&out, items[i])
+		from, at = k+len("[]"), k+len("[]")
 	}
 	out.Write(skeleton[from:])
 	return out.Bytes(), nil
 }
 
 // entries returns each entry's bytes, from the cache when the entry is as
-// it was, and the ids it holds.
-func entries[E any](cache map[string]encoded[E], list []E, id func(*E) string, same func(a, b *E) bool) ([][]byte, map[string]bool, error) {
+// it was, their ids in order, the ids of those encoded anew, and the ids
+// as a set.
+func entries[E any](cache map[string]encoded[E], list []E, id func(*E) string, same func(a, b *E) bool) ([][]byte, []string, []string, map[string]bool, error) {
 	out := make([][]byte, len(list))
+	order := make([]string, len(list))
+	var changed []string
 	ids := make(map[string]bool, len(list))
 	for i := range list {
 		e := &list[i]
 		k := id(e)
 		ids[k] = true
+		order[i] = k
 		if c, ok := cache[k]; ok && same(&c.entry, e) {
 			out[i] = c.data
 			continue
 		}
 		data, err := gojson.MarshalIndentWithOption(*e, entryIndent, "    ", gojson.DisableHTMLEscape())
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		out[i] = data
+		changed = append(changed, k)
 		cache[k] = encoded[E]{entry: deepCopy(*e), data: data}
 	}
-	return out, ids, nil
+	return out, order, changed, ids, nil
 }
 
-func forgetOthers[E any](cache map[string]encoded[E], keep map[string]bool) {
+// forgetOthers drops the cache's entries that keep does not hold and
+// returns their ids, sorted.
+func forgetOthers[E any](cache map[string]encoded[E], keep map[string]bool) []string {
+	var gone []string
 	for k := range cache {
 		if !keep[k] {
 			delete(cache, k)
+			gone = append(gone, k)
 		}
 	}
+	slices.Sort(gone)
+	return gone
 }
 
 func size(items [][]byte) int {

@@ -28,12 +28,32 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 		"a":        json.RawMessage(`{"drawings": []}`),
 	}
 	snap.Nodes[2].Extra = project.Extra{"nodes": json.RawMessage(`[]`)}
+	path := filepath.Join(snap.Project.Path, snap.Project.Filename)
+	// What a load reads (the file and its journal) is what Encode gives,
+	// and a fold writes Encode's bytes.
 	check := func(step string) {
 		t.Helper()
 		if err := s.Save(snap); err != nil {
 			t.Fatal(step, err)
 		}
-		got, err := os.ReadFile(filepath.Join(snap.Project.Path, snap.Project.Filename))
+		want, err := s.Encode(snap)
+		if err != nil {
+			t.Fatal(step, err)
+		}
+		loaded, _, err := loadFile(path)
+		if err != nil {
+			t.Fatal(step, err)
+		}
+		if d := diff("", generic(t, want), generic(t, loaded)); len(d) > 0 {
+			t.Fatalf("%s: the file and its journal differ from Encode:\n%s", step, d)
+		}
+	}
+	folded := func(step string) {
+		t.Helper()
+		if err := s.Fold(&snap.Project); err != nil {
+			t.Fatal(step, err)
+		}
+		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(step, err)
 		}
@@ -46,13 +66,17 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 			for i < min(len(got), len(want)) && got[i] == want[i] {
 				i++
 			}
-			t.Fatalf("%s: saved file differs from Encode at byte %d:\n got …%s\nwant …%s", step, i,
+			t.Fatalf("%s: folded file differs from Encode at byte %d:\n got …%s\nwant …%s", step, i,
 				got[max(0, i-80):min(len(got), i+80)], want[max(0, i-80):min(len(want), i+80)])
 		}
 	}
 	check("first save")
+	first, _ := os.ReadFile(path)
 	snap.Nodes[1].X = 999
 	check("node moved")
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, first) {
+		t.Fatal("a node move rewrote the whole file: it belongs in the journal")
+	}
 	// In place, in the map the saved snapshot shared: the cache must not
 	// see it as unchanged.
 	pm := snap.Nodes[3].Properties["ports_mapping"].([]any)
@@ -66,14 +90,18 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 	n.ID, n.Name = "new-node", "new"
 	snap.Nodes = append(snap.Nodes, n)
 	check("node added")
+	snap.Nodes[0], snap.Nodes[2] = snap.Nodes[2], snap.Nodes[0]
+	check("nodes reordered")
 	snap.Drawings = []project.Drawing{{ID: "d1", SVG: `<svg height="10" width="10"><rect/></svg>`, X: 1}}
 	check("drawing added")
+	folded("drawing added")
 	snap.Project.Name = "renamed project"
 	check("project renamed")
 	snap.Nodes, snap.Links, snap.Drawings = nil, nil, nil
 	check("everything deleted")
 	snap.Project.Extra = project.FileExtra{}
 	check("no extras")
+	folded("no extras")
 }
 
 // TestSameSeesEveryField holds the entry comparisons to every field of

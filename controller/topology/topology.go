@@ -1,18 +1,23 @@
 // Package topology stores projects as GNS3 project files: one directory per
 // project holding "<name>.gns3", GNS3 2.2's JSON layout (revision 9), so a
-// GNS3 user recognises the files. Every write is atomic: after a crash at
-// any moment the file is either the previous version or the new one.
+// GNS3 user recognises the files, and beside it the journal of the changes
+// made since it was last written whole (journal.go). Every write is
+// atomic: after a crash at any moment the project is either as before the
+// change or as after it.
 package topology
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	gojson "github.com/goccy/go-json"
 
@@ -167,15 +172,260 @@ func (s *Store) fileOf(snap *project.Snapshot) File {
 	return f
 }
 
-// Save writes a project's file atomically (atomicfile.Write): a crash
-// leaves the old file or the new one, never a torn one. It encodes only
-// what changed since the project's last save (incremental.go).
+// Save writes a project's change durably: SaveAsync, then its wait.
 func (s *Store) Save(snap *project.Snapshot) error {
-	data, err := s.encodeIncremental(snap)
+	wait, err := s.SaveAsync(snap)
 	if err != nil {
-		return fmt.Errorf("encode project %s: %w", snap.Project.ID, err)
+		return err
 	}
-	return atomicfile.Write(filepath.Join(snap.Project.Path, snap.Project.Filename), data, 0o644)
+	return wait()
+}
+
+// SaveAsync writes a project's change and returns a wait that returns
+// once it is on disk. It writes the change as a record appended to the
+// project's journal (journal.go); the first save of a project after a
+// start, and a save that finds the journal past its bound, write the
+// whole file atomically (atomicfile.Write: a crash leaves the old file or
+// the new one, never a torn one) and start a new journal. Saves of one
+// project must not run at once (their records would be in either order);
+// their waits may, and those that wait together share one fsync.
+func (s *Store) SaveAsync(snap *project.Snapshot) (func() error, error) {
+	for {
+		c := s.cacheOf(snap.Project.ID)
+		c.mu.Lock()
+		if c.gone { // retired meanwhile: take the new one
+			c.mu.Unlock()
+			continue
+		}
+		wait, err := s.saveLocked(c, snap)
+		c.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("save project %s: %w", snap.Project.ID, err)
+		}
+		return wait, nil
+	}
+}
+
+func noWait() error { return nil }
+
+// journalBound is the least a journal may grow to before a save folds it:
+// past it, a journal is folded when it outgrows the project file, so a
+// fold's O(project) write comes once per O(project) bytes of changes.
+const journalBound = 64 << 10
+
+// IdleFold is how long a project's journal waits without a change before
+// it is folded into the project file.
+var IdleFold = 2 * time.Second
+
+func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() error, error) {
+	p, err := s.prepare(c, snap)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(snap.Project.Path, snap.Project.Filename)
+	if c.j == nil || c.path != path || c.j.failed() != nil || c.j.size-int64(journalHeaderSize) > int64(max(journalBound, c.baseSize)) {
+		data, err := assemble(p.top, p.items)
+		if err != nil {
+			return nil, err
+		}
+		return noWait, s.writeWhole(c, path, data, p)
+	}
+	rec := journalRecord{}
+	if !bytes.Equal(p.top, c.top) {
+		rec.Top = p.top
+	}
+	for i, k := range kinds {
+		for _, id := range p.removed[i] {
+			rec.Del = append(rec.Del, journalEntry{K: k, ID: id})
+		}
+		at := make(map[string]int, len(p.ids[i]))
+		for n, id := range p.ids[i] {
+			at[id] = n
+		}
+		for _, id := range p.changed[i] {
+			rec.Set = append(rec.Set, journalEntry{K: k, ID: id, V: p.items[i][at[id]]})
+		}
+		if !slices.Equal(impliedOrder(c.order[i], p.removed[i], p.changed[i]), p.ids[i]) {
+			if rec.Order == nil {
+				rec.Order = map[string][]string{}
+			}
+			rec.Order[k] = p.ids[i]
+		}
+	}
+	j := c.j
+	if rec.Top == nil && rec.Set == nil && rec.Del == nil && rec.Order == nil {
+		// Nothing changed: durable once what came before is.
+		seq := j.records()
+		return func() error { return j.durable(seq) }, nil
+	}
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := j.appendRecord(payload)
+	if err != nil {
+		// The cache holds this change's entries: the next save writes
+		// the file whole.
+		s.dropJournal(c)
+		return nil, err
+	}
+	c.top, c.order = p.top, p.ids
+	s.armIdle(c)
+	return func() error { return j.durable(seq) }, nil
+}
+
+// impliedOrder is the order a record implies without an order of its
+// own: the previous one without the removed ids, the new ids appended.
+func impliedOrder(prev, removed, changed []string) []string {
+	out := make([]string, 0, len(prev)+len(changed))
+	had := make(map[string]bool, len(prev))
+	for _, id := range prev {
+		had[id] = true
+		if !slices.Contains(removed, id) {
+			out = append(out, id)
+		}
+	}
+	for _, id := range changed {
+		if !had[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// writeWhole writes the project file whole (data, prepared as p) and
+// starts a new journal after it. c.mu must be held.
+func (s *Store) writeWhole(c *projectCache, path string, data []byte, p *prepared) error {
+	if c.j != nil {
+		s.dropJournal(c)
+	}
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return err
+	}
+	c.path, c.top, c.order, c.baseSize = path, p.top, p.ids, len(data)
+	j, err := createJournal(path+JournalSuffix, data)
+	if err != nil {
+		// The change is on disk; without a journal the next save writes
+		// the file whole again. A journal of an older file is ignored.
+		return nil
+	}
+	c.j = j
+	return nil
+}
+
+// dropJournal closes c's journal; the next save writes the file whole.
+// c.mu must be held.
+func (s *Store) dropJournal(c *projectCache) {
+	c.j.close()
+	c.j = nil
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+}
+
+// armIdle (re)starts c's idle fold. c.mu must be held.
+func (s *Store) armIdle(c *projectCache) {
+	if c.idle != nil {
+		c.idle.Reset(IdleFold)
+		return
+	}
+	c.idle = time.AfterFunc(IdleFold, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		// Not into a directory removed meanwhile (atomicfile.Write would
+		// make it again).
+		if _, err := os.Stat(c.path); err == nil && !c.gone {
+			s.foldLocked(c)
+		}
+	})
+}
+
+// foldLocked writes the file whole from c, if its journal holds records.
+// c.mu must be held.
+func (s *Store) foldLocked(c *projectCache) error {
+	if c.j == nil || c.j.records() == 0 {
+		return nil
+	}
+	var items [3][][]byte
+	for i := range kinds {
+		items[i] = make([][]byte, len(c.order[i]))
+		for n, id := range c.order[i] {
+			switch i {
+			case 0:
+				items[i][n] = c.drawings[id].data
+			case 1:
+				items[i][n] = c.links[id].data
+			default:
+				items[i][n] = c.nodes[id].data
+			}
+		}
+	}
+	data, err := assemble(c.top, items)
+	if err != nil {
+		return err
+	}
+	return s.writeWhole(c, c.path, data, &prepared{top: c.top, ids: c.order})
+}
+
+// Fold writes a project's journal into its file, so that the file holds
+// every change (for those who read it: exports, GNS3's tools). A project
+// saved before this start and not since has its journal read from disk.
+func (s *Store) Fold(p *project.Project) error {
+	if c := s.cached(p.ID); c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.gone && c.j != nil {
+			return s.foldLocked(c)
+		}
+	}
+	_, err := s.foldFromDisk(filepath.Join(p.Path, p.Filename))
+	return err
+}
+
+// Close folds every project's journal into its file (so that the files
+// are whole for whoever reads them after the controller stops) and stops
+// the idle folds. Saves after it work as before a start: each project's
+// first one writes the file whole.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	caches := s.cache
+	s.cache = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range caches {
+		c.mu.Lock()
+		if !c.gone {
+			errs = append(errs, s.foldLocked(c))
+		}
+		c.mu.Unlock()
+		s.retire(c, false)
+	}
+	return errors.Join(errs...)
+}
+
+// foldFromDisk folds the journal of the project file at path, read from
+// disk, and returns the project.
+func (s *Store) foldFromDisk(path string) (*project.Snapshot, error) {
+	data, replayed, err := loadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	snap, err := Decode(data, filepath.Dir(path), filepath.Base(path))
+	if err != nil || !replayed {
+		return snap, err
+	}
+	out, err := s.Encode(snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(path, out, 0o644); err != nil {
+		return nil, err
+	}
+	os.Remove(path + JournalSuffix)
+	return snap, nil
 }
 
 // Remove deletes a project's directory. It refuses a directory that is not
@@ -193,7 +443,7 @@ func (s *Store) Remove(p *project.Project) error {
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return errors.New("project directory is not inside the projects directory")
 	}
-	s.forget(p.ID)
+	s.forget(p.ID, false)
 	return os.RemoveAll(dir)
 }
 
@@ -311,9 +561,15 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 	return snap, nil
 }
 
-// Load reads the file of one project, as it is on disk now.
+// Load reads the file of one project, with its journal's changes, as
+// they are on disk now. What Save kept of the project is forgotten if it
+// was of this file (not for a file a restore unpacks elsewhere): the file
+// may have been changed by someone else, and the next save writes it
+// whole.
 func (s *Store) Load(p *project.Project) (*project.Snapshot, error) {
-	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
+	path := filepath.Join(p.Path, p.Filename)
+	s.forgetAt(p.ID, path)
+	data, _, err := loadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -346,12 +602,9 @@ func (s *Store) LoadAll() (snaps []*project.Snapshot, errs []error) {
 		if len(files) == 0 {
 			continue
 		}
-		data, err := os.ReadFile(files[0])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		snap, err := Decode(data, dir, filepath.Base(files[0]))
+		// The journal's changes go into the file now, for those who read
+		// it while the project is closed.
+		snap, err := s.foldFromDisk(files[0])
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -70,14 +70,18 @@ func TestSaveWritesGNS3sLayoutAtomically(t *testing.T) {
 	if got := mapKeys(l); !slices.Equal(got, []string{"filters", "link_id", "link_style", "nodes", "suspend"}) {
 		t.Fatalf("link entry keys %v: capture state must never be stored", got)
 	}
-	// Nothing but the file is left in the directory: no temp file.
+	// Nothing but the file and its journal is left in the directory: no
+	// temp file.
 	entries, _ := os.ReadDir(snap.Project.Path)
-	if len(entries) != 1 {
-		t.Fatalf("directory holds %d entries after Save", len(entries))
+	if len(entries) != 2 || entries[0].Name() != "lab.gns3" || entries[1].Name() != "lab.gns3"+JournalSuffix {
+		t.Fatalf("directory holds %v after Save", entries)
 	}
-	// A second save replaces the file.
+	// A second save replaces the file, once folded.
 	snap.Project.Name = "renamed"
 	if err := s.Save(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fold(&snap.Project); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = os.ReadFile(path)
