@@ -40,6 +40,7 @@ type bench struct {
 	exited chan error
 
 	project, link string
+	path          []string         // every link from the generator's cloud to the sink's, in order (path[0] is link)
 	ends          [2]proto.LinkEnd // as the agent reports them
 
 	gen     *net.UDPConn // connected to cloud 1's lport
@@ -341,6 +342,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 			if i > 0 {
 				link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
 			}
+			b.path = append(b.path, link)
 			if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: proto.Endpoint{NodeID: id, Adapter: 0, Name: name + " eth0"}}, nil); err != nil {
 				return err
 			}
@@ -359,6 +361,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 		if i > 0 {
 			link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
 		}
+		b.path = append(b.path, link)
 		right := proto.Endpoint{NodeID: id, Port: 0, Name: name + " Ethernet0"}
 		if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: right}, nil); err != nil {
 			return err
@@ -369,6 +372,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 	if t.count > 0 {
 		link = "b0000000-0000-4000-8000-0000000002ff"
 	}
+	b.path = append(b.path, link)
 	return b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: z}, nil)
 }
 
@@ -401,8 +405,13 @@ type result struct {
 	forwarded  int64 // by the relay to the next hop, -1 if unknown
 	relayDrops int64 // datagrams the kernel dropped at the relay's socket
 	sinkDrops  int64 // and at the sink's
-	capture    *captureCheck
-	err        error
+	// unread frames were sent to the relay but never read by it: dropped
+	// at its socket (relayDrops counts a dropped GRO run once), -1 if
+	// unknown; refused frames were refused by a hop of the path (a full
+	// switch queue, a failed send), summed over its links.
+	unread, refused int64
+	capture         *captureCheck
+	err             error
 }
 
 // runs lists the runs of one repetition, in order.
@@ -441,8 +450,8 @@ func (b *bench) all() ([][]result, error) {
 		for _, s := range b.runs() {
 			fmt.Fprintf(os.Stderr, "rep %d/%d %-20s ", rep+1, b.cfg.reps, s.name)
 			r := b.one(s)
-			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%  steal %3.0f%%  agent threads waited %v for a CPU  %s\n",
-				r.rate, 100*r.loss(), 100*r.steal, r.cpuWait.Round(time.Millisecond), r.captureSummary())
+			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%%s  steal %3.0f%%  agent threads waited %v for a CPU  %s\n",
+				r.rate, 100*r.loss(), r.lossSummary(), 100*r.steal, r.cpuWait.Round(time.Millisecond), r.captureSummary())
 			row = append(row, r)
 			if r.err != nil {
 				return append(out, row), r.err
@@ -451,6 +460,20 @@ func (b *bench) all() ([][]result, error) {
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// lossSummary says where the frames of a relay run that the sink did not
+// receive were lost: never read from the relay's socket, refused by a hop
+// of the path, dropped at the sink's socket.
+func (r result) lossSummary() string {
+	if !r.relay || r.sent == r.received {
+		return ""
+	}
+	unread := "?"
+	if r.unread >= 0 {
+		unread = fmt.Sprint(r.unread)
+	}
+	return fmt.Sprintf(" (unread at the relay's socket %s, refused on the path %d, sink socket drops %d)", unread, r.refused, r.sinkDrops)
 }
 
 func (r result) loss() float64 {
@@ -462,7 +485,7 @@ func (r result) loss() float64 {
 
 // one does one run.
 func (b *bench) one(s spec) result {
-	r := result{spec: s, emitted: -1, forwarded: -1}
+	r := result{spec: s, emitted: -1, forwarded: -1, unread: -1}
 	var capPath string
 	if s.capture {
 		b.capN++
@@ -475,6 +498,7 @@ func (b *bench) one(s spec) result {
 		capPath = st.FilePath
 	}
 	before, _ := b.linkState()
+	refused0 := b.pathRefused()
 	cpu0, _ := procCPU(b.cmd.Process.Pid)
 	wait0 := runDelay(b.cmd.Process.Pid)
 	steal0 := cpuTimes("")
@@ -519,7 +543,11 @@ func (b *bench) one(s spec) result {
 		a, b := after.Directions[0], before.Directions[0]
 		r.forwarded = int64(a.Forwarded - b.Forwarded)
 		r.emitted = r.forwarded + int64(a.SendErrors-b.SendErrors)
+		if s.relay {
+			r.unread = int64(g.sent) - int64(a.Received-b.Received)
+		}
 	}
+	r.refused = b.pathRefused() - refused0
 	r.relayDrops = udpDrops(b.relayIn) - relayDrops0
 	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
 	if s.capture {
@@ -558,6 +586,19 @@ func (b *bench) waitRelayDrained() {
 	}
 }
 
+// pathRefused sums the frames the links of the path could not hand to
+// their next hop (proto.LinkCounters.SendErrors, generator to sink).
+func (b *bench) pathRefused() int64 {
+	var n int64
+	for _, id := range b.path {
+		var st proto.LinkState
+		if b.call("GET", proto.LinkPath(b.project, id), nil, &st) == nil {
+			n += int64(st.Directions[0].SendErrors)
+		}
+	}
+	return n
+}
+
 func (b *bench) linkState() (proto.LinkState, bool) {
 	var st proto.LinkState
 	if err := b.call("GET", proto.LinkPath(b.project, b.link), nil, &st); err != nil {
@@ -566,9 +607,23 @@ func (b *bench) linkState() (proto.LinkState, bool) {
 	return st, true
 }
 
-// Frame layout: sequence number, send time (ns since the bench started),
-// then a filler byte that depends on the sequence number.
-const headerLen = 16
+// Frame layout: an Ethernet header from one fixed unicast address to
+// another (ethHeader), the sequence number, the send time (ns since the
+// bench started), then a filler byte that depends on the sequence number.
+// The addresses are fixed, as a lab host's are, so that a switch on the
+// path learns them once and forwards every frame by unicast: frames whose
+// addresses changed with the sequence number made a switch learn an
+// address per frame and drop every frame sent to an address it had just
+// learned on the port the frame came in by.
+const (
+	seqAt     = 14 // len(ethHeader)
+	tsAt      = seqAt + 8
+	headerLen = tsAt + 8
+)
+
+// ethHeader goes from 02:00:00:00:00:01 to 02:00:00:00:00:02 (locally
+// administered), EtherType 0x88b5 (local experimental).
+var ethHeader = []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5}
 
 func filler(seq uint64) byte { return byte(seq*131 + 7) }
 
@@ -650,9 +705,10 @@ func generate(conn *net.UDPConn, s spec, start time.Time, received func() int) (
 		for i := range n {
 			seq := uint64(g.sent + i)
 			f := c.bufs[i]
+			copy(f, ethHeader)
 			copy(f[headerLen:], patterns[filler(seq)])
-			binary.BigEndian.PutUint64(f, seq)
-			binary.BigEndian.PutUint64(f[8:], now)
+			binary.BigEndian.PutUint64(f[seqAt:], seq)
+			binary.BigEndian.PutUint64(f[tsAt:], now)
 		}
 		g.sends = append(g.sends, sendRec{first: uint64(g.sent), ts: now})
 		if err := c.sendFrames(n); err != nil {
@@ -708,8 +764,8 @@ func (s *sink) run() {
 				s.bad++
 				continue
 			}
-			seq := binary.BigEndian.Uint64(f)
-			sent := binary.BigEndian.Uint64(f[8:])
+			seq := binary.BigEndian.Uint64(f[seqAt:])
+			sent := binary.BigEndian.Uint64(f[tsAt:])
 			for seq >= uint64(len(s.seen)) && seq < 1<<32 {
 				s.seen = append(s.seen, make([]uint64, len(s.seen))...)
 			}
@@ -825,7 +881,7 @@ func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) capt
 			c.changed++
 			continue
 		}
-		seq := binary.BigEndian.Uint64(data)
+		seq := binary.BigEndian.Uint64(data[seqAt:])
 		if seq >= uint64(g.sent) {
 			c.changed++
 			continue
@@ -835,7 +891,7 @@ func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) capt
 		}
 		last = int64(seq)
 		inFile[seq] = true
-		sent := binary.BigEndian.Uint64(data[8:])
+		sent := binary.BigEndian.Uint64(data[tsAt:])
 		if sent != g.ts(seq) || seq < uint64(len(seen)) && seen[seq] != 0 && seen[seq] != sent+1 || !all(data[headerLen:], filler(seq)) {
 			c.changed++
 		}
