@@ -340,14 +340,20 @@ func (s *Switch) run() {
 	}
 }
 
-// round switches the queued batches (up to roundBatches of them), then
-// frames, which came in on port in (nil: none), and sends each output port
-// its frames in one call. It returns how many of frames it took. s.mu must
-// be held.
+// round switches the queued batches, then frames, which came in on port in
+// (nil: none), and sends each output port its frames in one call. It
+// returns how many of frames it took. Without frames it takes up to
+// roundBatches batches; with them, every batch queued now, so that frames
+// queued by an earlier Send of the same port leave first (the queue holds
+// at most switchQueue frames). s.mu must be held.
 func (s *Switch) round(in *switchPort, frames [][]byte) int {
 	s.taken = s.taken[:0]
+	limit := roundBatches
+	if in != nil {
+		limit = len(s.in)
+	}
 more:
-	for len(s.taken) < roundBatches {
+	for len(s.taken) < limit {
 		select {
 		case b := <-s.in:
 			s.taken = append(s.taken, b)

@@ -282,8 +282,9 @@ func TestAFreeSwitchForwardsInTheSendersGoroutine(t *testing.T) {
 	}
 }
 
-// Frames queued while the switch was busy leave before those of a later
-// Send on the same port, whoever switches them.
+// Frames queued while the switch was busy (more batches than a round of its
+// goroutine takes) leave before those of a later Send on the same port,
+// whoever switches them.
 func TestQueuedFramesLeaveBeforeLaterOnes(t *testing.T) {
 	for range 20 {
 		s, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
@@ -304,13 +305,14 @@ func TestQueuedFramesLeaveBeforeLaterOnes(t *testing.T) {
 		sent := make(chan struct{})
 		go func() { s.Port(0).Send([][]byte{ethFrame(0xff, 1, 0, "0")}); close(sent) }()
 		<-entered // the switch is busy: these are queued
-		for i := 1; i <= 5; i++ {
+		queued := roundBatches + 5
+		for i := 1; i <= queued; i++ {
 			s.Port(0).Send([][]byte{ethFrame(0xff, 1, 0, fmt.Sprint(i))})
 		}
 		close(block)
 		<-sent
-		s.Port(0).Send([][]byte{ethFrame(0xff, 1, 0, "6")})
-		waitFor(t, func() bool { _, got := out.snapshot(); return len(got) == 7 })
+		s.Port(0).Send([][]byte{ethFrame(0xff, 1, 0, fmt.Sprint(queued+1))})
+		waitFor(t, func() bool { _, got := out.snapshot(); return len(got) == queued+2 })
 		s.Close()
 		_, got := out.snapshot()
 		for i, f := range got {
