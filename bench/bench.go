@@ -49,6 +49,7 @@ type bench struct {
 	relayIn int // cloud 1's lport: where the relay receives
 	start   time.Time
 	capN    int
+	runN    uint32 // runs done: each run's frames carry its number
 }
 
 const (
@@ -384,6 +385,7 @@ type spec struct {
 	capture  bool
 	rate     int           // frames/s; 0: as fast as the generator goes
 	duration time.Duration // how long the generator sends
+	run      uint32        // the run's number, in its frames (set by one)
 }
 
 // result is what one run measured.
@@ -410,8 +412,10 @@ type result struct {
 	// unknown; refused frames were refused by a hop of the path (a full
 	// switch queue, a failed send), summed over its links.
 	unread, refused int64
-	capture         *captureCheck
-	err             error
+	// stale frames of an earlier run reached the sink during this one.
+	stale   int
+	capture *captureCheck
+	err     error
 }
 
 // runs lists the runs of one repetition, in order.
@@ -450,8 +454,12 @@ func (b *bench) all() ([][]result, error) {
 		for _, s := range b.runs() {
 			fmt.Fprintf(os.Stderr, "rep %d/%d %-20s ", rep+1, b.cfg.reps, s.name)
 			r := b.one(s)
-			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%%s  steal %3.0f%%  agent threads waited %v for a CPU  %s\n",
-				r.rate, 100*r.loss(), r.lossSummary(), 100*r.steal, r.cpuWait.Round(time.Millisecond), r.captureSummary())
+			stale := ""
+			if r.stale > 0 {
+				stale = fmt.Sprintf("  %d frames of an earlier run reached the sink late", r.stale)
+			}
+			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%%s  steal %3.0f%%  agent threads waited %v for a CPU%s  %s\n",
+				r.rate, 100*r.loss(), r.lossSummary(), 100*r.steal, r.cpuWait.Round(time.Millisecond), stale, r.captureSummary())
 			row = append(row, r)
 			if r.err != nil {
 				return append(out, row), r.err
@@ -485,6 +493,8 @@ func (r result) loss() float64 {
 
 // one does one run.
 func (b *bench) one(s spec) result {
+	b.runN++
+	s.run = b.runN
 	r := result{spec: s, emitted: -1, forwarded: -1, unread: -1}
 	var capPath string
 	if s.capture {
@@ -504,7 +514,7 @@ func (b *bench) one(s spec) result {
 	steal0 := cpuTimes("")
 	relayDrops0, sinkDrops0 := udpDrops(b.relayIn), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
 
-	sk := newSink(b.sink, s.size, b.start)
+	sk := newSink(b.sink, s.size, s.run, b.start)
 	go sk.run()
 	to := b.direct
 	if s.relay {
@@ -533,6 +543,7 @@ func (b *bench) one(s spec) result {
 	r.sent = g.sent
 	r.genRate = float64(g.sent) / g.seconds
 	r.received = sk.count
+	r.stale = sk.stale
 	r.seconds = sk.last.Sub(sk.first).Seconds()
 	if r.received > 1 && r.seconds > 0 {
 		r.rate = float64(r.received-1) / r.seconds
@@ -555,7 +566,7 @@ func (b *bench) one(s spec) result {
 		if r.err = b.call("DELETE", proto.CapturePath(b.project, b.link), nil, &st); r.err != nil {
 			return r
 		}
-		c := verifyCapture(capPath, s.size, g, sk, r.emitted)
+		c := verifyCapture(capPath, s, g, sk, r.emitted)
 		c.dropped = st.Dropped
 		c.agentFrames = st.Frames
 		r.capture = &c
@@ -609,7 +620,11 @@ func (b *bench) linkState() (proto.LinkState, bool) {
 
 // Frame layout: an Ethernet header from one fixed unicast address to
 // another (ethHeader), the sequence number, the send time (ns since the
-// bench started), then a filler byte that depends on the sequence number.
+// bench started), the run's number, then a filler byte that depends on the
+// sequence number. The run's number tells a frame of an earlier run that
+// was delivered late (a loaded machine may hold frames in the loopback's
+// backlog for long after the relay's socket looked drained) from one of
+// this run with the same sequence number.
 // The addresses are fixed, as a lab host's are, so that a switch on the
 // path learns them once and forwards every frame by unicast: frames whose
 // addresses changed with the sequence number made a switch learn an
@@ -618,7 +633,8 @@ func (b *bench) linkState() (proto.LinkState, bool) {
 const (
 	seqAt     = 14 // len(ethHeader)
 	tsAt      = seqAt + 8
-	headerLen = tsAt + 8
+	runAt     = tsAt + 8
+	headerLen = runAt + 4
 )
 
 // ethHeader goes from 02:00:00:00:00:01 to 02:00:00:00:00:02 (locally
@@ -709,6 +725,7 @@ func generate(conn *net.UDPConn, s spec, start time.Time, received func() int) (
 			copy(f[headerLen:], patterns[filler(seq)])
 			binary.BigEndian.PutUint64(f[seqAt:], seq)
 			binary.BigEndian.PutUint64(f[tsAt:], now)
+			binary.BigEndian.PutUint32(f[runAt:], s.run)
 		}
 		g.sends = append(g.sends, sendRec{first: uint64(g.sent), ts: now})
 		if err := c.sendFrames(n); err != nil {
@@ -732,6 +749,8 @@ type sink struct {
 	first   time.Time
 	last    time.Time
 	bad     int
+	runID   uint32 // the run's number: frames of others are stale
+	stale   int    // frames of an earlier run, delivered late
 	stopped chan struct{}
 	latest  atomic.Int64
 	got     atomic.Int64 // count, for the generator's window
@@ -740,9 +759,9 @@ type sink struct {
 // received returns how many frames arrived so far; safe for concurrent use.
 func (s *sink) received() int { return int(s.got.Load()) }
 
-func newSink(conn *net.UDPConn, size int, start time.Time) *sink {
+func newSink(conn *net.UDPConn, size int, run uint32, start time.Time) *sink {
 	c, _ := newMmsgConn(conn, 65536)
-	return &sink{c: c, conn: conn, size: size, start: start, seen: make([]uint64, 1<<20),
+	return &sink{c: c, conn: conn, size: size, runID: run, start: start, seen: make([]uint64, 1<<20),
 		lat: make([]uint32, 0, 1<<20), stopped: make(chan struct{})}
 }
 
@@ -762,6 +781,10 @@ func (s *sink) run() {
 			f := s.c.bufs[i][:s.c.msgLen(i)]
 			if len(f) != s.size {
 				s.bad++
+				continue
+			}
+			if binary.BigEndian.Uint32(f[runAt:]) != s.runID {
+				s.stale++
 				continue
 			}
 			seq := binary.BigEndian.Uint64(f[seqAt:])
@@ -841,6 +864,7 @@ type captureCheck struct {
 	changed     int    // in the file but not byte-identical to what was sent
 	disorder    int    // out of order
 	unemitted   int64  // records - frames the link emitted (0 when complete)
+	stale       int    // records of frames of an earlier run, which the link forwarded late
 	err         error
 }
 
@@ -851,7 +875,12 @@ func (c captureCheck) complete() bool {
 
 // verifyCapture reads a capture and checks it against what the generator
 // sent, what the sink received and what the captured link emitted.
-func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) captureCheck {
+//
+// A record of a frame of an earlier run (delivered late: the link forwarded
+// it during this run) is counted apart, as stale: it is rightly in the
+// file, and its sequence number is another run's.
+func verifyCapture(path string, s spec, g *sent, sk *sink, emitted int64) captureCheck {
+	size := s.size
 	seen := sk.seen
 	var c captureCheck
 	f, err := os.Open(path)
@@ -879,6 +908,10 @@ func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) capt
 		c.records++
 		if len(data) != size || ci.Length != size {
 			c.changed++
+			continue
+		}
+		if binary.BigEndian.Uint32(data[runAt:]) != s.run {
+			c.stale++
 			continue
 		}
 		seq := binary.BigEndian.Uint64(data[seqAt:])
@@ -921,11 +954,15 @@ func (r result) captureSummary() string {
 		return ""
 	}
 	c := r.capture
-	if c.complete() {
-		return fmt.Sprintf("capture complete (%d records)", c.records)
+	stale := ""
+	if c.stale > 0 {
+		stale = fmt.Sprintf(", %d of frames of an earlier run delivered late", c.stale)
 	}
-	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v",
-		c.records, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err)
+	if c.complete() {
+		return fmt.Sprintf("capture complete (%d records%s)", c.records, stale)
+	}
+	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records%s, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v",
+		c.records, stale, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err)
 }
 
 // procCPU returns a process's user+system CPU time in seconds.
