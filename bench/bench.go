@@ -39,6 +39,7 @@ type bench struct {
 	peer *agentProc // the xagent topology's agent B; nil otherwise
 
 	project, link string
+	path          []string         // every link from the generator's cloud to the sink's, in order (path[0] is link)
 	ends          [2]proto.LinkEnd // as the agent reports them
 
 	gen    *net.UDPConn // connected to cloud 1's lport
@@ -49,6 +50,7 @@ type bench struct {
 	relayIn []int
 	start   time.Time
 	capN    int
+	runN    uint32 // runs done: each run's frames carry its number
 }
 
 // agentProc is one running agent process and its API.
@@ -395,6 +397,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 			if i > 0 {
 				link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
 			}
+			b.path = append(b.path, link)
 			if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: proto.Endpoint{NodeID: id, Adapter: 0, Name: name + " eth0"}}, nil); err != nil {
 				return err
 			}
@@ -413,6 +416,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 		if i > 0 {
 			link = fmt.Sprintf("b0000000-0000-4000-8000-0000000002%02x", i)
 		}
+		b.path = append(b.path, link)
 		right := proto.Endpoint{NodeID: id, Port: 0, Name: name + " Ethernet0"}
 		if err := b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: right}, nil); err != nil {
 			return err
@@ -423,6 +427,7 @@ func (b *bench) buildPath(a, z proto.Endpoint) error {
 	if t.count > 0 {
 		link = "b0000000-0000-4000-8000-0000000002ff"
 	}
+	b.path = append(b.path, link)
 	return b.call("PUT", proto.LinkPath(b.project, link), proto.LinkSpec{A: left, B: z}, nil)
 }
 
@@ -469,6 +474,7 @@ type spec struct {
 	capture  bool
 	rate     int           // frames/s; 0: as fast as the generator goes
 	duration time.Duration // how long the generator sends
+	run      uint32        // the run's number, in its frames (set by one)
 }
 
 // result is what one run measured.
@@ -492,8 +498,15 @@ type result struct {
 	relayDrops int64 // datagrams the kernel dropped at the relay's socket
 	peerDrops  int64 // of which at agent B's tunnel end, in the xagent topology
 	sinkDrops  int64 // and at the sink's
-	capture    *captureCheck
-	err        error
+	// unread frames were sent to the relay but never read by it: dropped
+	// at its socket (relayDrops counts a dropped GRO run once), -1 if
+	// unknown; refused frames were refused by a hop of the path (a full
+	// switch queue, a failed send), summed over its links.
+	unread, refused int64
+	// stale frames of an earlier run reached the sink during this one.
+	stale   int
+	capture *captureCheck
+	err     error
 }
 
 // runs lists the runs of one repetition, in order.
@@ -532,8 +545,12 @@ func (b *bench) all() ([][]result, error) {
 		for _, s := range b.runs() {
 			fmt.Fprintf(os.Stderr, "rep %d/%d %-20s ", rep+1, b.cfg.reps, s.name)
 			r := b.one(s)
-			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%  steal %3.0f%%  agent threads waited %v for a CPU  %s\n",
-				r.rate, 100*r.loss(), 100*r.steal, r.cpuWait.Round(time.Millisecond), r.captureSummary())
+			stale := ""
+			if r.stale > 0 {
+				stale = fmt.Sprintf("  %d frames of an earlier run reached the sink late", r.stale)
+			}
+			fmt.Fprintf(os.Stderr, "%9.0f frames/s  loss %6.2f%%%s  steal %3.0f%%  agent threads waited %v for a CPU%s  %s\n",
+				r.rate, 100*r.loss(), r.lossSummary(), 100*r.steal, r.cpuWait.Round(time.Millisecond), stale, r.captureSummary())
 			row = append(row, r)
 			if r.err != nil {
 				return append(out, row), r.err
@@ -542,6 +559,20 @@ func (b *bench) all() ([][]result, error) {
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// lossSummary says where the frames of a relay run that the sink did not
+// receive were lost: never read from the relay's socket, refused by a hop
+// of the path, dropped at the sink's socket.
+func (r result) lossSummary() string {
+	if !r.relay || r.sent == r.received {
+		return ""
+	}
+	unread := "?"
+	if r.unread >= 0 {
+		unread = fmt.Sprint(r.unread)
+	}
+	return fmt.Sprintf(" (unread at the relay's socket %s, refused on the path %d, sink socket drops %d)", unread, r.refused, r.sinkDrops)
 }
 
 func (r result) loss() float64 {
@@ -553,7 +584,9 @@ func (r result) loss() float64 {
 
 // one does one run.
 func (b *bench) one(s spec) result {
-	r := result{spec: s, emitted: -1, forwarded: -1}
+	b.runN++
+	s.run = b.runN
+	r := result{spec: s, emitted: -1, forwarded: -1, unread: -1}
 	var capPath string
 	if s.capture {
 		b.capN++
@@ -566,12 +599,13 @@ func (b *bench) one(s spec) result {
 		capPath = st.FilePath
 	}
 	before, _ := b.linkState()
+	refused0 := b.pathRefused()
 	cpu0, wait0 := b.agentsCPU()
 	steal0 := cpuTimes("")
 	relayDrops0, sinkDrops0 := udpDrops(b.relayIn...), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
 	peerDrops0 := udpDrops(b.relayIn[1:]...)
 
-	sk := newSink(b.sink, s.size, b.start)
+	sk := newSink(b.sink, s.size, s.run, b.start)
 	go sk.run()
 	to := b.direct
 	if s.relay {
@@ -603,6 +637,7 @@ func (b *bench) one(s spec) result {
 	r.sent = g.sent
 	r.genRate = float64(g.sent) / g.seconds
 	r.received = sk.count
+	r.stale = sk.stale
 	r.seconds = sk.last.Sub(sk.first).Seconds()
 	if r.received > 1 && r.seconds > 0 {
 		r.rate = float64(r.received-1) / r.seconds
@@ -613,7 +648,11 @@ func (b *bench) one(s spec) result {
 		a, b := after.Directions[0], before.Directions[0]
 		r.forwarded = int64(a.Forwarded - b.Forwarded)
 		r.emitted = r.forwarded + int64(a.SendErrors-b.SendErrors)
+		if s.relay {
+			r.unread = int64(g.sent) - int64(a.Received-b.Received)
+		}
 	}
+	r.refused = b.pathRefused() - refused0
 	r.relayDrops = udpDrops(b.relayIn...) - relayDrops0
 	r.peerDrops = udpDrops(b.relayIn[1:]...) - peerDrops0
 	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
@@ -622,7 +661,7 @@ func (b *bench) one(s spec) result {
 		if r.err = b.call("DELETE", proto.CapturePath(b.project, b.link), nil, &st); r.err != nil {
 			return r
 		}
-		c := verifyCapture(capPath, s.size, g, sk, r.emitted)
+		c := verifyCapture(capPath, s, g, sk, r.emitted)
 		c.dropped = st.Dropped
 		c.agentFrames = st.Frames
 		r.capture = &c
@@ -664,6 +703,19 @@ func (b *bench) waitRelayDrained() {
 	}
 }
 
+// pathRefused sums the frames the links of the path could not hand to
+// their next hop (proto.LinkCounters.SendErrors, generator to sink).
+func (b *bench) pathRefused() int64 {
+	var n int64
+	for _, id := range b.path {
+		var st proto.LinkState
+		if b.call("GET", proto.LinkPath(b.project, id), nil, &st) == nil {
+			n += int64(st.Directions[0].SendErrors)
+		}
+	}
+	return n
+}
+
 // linkState returns the captured link's state on agent A.
 func (b *bench) linkState() (proto.LinkState, bool) { return b.agentProc.linkState(b.project, b.link) }
 
@@ -694,9 +746,28 @@ func sum(xs []float64) (s float64) {
 	return s
 }
 
-// Frame layout: sequence number, send time (ns since the bench started),
-// then a filler byte that depends on the sequence number.
-const headerLen = 16
+// Frame layout: an Ethernet header from one fixed unicast address to
+// another (ethHeader), the sequence number, the send time (ns since the
+// bench started), the run's number, then a filler byte that depends on the
+// sequence number. The run's number tells a frame of an earlier run that
+// was delivered late (a loaded machine may hold frames in the loopback's
+// backlog for long after the relay's socket looked drained) from one of
+// this run with the same sequence number.
+// The addresses are fixed, as a lab host's are, so that a switch on the
+// path learns them once and forwards every frame by unicast: frames whose
+// addresses changed with the sequence number made a switch learn an
+// address per frame and drop every frame sent to an address it had just
+// learned on the port the frame came in by.
+const (
+	seqAt     = 14 // len(ethHeader)
+	tsAt      = seqAt + 8
+	runAt     = tsAt + 8
+	headerLen = runAt + 4
+)
+
+// ethHeader goes from 02:00:00:00:00:01 to 02:00:00:00:00:02 (locally
+// administered), EtherType 0x88b5 (local experimental).
+var ethHeader = []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5}
 
 func filler(seq uint64) byte { return byte(seq*131 + 7) }
 
@@ -778,9 +849,11 @@ func generate(conn *net.UDPConn, s spec, start time.Time, received func() int) (
 		for i := range n {
 			seq := uint64(g.sent + i)
 			f := c.bufs[i]
+			copy(f, ethHeader)
 			copy(f[headerLen:], patterns[filler(seq)])
-			binary.BigEndian.PutUint64(f, seq)
-			binary.BigEndian.PutUint64(f[8:], now)
+			binary.BigEndian.PutUint64(f[seqAt:], seq)
+			binary.BigEndian.PutUint64(f[tsAt:], now)
+			binary.BigEndian.PutUint32(f[runAt:], s.run)
 		}
 		g.sends = append(g.sends, sendRec{first: uint64(g.sent), ts: now})
 		if err := c.sendFrames(n); err != nil {
@@ -804,6 +877,8 @@ type sink struct {
 	first   time.Time
 	last    time.Time
 	bad     int
+	runID   uint32 // the run's number: frames of others are stale
+	stale   int    // frames of an earlier run, delivered late
 	stopped chan struct{}
 	latest  atomic.Int64
 	got     atomic.Int64 // count, for the generator's window
@@ -812,9 +887,9 @@ type sink struct {
 // received returns how many frames arrived so far; safe for concurrent use.
 func (s *sink) received() int { return int(s.got.Load()) }
 
-func newSink(conn *net.UDPConn, size int, start time.Time) *sink {
+func newSink(conn *net.UDPConn, size int, run uint32, start time.Time) *sink {
 	c, _ := newMmsgConn(conn, 65536)
-	return &sink{c: c, conn: conn, size: size, start: start, seen: make([]uint64, 1<<20),
+	return &sink{c: c, conn: conn, size: size, runID: run, start: start, seen: make([]uint64, 1<<20),
 		lat: make([]uint32, 0, 1<<20), stopped: make(chan struct{})}
 }
 
@@ -836,8 +911,12 @@ func (s *sink) run() {
 				s.bad++
 				continue
 			}
-			seq := binary.BigEndian.Uint64(f)
-			sent := binary.BigEndian.Uint64(f[8:])
+			if binary.BigEndian.Uint32(f[runAt:]) != s.runID {
+				s.stale++
+				continue
+			}
+			seq := binary.BigEndian.Uint64(f[seqAt:])
+			sent := binary.BigEndian.Uint64(f[tsAt:])
 			for seq >= uint64(len(s.seen)) && seq < 1<<32 {
 				s.seen = append(s.seen, make([]uint64, len(s.seen))...)
 			}
@@ -913,6 +992,7 @@ type captureCheck struct {
 	changed     int    // in the file but not byte-identical to what was sent
 	disorder    int    // out of order
 	unemitted   int64  // records - frames the link emitted (0 when complete)
+	stale       int    // records of frames of an earlier run, which the link forwarded late
 	err         error
 }
 
@@ -923,7 +1003,12 @@ func (c captureCheck) complete() bool {
 
 // verifyCapture reads a capture and checks it against what the generator
 // sent, what the sink received and what the captured link emitted.
-func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) captureCheck {
+//
+// A record of a frame of an earlier run (delivered late: the link forwarded
+// it during this run) is counted apart, as stale: it is rightly in the
+// file, and its sequence number is another run's.
+func verifyCapture(path string, s spec, g *sent, sk *sink, emitted int64) captureCheck {
+	size := s.size
 	seen := sk.seen
 	var c captureCheck
 	f, err := os.Open(path)
@@ -953,7 +1038,11 @@ func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) capt
 			c.changed++
 			continue
 		}
-		seq := binary.BigEndian.Uint64(data)
+		if binary.BigEndian.Uint32(data[runAt:]) != s.run {
+			c.stale++
+			continue
+		}
+		seq := binary.BigEndian.Uint64(data[seqAt:])
 		if seq >= uint64(g.sent) {
 			c.changed++
 			continue
@@ -963,7 +1052,7 @@ func verifyCapture(path string, size int, g *sent, sk *sink, emitted int64) capt
 		}
 		last = int64(seq)
 		inFile[seq] = true
-		sent := binary.BigEndian.Uint64(data[8:])
+		sent := binary.BigEndian.Uint64(data[tsAt:])
 		if sent != g.ts(seq) || seq < uint64(len(seen)) && seen[seq] != 0 && seen[seq] != sent+1 || !all(data[headerLen:], filler(seq)) {
 			c.changed++
 		}
@@ -993,11 +1082,15 @@ func (r result) captureSummary() string {
 		return ""
 	}
 	c := r.capture
-	if c.complete() {
-		return fmt.Sprintf("capture complete (%d records)", c.records)
+	stale := ""
+	if c.stale > 0 {
+		stale = fmt.Sprintf(", %d of frames of an earlier run delivered late", c.stale)
 	}
-	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v",
-		c.records, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err)
+	if c.complete() {
+		return fmt.Sprintf("capture complete (%d records%s)", c.records, stale)
+	}
+	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records%s, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v",
+		c.records, stale, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err)
 }
 
 // procCPU returns a process's user+system CPU time in seconds.

@@ -21,10 +21,21 @@ type SwitchPort struct {
 }
 
 // Switch is an Ethernet switch or hub that the agent runs itself. Its ports
-// are in-process Ports, linked like any other; frames sent into a port are
-// queued and forwarded by the switch's own goroutine, so a loop of links
-// makes a broadcast storm bounded by the queue, as on real hardware, never a
-// runaway recursion. A full queue drops the frame and counts it.
+// are in-process Ports, linked like any other.
+//
+// A batch sent into a port is switched at once, in the sender's goroutine,
+// and leaves each output port in one HandleFrames call, which runs the next
+// link (and the next switch) in that goroutine too: a batch read by one
+// receive call crosses every in-process hop whole, with no copy and no
+// hand-off to another goroutine, to the send call that writes it out
+// (datapath-performance.md). One sender switches at a time. A batch that
+// finds the switch busy (another sender, or this very batch coming back
+// through a loop of links) is copied into the switch's queue instead, and
+// switched by whoever holds the switch next, before its own frames, or by
+// the switch's own goroutine: so frames keep their order, a loop of links
+// makes a broadcast storm bounded by the queue, as on real hardware, never
+// a runaway recursion, and a sender never waits for another. A full queue
+// drops the frame and counts it.
 //
 // The switch follows Dynamips's ethernet switch, which GNS3 uses (common/
 // eth_switch.c): it learns source MAC addresses per VLAN, forwards known
@@ -38,18 +49,25 @@ type SwitchPort struct {
 type Switch struct {
 	hub     bool
 	ports   []*switchPort
-	in      chan *inBatch
-	queued  atomic.Int64 // frames in the batches of in
-	batches sync.Pool    // of *inBatch, copies of frames in flight
+	in      chan *inBatch // batches that found the switch busy, in order
+	kick    chan struct{} // capacity 1: in has batches for the switch's goroutine
+	queued  atomic.Int64  // frames in the batches of in
+	batches sync.Pool     // of *inBatch, copies of frames in flight
+	closed  atomic.Bool
 	done    chan struct{}
 	ended   chan struct{}
 	once    sync.Once
 
-	// Owned by the run goroutine.
-	macs    map[macVLAN]macEntry
-	outs    [][][]byte // frames to send out of each port, per round
-	scratch []byte     // tagged or untagged copies made in a round
-	taken   []*inBatch // the batches of a round, given back after it
+	// mu is held while switching: by a sender (Send) or by the switch's
+	// goroutine, never waited for by a sender. It guards what follows.
+	mu        sync.Mutex
+	macs      map[macVLAN]macEntry
+	outs      [][][]byte // frames to send out of each port, per round
+	scratch   []byte     // tagged or untagged copies made in a round
+	taken     []*inBatch // the queued batches of a round, given back after it
+	now       time.Time  // of the round
+	learned   macVLAN    // the source learned last in this round, on port learnedOn
+	learnedOn int        // -1: none yet
 }
 
 type switchPort struct {
@@ -86,9 +104,9 @@ type macEntry struct {
 
 // Switch limits.
 const (
-	switchQueue    = 2048            // frames waiting for the switch goroutine
-	switchBatches  = switchQueue     // batches (one per Send, a frame at least) waiting for it
-	roundBatches   = 16              // batches switched together in one round
+	switchQueue    = 2048            // frames waiting in the queue of a busy switch
+	switchBatches  = switchQueue     // batches (one per Send, a frame at least) waiting in it
+	roundBatches   = 16              // queued batches switched together in one round
 	macAge         = 5 * time.Minute // learned addresses expire
 	macTableMax    = 16384           // a full table starts over
 	maxSwitchFrame = 65535
@@ -121,6 +139,7 @@ func newSwitch(hub bool, cfg []SwitchPort) *Switch {
 	s := &Switch{
 		hub:   hub,
 		in:    make(chan *inBatch, switchBatches),
+		kick:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 		ended: make(chan struct{}),
 		macs:  make(map[macVLAN]macEntry),
@@ -162,12 +181,23 @@ func (s *Switch) Reconfigure(ports []SwitchPort) error {
 	return nil
 }
 
-// Close stops the switch: frames sent to its ports are dropped from now on.
-// It is safe to call twice.
+// Close stops the switch: frames sent to its ports are dropped from now on,
+// and none leaves once Close has returned. It is safe to call twice.
 func (s *Switch) Close() {
 	s.once.Do(func() {
+		s.closed.Store(true)
 		close(s.done)
 		<-s.ended
+		s.mu.Lock() // wait for a sender switching now
+		defer s.mu.Unlock()
+		for {
+			select {
+			case b := <-s.in:
+				s.queued.Add(-int64(len(b.frames)))
+			default:
+				return
+			}
+		}
 	})
 }
 
@@ -187,32 +217,54 @@ func (s *Switch) Stats() []SwitchPortStats {
 	return out
 }
 
-// Send queues frames entering the switch through this port, in one batch;
-// frames past what the switch's queue has room for are dropped (counted).
+// Send switches frames entering the switch through this port, in one
+// batch, at once when the switch is free; when it is busy, it queues a copy
+// of them, and frames past what the queue has room for are dropped
+// (counted).
 func (p *switchPort) Send(frames [][]byte) int {
 	s := p.s
-	select {
-	case <-s.done:
+	if s.closed.Load() {
 		p.drops.Add(uint64(len(frames)))
 		return 0
-	default:
 	}
+	if !s.mu.TryLock() {
+		return p.enqueue(frames)
+	}
+	defer s.mu.Unlock()
+	if s.closed.Load() { // closed meanwhile: Close waits for the lock
+		p.drops.Add(uint64(len(frames)))
+		return 0
+	}
+	n := s.round(p, frames)
+	if len(s.in) > 0 {
+		s.wake() // batches queued while this round ran (a loop of links)
+	}
+	return n
+}
+
+// enqueue queues a copy of frames for whoever switches next: the switch is
+// busy.
+func (p *switchPort) enqueue(frames [][]byte) int {
+	s := p.s
 	b := s.batches.Get().(*inBatch)
 	b.port, b.frames, b.buf = p.index, b.frames[:0], b.buf[:0]
+	size := 0
+	for _, f := range frames {
+		if len(f) <= maxSwitchFrame {
+			size += len(f)
+		}
+	}
+	if cap(b.buf) < size {
+		b.buf = make([]byte, 0, size)
+	}
 	for _, f := range frames {
 		if len(f) > maxSwitchFrame {
 			p.drops.Add(1)
 			continue
 		}
+		off := len(b.buf)
 		b.buf = append(b.buf, f...)
-	}
-	off := 0
-	for _, f := range frames {
-		if len(f) > maxSwitchFrame {
-			continue
-		}
-		b.frames = append(b.frames, b.buf[off:off+len(f):off+len(f)])
-		off += len(f)
+		b.frames = append(b.frames, b.buf[off:len(b.buf):len(b.buf)])
 	}
 	n := len(b.frames)
 	if n == 0 {
@@ -235,12 +287,21 @@ func (p *switchPort) Send(frames [][]byte) int {
 	select {
 	case s.in <- b:
 		p.rx.Add(uint64(n))
+		s.wake()
 		return n
 	default:
 		s.queued.Add(-int64(n))
 		s.batches.Put(b)
 		p.drops.Add(uint64(n))
 		return 0
+	}
+}
+
+// wake tells the switch's goroutine that batches are queued.
+func (s *Switch) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -255,24 +316,44 @@ func (p *switchPort) SetHandler(h Handler) {
 	p.handler.Store(&handlerBox{h})
 }
 
+// run switches the batches queued while the switch was busy, one round at
+// a time, letting senders in between rounds, until Close.
 func (s *Switch) run() {
 	defer close(s.ended)
 	for {
 		select {
 		case <-s.done:
 			return
-		case b := <-s.in:
-			s.round(b)
+		case <-s.kick:
+		}
+		for !s.closed.Load() {
+			s.mu.Lock()
+			more := len(s.in) > 0 && !s.closed.Load()
+			if more {
+				s.round(nil, nil)
+			}
+			s.mu.Unlock()
+			if !more {
+				break
+			}
 		}
 	}
 }
 
-// round switches batch b and the batches queued behind it (up to
-// roundBatches), then sends each output port its frames in one call.
-func (s *Switch) round(b *inBatch) {
-	s.taken = append(s.taken[:0], b)
+// round switches the queued batches, then frames, which came in on port in
+// (nil: none), and sends each output port its frames in one call. It
+// returns how many of frames it took. Without frames it takes up to
+// roundBatches batches; with them, every batch queued now, so that frames
+// queued by an earlier Send of the same port leave first (the queue holds
+// at most switchQueue frames). s.mu must be held.
+func (s *Switch) round(in *switchPort, frames [][]byte) int {
+	s.taken = s.taken[:0]
+	limit := roundBatches
+	if in != nil {
+		limit = len(s.in)
+	}
 more:
-	for len(s.taken) < roundBatches {
+	for len(s.taken) < limit {
 		select {
 		case b := <-s.in:
 			s.taken = append(s.taken, b)
@@ -287,23 +368,28 @@ more:
 	for _, b := range s.taken {
 		need += len(b.buf) + 4*len(b.frames)
 	}
+	for _, f := range frames {
+		need += len(f) + 4
+	}
 	if cap(s.scratch) < need {
 		s.scratch = make([]byte, 0, need)
 	}
 	s.scratch = s.scratch[:0]
-	now := time.Now()
+	s.now, s.learnedOn = time.Now(), -1
 	for _, b := range s.taken {
-		for _, frame := range b.frames {
-			if s.hub {
-				for _, p := range s.ports {
-					if p.index != b.port {
-						s.outs[p.index] = append(s.outs[p.index], frame)
-					}
-				}
-			} else {
-				s.forward(s.ports[b.port], frame, now)
+		s.switchFrames(s.ports[b.port], b.frames)
+	}
+	n := 0
+	if in != nil {
+		n = len(frames)
+		for _, f := range frames {
+			if len(f) > maxSwitchFrame {
+				in.drops.Add(1)
+				n--
 			}
 		}
+		in.rx.Add(uint64(n))
+		s.switchFrames(in, frames)
 	}
 	for i, out := range s.outs {
 		if len(out) == 0 {
@@ -319,15 +405,35 @@ more:
 	}
 	for _, b := range s.taken {
 		s.queued.Add(-int64(len(b.frames)))
+		clear(b.frames)
 		s.batches.Put(b)
 	}
 	clear(s.taken)
+	return n
+}
+
+// switchFrames switches frames that came in on port in.
+func (s *Switch) switchFrames(in *switchPort, frames [][]byte) {
+	for _, frame := range frames {
+		switch {
+		case len(frame) > maxSwitchFrame: // counted by round
+		case s.hub:
+			for _, p := range s.ports {
+				if p.index != in.index {
+					s.outs[p.index] = append(s.outs[p.index], frame)
+				}
+			}
+		default:
+			s.forward(in, frame)
+		}
+	}
 }
 
 const etherTypeDot1Q = 0x8100
 
-// forward switches one frame that came in on port in, at time now.
-func (s *Switch) forward(in *switchPort, frame []byte, now time.Time) {
+// forward switches one frame that came in on port in, at the round's time.
+func (s *Switch) forward(in *switchPort, frame []byte) {
+	now := s.now
 	if len(frame) < 14 {
 		in.drops.Add(1)
 		return
@@ -349,11 +455,14 @@ func (s *Switch) forward(in *switchPort, frame []byte, now time.Time) {
 	copy(src.mac[:], frame[6:12])
 	copy(dst.mac[:], frame[0:6])
 	src.vlan, dst.vlan = uint16(vlan), uint16(vlan)
-	if frame[6]&1 == 0 { // never learn a multicast source
+	// Never learn a multicast source; learn a source once per round (a
+	// batch's frames mostly come from one).
+	if frame[6]&1 == 0 && (src != s.learned || in.index != s.learnedOn) {
 		if len(s.macs) >= macTableMax {
 			clear(s.macs)
 		}
 		s.macs[src] = macEntry{port: in.index, gen: in.gen.Load(), seen: now}
+		s.learned, s.learnedOn = src, in.index
 	}
 	if frame[0]&1 == 0 {
 		if e, ok := s.macs[dst]; ok && now.Sub(e.seen) < macAge && s.ports[e.port].gen.Load() == e.gen {
