@@ -114,8 +114,11 @@ type API struct {
 	computes Computes
 	hub      *notify.Hub
 	*decoder
-	routes   []Route
-	settings *settingsStore
+	routes []Route
+	// templates holds each route's template, by itself: the access log's
+	// and the metrics' route strings, found without copying X-Route.
+	templates map[string]string
+	settings  *settingsStore
 }
 
 // resource is what the handlers of one resource of a project need: the
@@ -219,6 +222,10 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	app.Use(a.boundBody)
 	a.register(app)
+	a.templates = make(map[string]string, len(a.routes))
+	for _, r := range a.routes {
+		a.templates[r.Template] = r.Template
+	}
 	app.Use(a.unmatched)
 	// Fiber answers a method it does not know in plain text before any
 	// handler runs: answered here in JSON, as every other error.
