@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"os"
+	"runtime"
 	"sync"
 )
 
@@ -53,6 +54,9 @@ func (b *behindWriter) Write(p []byte) (int, error) {
 
 // drain writes the lines that gather until none is left.
 func (b *behindWriter) drain() {
+	// Let the goroutines that run now log first: under load, their lines
+	// join this write (with nothing else to run, this returns at once).
+	runtime.Gosched()
 	b.mu.Lock()
 	for len(b.buf) > 0 {
 		out := b.buf
