@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
 )
 
@@ -438,8 +440,11 @@ func getThroughput(c *ctl, cfg apiConfig) error {
 	cpu1, _ := procCPU(c.pid)
 	fmt.Printf("GET link, %d keep-alive clients (Go net/http, same machine) for %s: %.0f req/s, %d failed; controller CPU %.2f cores\n",
 		cfg.clients, cfg.get, float64(n.Load())/el.Seconds(), failed.Load(), (cpu1-cpu0)/el.Seconds())
-	if err := wrkRun(c, url, cfg.get); err != nil {
+	rate, err := wrkRun(c.pid, url, cfg.get, "GET link")
+	if err != nil {
 		fmt.Println("GET link with wrk:", err)
+	} else if err := floorRun(c, url, cfg.get, rate); err != nil {
+		fmt.Println("GET floor:", err)
 	}
 	_, err = c.call("DELETE", "/projects/"+p, nil, nil)
 	return err
@@ -449,29 +454,66 @@ var wrkRate = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
 var wrkNon2xx = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
 
 // wrkRun measures GET url with wrk -t2 -c16 (the issue's client: a C load
-// generator costs the controller's CPUs less than Go's net/http does).
-func wrkRun(c *ctl, url string, d time.Duration) error {
+// generator costs the controller's CPUs less than Go's net/http does),
+// with the CPU of process pid, and returns the requests/s.
+func wrkRun(pid int, url string, d time.Duration, what string) (float64, error) {
 	if _, err := exec.LookPath("wrk"); err != nil {
-		return errors.New("wrk not found (scripts/bench -api installs it), skipped")
+		return 0, errors.New("wrk not found (scripts/bench -api installs it), skipped")
 	}
-	cpu0, _ := procCPU(c.pid)
+	cpu0, _ := procCPU(pid)
 	t0 := time.Now()
 	out, err := exec.Command("wrk", "-t2", "-c16", fmt.Sprintf("-d%ds", max(1, int(d.Seconds()))), url).CombinedOutput()
 	el := time.Since(t0)
-	cpu1, _ := procCPU(c.pid)
+	cpu1, _ := procCPU(pid)
 	if err != nil {
-		return fmt.Errorf("%v: %s", err, out)
+		return 0, fmt.Errorf("%v: %s", err, out)
 	}
 	m := wrkRate.FindSubmatch(out)
 	if m == nil {
-		return fmt.Errorf("no Requests/sec in its output: %s", out)
+		return 0, fmt.Errorf("no Requests/sec in its output: %s", out)
 	}
 	bad := "0"
 	if m := wrkNon2xx.FindSubmatch(out); m != nil {
 		bad = string(m[1])
 	}
-	fmt.Printf("GET link, wrk -t2 -c16 for %s: %s req/s, %s non-2xx; controller CPU %.2f cores\n",
-		d, m[1], bad, (cpu1-cpu0)/el.Seconds())
+	rate, _ := strconv.ParseFloat(string(m[1]), 64)
+	fmt.Printf("%s, wrk -t2 -c16 for %s: %s req/s, %s non-2xx; server CPU %.2f cores, %.1f µs a request\n",
+		what, d, m[1], bad, (cpu1-cpu0)/el.Seconds(), 1e6*(cpu1-cpu0)/(rate*el.Seconds()))
+	return rate, nil
+}
+
+// floorRun measures the floor of GET link on this machine: the same wrk
+// against a trivial fasthttp handler, in this process, answering the
+// link's bytes and headers. No Go HTTP server answers faster here; ctlRate
+// is put as a share of it.
+func floorRun(c *ctl, url string, d time.Duration, ctlRate float64) error {
+	resp, err := c.client.Get(url)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	route := resp.Header.Get("X-Route")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &fasthttp.Server{NoDefaultServerHeader: true, Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set("X-Route", route)
+		ctx.SetBody(body)
+	}}
+	go srv.Serve(ln)
+	defer srv.Shutdown()
+	rate, err := wrkRun(os.Getpid(), "http://"+ln.Addr().String()+"/v2"+strings.TrimPrefix(url, c.base), d,
+		"GET floor (a trivial fasthttp handler in the bench, the same reply)")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  GET link reaches %.2f of the floor\n", ctlRate/rate)
 	return nil
 }
 

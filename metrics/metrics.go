@@ -11,6 +11,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,18 @@ func NewRegistry() *prometheus.Registry {
 type HTTP struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	series   sync.Map // seriesKey → *series: one lookup a request, not a vector lookup per metric
+}
+
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+// series is one method, route and status's counter and histogram.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewHTTP registers the request metrics with reg.
@@ -68,7 +81,13 @@ func (m *HTTP) Observe(method, route string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	s := strconv.Itoa(status)
-	m.requests.WithLabelValues(method, route, s).Inc()
-	m.duration.WithLabelValues(method, route, s).Observe(d.Seconds())
+	k := seriesKey{method, route, status}
+	v, ok := m.series.Load(k)
+	if !ok {
+		s := strconv.Itoa(status)
+		v, _ = m.series.LoadOrStore(k, &series{m.requests.WithLabelValues(method, route, s), m.duration.WithLabelValues(method, route, s)})
+	}
+	ser := v.(*series)
+	ser.requests.Inc()
+	ser.duration.Observe(d.Seconds())
 }

@@ -56,13 +56,19 @@ func (h linkRoutes) createLink(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
 }
 
+// getLink answers the link's JSON as c.JSON(linkFrom(l)) writes it, kept
+// with the project until it changes: the API's most frequent read (GNS3
+// clients poll their links) costs no encoding while nothing changes.
 func (h linkRoutes) getLink(c *fiber.Ctx) error {
-	l, err := h.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+	body, err := h.projects.RenderedLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), renderLink)
 	if err != nil {
 		return err
 	}
-	return c.JSON(linkFrom(l))
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	return c.Send(body) // shared bytes: the reply only reads them
 }
+
+func renderLink(l project.Link) ([]byte, error) { return encodeJSON(linkFrom(l)) }
 
 func (h linkRoutes) deleteLink(c *fiber.Ctx) error {
 	if err := h.projects.DeleteLink(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {

@@ -39,8 +39,8 @@ func (a *API) observe(c *fiber.Ctx) error {
 		}
 	}
 	d := time.Since(start)
-	route := string(c.Response().Header.Peek("X-Route"))
-	if route == "" {
+	route, ok := a.templates[string(c.Response().Header.Peek("X-Route"))] // no copy of the header
+	if !ok {
 		route = "unmatched"
 	}
 	status := c.Response().StatusCode()

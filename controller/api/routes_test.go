@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,9 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/controller/web"
+	"github.com/labtap/labtap/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
 
 func TestVersionCheck(t *testing.T) {
@@ -444,6 +448,13 @@ type benchAPI struct {
 }
 
 func benchServer(b *testing.B) *benchAPI {
+	a, _ := benchServerWith(b, nil)
+	return a
+}
+
+// benchServerWith is benchServer with a hook that sets more of the API's
+// configuration; it returns the app too, to drive its handler directly.
+func benchServerWith(b *testing.B, configure func(*api.Config)) (*benchAPI, *fiber.App) {
 	data := b.TempDir()
 	h := host.New(host.Config{DataDir: data, Runners: map[string]host.RunnerFactory{
 		"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
@@ -455,7 +466,11 @@ func benchServer(b *testing.B) *benchAPI {
 	reg.Add(b.Context(), compute.Compute{ID: "local", URL: agent.URL})
 	dir := filepath.Join(data, "projects")
 	svc := project.NewService(project.Config{ProjectsDir: dir, Computes: reg.Agents, Store: &topology.Store{Dir: dir}})
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59"})
+	cfg := api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59"}
+	if configure != nil {
+		configure(&cfg)
+	}
+	app, _, err := api.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -465,7 +480,7 @@ func benchServer(b *testing.B) *benchAPI {
 	}
 	go app.Listener(ln)
 	b.Cleanup(func() { app.Shutdown(); h.Close(); agent.Close() })
-	return &benchAPI{url: "http://" + ln.Addr().String(), client: &http.Client{}}
+	return &benchAPI{url: "http://" + ln.Addr().String(), client: &http.Client{}}, app
 }
 
 func benchDo(b *testing.B, a *benchAPI, method, path, body string, want int) []byte {
@@ -526,6 +541,34 @@ func BenchmarkGetLink(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		benchDo(b, app, "GET", "/v2/projects/"+pid+"/links/"+lid, "", 200)
+	}
+}
+
+// BenchmarkGetLinkHandler is the controller's own CPU for a GET link, as
+// the real controller runs it (access log at info, request metrics on),
+// without the network: the app's handler on a request in memory. What it
+// leaves out (reading the request and writing the reply on a socket) is
+// the same for a trivial fasthttp handler; scripts/bench -api measures it.
+func BenchmarkGetLinkHandler(b *testing.B) {
+	a, app := benchServerWith(b, func(c *api.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)).With("component", "api")
+		c.Requests = metrics.NewHTTP(prometheus.NewRegistry())
+	})
+	pid, lid := benchProject(b, a, 1)
+	handler := app.Handler()
+	path := "/v2/projects/" + pid + "/links/" + lid
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.Header.SetMethod("GET")
+		ctx.Request.SetRequestURI(path)
+		handler(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("%d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
 	}
 }
 

@@ -95,7 +95,7 @@ type state struct {
 	// two saves under a shared ops the later snapshot is written last.
 	saveMu sync.Mutex
 
-	mu        sync.RWMutex // guards the fields below
+	mu        genRWMutex // guards the fields below; counts their changes
 	p         Project
 	nodes     map[string]*Node
 	nodeOrder []string
@@ -106,6 +106,10 @@ type state struct {
 	// onComputes are the computes the project is open on, so a node
 	// creation does not reopen it each time. Reset when the project closes.
 	onComputes map[string]bool
+
+	// rendered holds, by link id, the link's last rendering for a GET
+	// (see RenderedLink); an entry is good while its generation is mu's.
+	rendered sync.Map
 }
 
 type discardEvents struct{}

@@ -80,9 +80,11 @@ func Parse(name, description string, target any, vars map[string]string, stdout 
 	return nil
 }
 
-// Exit prints err for the command name and exits: 0 after help, ExitUsage
-// for a usage error, 1 for anything else. It returns only when err is nil.
+// Exit writes out the log lines still queued, prints err for the command
+// name and exits: 0 after help, ExitUsage for a usage error, 1 for
+// anything else. It returns only when err is nil.
 func Exit(name string, err error) {
+	logOut.Flush()
 	switch {
 	case err == nil:
 		return
@@ -112,11 +114,13 @@ func PortRange(s string) ([2]int, error) {
 }
 
 // Logger returns the logger of a command: lines on stderr, as text
-// (key=value) or, with format "json", one JSON object each.
+// (key=value) or, with format "json", one JSON object each. The lines are
+// written behind the caller (see behindWriter), so a line per request
+// costs the request no write(2); Exit writes out what is left.
 func Logger(format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(logOut, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(logOut, opts))
 }
