@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -72,7 +73,12 @@ type guestConsole struct {
 	conn net.Conn
 	mu   sync.Mutex
 	buf  []byte
+	last time.Time // when the last bytes came
+	err  error     // what ended the reading, nil while it reads
 	more chan struct{}
+	// diag, when set, describes the guest's process and sockets for a
+	// failure message.
+	diag func() string
 }
 
 func dialGuest(t *testing.T, host string, port int) *guestConsole {
@@ -88,6 +94,12 @@ func dialGuest(t *testing.T, host string, port int) *guestConsole {
 			n, err := conn.Read(b)
 			g.mu.Lock()
 			g.buf = append(g.buf, b[:n]...)
+			if n > 0 {
+				g.last = time.Now()
+			}
+			if err != nil {
+				g.err = err
+			}
 			g.mu.Unlock()
 			select {
 			case g.more <- struct{}{}:
@@ -138,9 +150,28 @@ func (g *guestConsole) expect(t *testing.T, from int, re *regexp.Regexp, within 
 		case <-g.more:
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("console: no %q within %v; it printed:\n%s", re, within, text)
+			g.mu.Lock()
+			last, rerr := g.last, g.err
+			g.mu.Unlock()
+			extra := ""
+			if g.diag != nil {
+				extra = g.diag()
+			}
+			ago := "none yet"
+			if !last.IsZero() {
+				ago = time.Since(last).Round(time.Millisecond).String() + " ago"
+			}
+			t.Fatalf("console: no %q within %v (last output: %s, connection: %s); it printed:\n%s\n%s", re, within, ago, connState(rerr), text, extra)
 		}
 	}
+}
+
+// connState tells whether the console's connection still reads.
+func connState(err error) string {
+	if err == nil {
+		return "open"
+	}
+	return "closed (" + err.Error() + ")"
 }
 
 func (g *guestConsole) send(t *testing.T, line string) int {
@@ -205,6 +236,45 @@ func qemuPID(nodeID string) int {
 		}
 	}
 	return 0
+}
+
+// guestDiag describes a QEMU process for a failure: its state and CPU use
+// (a starved guest or a spinning one), the queues of its unix sockets
+// (bytes QEMU does not take from the serial console, or the agent does not
+// read), those of the console's TCP connections, and what more adds.
+func guestDiag(pid, port int, more func() string) string {
+	var b strings.Builder
+	cpu := func() int {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f := strings.Fields(string(stat))
+		if len(f) < 15 {
+			return -1
+		}
+		u, _ := strconv.Atoi(f[13])
+		s, _ := strconv.Atoi(f[14])
+		return u + s
+	}
+	c0 := cpu()
+	time.Sleep(3 * time.Second)
+	c1 := cpu()
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	state := regexp.MustCompile(`(?m)^State:.*$`).FindString(string(status))
+	fmt.Fprintf(&b, "qemu pid %d %s, %d clock ticks of CPU in 3 s\nits unix sockets (Recv-Q Send-Q):\n", pid, state, c1-c0)
+	out, _ := exec.Command("ss", "-xanp").CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, fmt.Sprintf("pid=%d,", pid)) || strings.Contains(l, "console.sock") {
+			b.WriteString(l + "\n")
+		}
+	}
+	out, _ = exec.Command("ss", "-tanp", fmt.Sprintf("( sport = :%d or dport = :%d )", port, port)).CombinedOutput()
+	b.Write(out)
+	b.WriteString("its threads (name state utime stime):\n")
+	out, _ = exec.Command("sh", "-c", fmt.Sprintf("cat /proc/%d/task/*/stat | awk '{print $2, $3, $14, $15}'", pid)).CombinedOutput()
+	b.Write(out)
+	if more != nil {
+		b.WriteString(more())
+	}
+	return b.String()
 }
 
 func processGone(pid int) bool {
@@ -283,6 +353,7 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 
 	cons := make([]*guestConsole, 2)
 	pids := make([]int, 2)
+	var pcPing func() string
 	for i := range vms {
 		c.call("POST", base+"/nodes/"+vms[i].NodeID+"/start", nil, 200, &vms[i])
 		if vms[i].Status != "started" || vms[i].Console == 0 {
@@ -292,6 +363,12 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 			t.Fatalf("no qemu-system process with -uuid %s", vms[i].NodeID)
 		}
 		cons[i] = dialGuest(t, vms[i].ConsoleHost, vms[i].Console)
+		cons[i].diag = func() string {
+			if i == 0 && pcPing != nil { // whether g1's kernel still answers
+				return guestDiag(pids[i], vms[i].Console, pcPing)
+			}
+			return guestDiag(pids[i], vms[i].Console, nil)
+		}
 	}
 	c.call("POST", base+"/nodes/"+pc1.NodeID+"/start", nil, 200, &pc1)
 	// The guests were started before anyone connected: the console
@@ -378,6 +455,12 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 	defer cancel()
 	if _, err := pcCon.Run(ctx, "ip 10.0.1.2/24"); err != nil {
 		t.Fatal(err)
+	}
+	pcPing = func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := pcCon.Run(ctx, "ping 10.0.1.1 -c 3")
+		return fmt.Sprintf("PC1 ping g1: %v %s", err, out)
 	}
 	cons[0].run(t, "ip addr add 10.0.1.1/24 dev eth1", time.Minute)
 	out = cons[0].run(t, "ping -c 3 -W 5 10.0.1.2", 2*time.Minute)
