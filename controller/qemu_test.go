@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -137,14 +138,36 @@ func (g *guestConsole) text() string {
 // and returns the match and where it ends.
 func (g *guestConsole) expect(t *testing.T, from int, re *regexp.Regexp, within time.Duration) (string, int) {
 	t.Helper()
+	return g.match(t, from, re, within, nil)
+}
+
+// kernelMessage is a line the guest's kernel printed on the console
+// (printk writes each message whole, so it is one piece wherever it lands).
+var kernelMessage = regexp.MustCompile(`\[ *\d+\.\d+\] [^\n]*\n`)
+
+// withoutKernelMessages is the shell's own output: the kernel writes its
+// messages (NIC link up and down, "random: crng init done") on the same
+// serial line whenever they come, in the middle of a command's output or
+// of a marker line.
+func withoutKernelMessages(s string) string { return kernelMessage.ReplaceAllString(s, "") }
+
+// match waits until the console's output after offset from, passed through
+// clean when not nil, matches re, and returns the match and (without
+// clean) where it ends.
+func (g *guestConsole) match(t *testing.T, from int, re *regexp.Regexp, within time.Duration, clean func(string) string) (string, int) {
+	t.Helper()
 	deadline := time.After(within)
 	for {
 		text := g.text()
 		if from > len(text) {
 			from = len(text)
 		}
-		if loc := re.FindStringIndex(text[from:]); loc != nil {
-			return text[from+loc[0] : from+loc[1]], from + loc[1]
+		after := text[from:]
+		if clean != nil {
+			after = clean(after)
+		}
+		if loc := re.FindStringIndex(after); loc != nil {
+			return after[loc[0]:loc[1]], from + loc[1]
 		}
 		select {
 		case <-g.more:
@@ -184,14 +207,15 @@ func (g *guestConsole) send(t *testing.T, line string) int {
 }
 
 // run types a command and returns what it printed between two markers, so
-// the echo of the command line never counts as its output.
+// the echo of the command line never counts as its output, and without
+// the kernel's messages.
 func (g *guestConsole) run(t *testing.T, cmd string, within time.Duration) string {
 	t.Helper()
 	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
 	at := g.send(t, fmt.Sprintf("echo B$((%s+1)); %s; echo E$((%s+1))", tag, cmd, tag))
 	n, _ := strconv.Atoi(tag)
 	re := regexp.MustCompile(fmt.Sprintf(`(?s)\nB%d\n(.*?)E%d\n`, n+1, n+1))
-	m, _ := g.expect(t, at, re, within)
+	m, _ := g.match(t, at, re, within, withoutKernelMessages)
 	return re.FindStringSubmatch(m)[1]
 }
 
@@ -676,4 +700,39 @@ func TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked(t *testing.T) {
 		"properties": map[string]any{"ram": "lots"}}, 400, &e)
 	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",
 		"properties": map[string]any{"no_such_property": 1}}, 400, &e)
+}
+
+// TestTheGuestConsoleHelperReadsAShellThroughKernelMessages types a
+// command on a fake serial console that answers as the tiny guest does
+// when its kernel prints in the middle of the shell's output (printk
+// writes between any two characters of a line): run returns the shell's
+// output alone.
+func TestTheGuestConsoleHelperReadsAShellThroughKernelMessages(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		line, err := bufio.NewReader(conn).ReadString('\r')
+		if err != nil {
+			return
+		}
+		m := regexp.MustCompile(`B\$\(\((\d+)\+1\)\)`).FindStringSubmatch(line)
+		if m == nil {
+			return
+		}
+		n, _ := strconv.Atoi(m[1])
+		fmt.Fprintf(conn, "%s\r\nB%d[   51.362442] e1000 0000:00:03.0 eth0: NIC Link is Up 1000 Mbps Full Duplex, Flow Control: RX\r\n\r\n4[  102.636487] random: crng init done\r\n2\r\nE%d\r\ng1# ",
+			strings.TrimSuffix(line, "\r"), n+1, n+1)
+	}()
+	g := dialGuest(t, "127.0.0.1", ln.Addr().(*net.TCPAddr).Port)
+	if out := g.run(t, "echo $((6*7))", 30*time.Second); out != "42\n" {
+		t.Fatalf("run returned %q, want %q", out, "42\n")
+	}
 }
