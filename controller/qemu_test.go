@@ -351,7 +351,7 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 		name := fmt.Sprint("g", i+1)
 		c.call("POST", base+"/nodes", map[string]any{"name": name, "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
 			"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": adapters,
-			"kernel_command_line": fmt.Sprintf("console=ttyS0 labtap.name=%s labtap.ip=10.0.0.%d/24", name, i+1),
+			"kernel_command_line": fmt.Sprintf("console=ttyS0 no_timer_check labtap.name=%s labtap.ip=10.0.0.%d/24", name, i+1),
 		}}, 201, &vms[i])
 		id := strings.ReplaceAll(vms[i].NodeID, "-", "")
 		wantMAC := "0c:" + id[2:4] + ":" + id[4:6] + ":" + id[6:8] + ":00:00"
