@@ -349,8 +349,11 @@ func TestQemuGuestsPingThroughLabtapWithCaptureCarrierAndVPCS(t *testing.T) {
 	vms := make([]vm, 2)
 	for i, adapters := range []int{2, 1} {
 		name := fmt.Sprint("g", i+1)
+		// process_priority normal: the node default (low, nice 5) leaves a
+		// TCG guest a third of a fair share beside the suite's other
+		// processes, and this test's deadlines are for a guest that runs.
 		c.call("POST", base+"/nodes", map[string]any{"name": name, "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
-			"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": adapters,
+			"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": adapters, "process_priority": "normal",
 			"kernel_command_line": fmt.Sprintf("console=ttyS0 no_timer_check labtap.name=%s labtap.ip=10.0.0.%d/24", name, i+1),
 		}}, 201, &vms[i])
 		id := strings.ReplaceAll(vms[i].NodeID, "-", "")
