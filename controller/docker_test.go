@@ -781,7 +781,7 @@ func TestDockerQemuGuestAndAContainerPingThroughACapturedLink(t *testing.T) {
 	var g nodeReply
 	c.call("POST", base+"/nodes", map[string]any{"name": "g1", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
 		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "adapters": 1,
-		"kernel_command_line": "console=ttyS0 labtap.name=g1 labtap.ip=10.0.5.1/24",
+		"kernel_command_line": "console=ttyS0 no_timer_check labtap.name=g1 labtap.ip=10.0.5.1/24",
 	}}, 201, &g)
 	h := c.dockerNode(base, "h", hostImage, "local", 1)
 	l := c.link(base, g, 0, h, 0, 0)

@@ -236,7 +236,7 @@ func TestQemuUEFIAndTPMGuest(t *testing.T) {
 	var vm qemuNode
 	c.call("POST", base+"/nodes", map[string]any{"name": "efi", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
 		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 256, "uefi": true, "tpm": true,
-		"kernel_command_line": "console=ttyS0 labtap.name=efi",
+		"kernel_command_line": "console=ttyS0 no_timer_check labtap.name=efi",
 	}}, 201, &vm)
 	nodePath := base + "/nodes/" + vm.NodeID
 	var e struct {
@@ -355,7 +355,7 @@ func TestQemuDiskRoutesResizeDiskAndSavedState(t *testing.T) {
 	var vm qemuNode
 	c.call("POST", base+"/nodes", map[string]any{"name": "disk", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
 		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "hda_disk_image": "disk.qcow2", "hda_disk_interface": "ide",
-		"on_close": "save_vm_state", "kernel_command_line": "console=ttyS0 labtap.name=disk",
+		"on_close": "save_vm_state", "kernel_command_line": "console=ttyS0 no_timer_check labtap.name=disk",
 	}}, 201, &vm)
 	nodePath := base + "/nodes/" + vm.NodeID
 	c.call("POST", nodePath+"/resize_disk", map[string]any{"drive_name": "hda", "extend": 8}, 201, nil)
