@@ -999,7 +999,7 @@ func TestAnExportCutShortReleasesTheProject(t *testing.T) {
 // large file whole in the project.
 func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
 	l := newArchiveLab(t, 0)
-	disk := make([]byte, 24<<20)
+	disk := make([]byte, 12<<20)            // over every other route's 10 MiB limit (checked below)
 	rand.NewChaCha8([32]byte{1}).Read(disk) // incompressible: the archive is as large
 	doc := fixtureProjectFile()
 	var b bytes.Buffer
@@ -1010,6 +1010,9 @@ func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
 	w.Write(disk)
 	zw.Close()
 	archiveBytes := b.Bytes()
+	if len(archiveBytes) <= 10<<20 {
+		t.Fatalf("a %d-byte archive is within the body limit: the test would prove nothing", len(archiveBytes))
+	}
 	for i, kind := range []string{"raw", "multipart"} {
 		t.Run(kind, func(t *testing.T) {
 			pid := fmt.Sprintf("5a5a5a5a-0000-4000-8000-00000000000%d", i)
