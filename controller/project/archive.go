@@ -139,7 +139,7 @@ func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptio
 // export is ExportProject for a caller that marked the archive operation;
 // end, called after WriteTo, ends it.
 func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, error) {
-	st, err := s.lockProject(id)
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		end()
 		return nil, err
@@ -157,10 +157,10 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 		return fail(err)
 	}
 	if opts.Warn == nil {
-		log := s.log.With("project", id)
+		log := s.core.log.With("project", id)
 		opts.Warn = func(msg string) {
 			log.Warn("export", "msg", msg)
-			s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
+			s.core.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
 		}
 	}
 	// Images come only from the image directories, never from a path a
@@ -195,9 +195,9 @@ func (e *Export) WriteTo(w io.Writer) (int64, error) {
 	err := archive.Export(cw, e.dir, e.file, e.opts)
 	id := e.st.project().ID
 	if err != nil {
-		e.s.log.Warn("export ended early", "project", id, "err", err)
+		e.s.core.log.Warn("export ended early", "project", id, "err", err)
 	} else if e.announce {
-		e.s.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
+		e.s.core.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
 	}
 	return cw.n, err
 }
@@ -235,13 +235,13 @@ func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, 
 	if err := uuid.Validate(id); err != nil {
 		return Project{}, errorf(ErrInvalid, "Invalid project ID %s", id)
 	}
-	if _, err := s.lookup(id); err == nil {
+	if _, err := s.core.lookup(id); err == nil {
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
-	if err := os.MkdirAll(s.cfg.ProjectsDir, 0o755); err != nil {
+	if err := os.MkdirAll(s.core.cfg.ProjectsDir, 0o755); err != nil {
 		return Project{}, refusal(err)
 	}
-	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".upload-*.gns3project")
+	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".upload-*.gns3project")
 	if err != nil {
 		return Project{}, refusal(err)
 	}
@@ -264,14 +264,14 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 		return Project{}, err
 	}
 	defer end()
-	if _, err := s.lookup(id); err == nil {
+	if _, err := s.core.lookup(id); err == nil {
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
 	zr, err := archive.Open(r, size)
 	if err != nil {
 		return Project{}, refusal(err)
 	}
-	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+	if err := archive.Check(zr, s.core.cfg.ArchiveLimits); err != nil {
 		return Project{}, refusal(err)
 	}
 	data, err := archive.ReadProjectFile(zr)
@@ -286,7 +286,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	if err := checkProjectName(spec.name); err != nil {
 		return Project{}, err
 	}
-	root, err := filepath.Abs(s.cfg.ProjectsDir)
+	root, err := filepath.Abs(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return Project{}, refusal(err)
 	}
@@ -318,7 +318,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 		return entry == archive.ProjectFile || entry == "images" || strings.HasPrefix(entry, "images/") ||
 			!spec.withSnapshots && (entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/"))
 	}
-	if err := archive.Extract(zr, tmp, s.cfg.ArchiveLimits, skip); err != nil {
+	if err := archive.Extract(zr, tmp, s.core.cfg.ArchiveLimits, skip); err != nil {
 		return Project{}, refusal(err)
 	}
 	s.installImages(id, zr)
@@ -334,7 +334,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	if err := atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644); err != nil {
 		return Project{}, refusal(err)
 	}
-	snap, err := s.cfg.Store.Load(&p)
+	snap, err := s.core.cfg.Store.Load(&p)
 	if err != nil {
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
 	}
@@ -343,22 +343,22 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	}
 	done = true
 	snap.Project.Path, snap.Project.Status = final, Closed
-	s.mu.Lock()
-	if _, taken := s.projects[id]; taken {
-		s.mu.Unlock()
+	s.core.mu.Lock()
+	if _, taken := s.core.projects[id]; taken {
+		s.core.mu.Unlock()
 		os.RemoveAll(final)
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
 	st := newState(snap.Project)
 	st.setStoredLocked(snap)
-	s.projects[id] = st
-	s.order = append(s.order, id)
+	s.core.projects[id] = st
+	s.core.order = append(s.core.order, id)
 	out := st.p
-	s.mu.Unlock()
-	s.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: id, Project: &out})
-	s.log.Info("project imported", "project", id, "name", name, "nodes", len(snap.Nodes), "links", len(snap.Links))
+	s.core.mu.Unlock()
+	s.core.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: id, Project: &out})
+	s.core.log.Info("project imported", "project", id, "name", name, "nodes", len(snap.Nodes), "links", len(snap.Links))
 	if unrun := s.unrunnable(snap.Nodes); len(unrun) > 0 {
-		s.log.Warn("imported project has node types this server cannot run; they stay stopped", "project", id, "types", unrun)
+		s.core.log.Warn("imported project has node types this server cannot run; they stay stopped", "project", id, "types", unrun)
 	}
 	return out, nil
 }
@@ -410,10 +410,10 @@ func checkProjectName(name string) error {
 // freeProjectName is name, or the first of "name-1", "name-2", ... that no
 // project has (GNS3's get_free_project_name).
 func (s *Service) freeProjectName(name string) string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.core.mu.RLock()
+	defer s.core.mu.RUnlock()
 	taken := func(n string) bool {
-		for _, st := range s.projects {
+		for _, st := range s.core.projects {
 			st.mu.RLock()
 			same := st.p.Name == n
 			st.mu.RUnlock()
@@ -462,7 +462,7 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 	}
 	exp, err := s.export(id, ExportOptions{
 		IncludeSnapshots: true, KeepComputeIDs: true, ResetMACs: req.ResetMACs, Compression: archive.Store,
-		Warn: func(msg string) { s.log.Warn("duplicate", "project", id, "msg", msg) },
+		Warn: func(msg string) { s.core.log.Warn("duplicate", "project", id, "msg", msg) },
 	}, end)
 	if err != nil {
 		if pe, ok := errors.AsType[*Error](err); ok && strings.HasPrefix(pe.Msg, "Project must be stopped") {
@@ -470,7 +470,7 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 		}
 		return Project{}, err
 	}
-	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".duplicate-*.gns3project")
+	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".duplicate-*.gns3project")
 	if err != nil {
 		exp.WriteTo(io.Discard)
 		return Project{}, refusal(err)
@@ -545,7 +545,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		return SnapshotInfo{}, errorf(ErrConflict, "The snapshot name %s already exists", req.Name)
 	}
 	exp, err := s.export(id, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
-		Warn: func(msg string) { s.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
+		Warn: func(msg string) { s.core.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -581,7 +581,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		os.Remove(filepath.Join(dir, snap.Filename))
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not write snapshot list: " + pathless(err), Err: err}
 	}
-	s.log.Info("snapshot created", "project", id, "snapshot", snap.SnapshotID)
+	s.core.log.Info("snapshot created", "project", id, "snapshot", snap.SnapshotID)
 	return snap, nil
 }
 
@@ -622,7 +622,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) err
 	}
 	if f := archive.SnapshotPath(p.Path, snap); f != "" {
 		if err := os.Remove(f); err != nil {
-			s.log.Warn("delete snapshot file", "project", id, "snapshot", snapshotID, "err", err)
+			s.core.log.Warn("delete snapshot file", "project", id, "snapshot", snapshotID, "err", err)
 		}
 	}
 	return nil
@@ -645,7 +645,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 		return Project{}, err
 	}
 	defer end()
-	st, err := s.lockOpened(id)
+	st, err := s.core.lockOpened(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -678,28 +678,28 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	for i := range gone.Drawings {
 		gone.Drawings[i].SVG = s.resolveSVG(p, gone.Drawings[i].SVG)
 	}
-	s.closeOn(ctx, id, computes, "close project for a snapshot restore")
+	s.core.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
 		s.reopen(ctx, st, old, nil)
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
 	}
 	snap.Project.Path = p.Path
 	if err := s.reopen(ctx, st, snap, &gone); err != nil {
-		s.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
+		s.core.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
 		if serr := exchange(p.Path, aside, tmp); serr != nil {
-			s.log.Error("put back the project directory", "project", id, "err", serr)
+			s.core.log.Error("put back the project directory", "project", id, "err", serr)
 		}
 		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
-			s.log.Error("reopen the project as it was", "project", id, "err", rerr)
+			s.core.log.Error("reopen the project as it was", "project", id, "err", rerr)
 		}
 		return Project{}, errorf(ErrConflict, "Cannot restore snapshot: %v", err) // 409 whatever the cause, as GNS3
 	}
 	out := st.project()
 	info := snapInfo
-	s.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
-	s.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
-	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
-	s.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
+	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
+	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
+	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
 	return out, nil
 }
 
@@ -719,7 +719,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 	if err != nil {
 		return "", nil, refusal(err)
 	}
-	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+	if err := archive.Check(zr, s.core.cfg.ArchiveLimits); err != nil {
 		return "", nil, refusal(err)
 	}
 	data, err := archive.ReadProjectFile(zr)
@@ -740,7 +740,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 		return entry == archive.ProjectFile || entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/") ||
 			entry == "images" || strings.HasPrefix(entry, "images/") || entry == "project-files/captures" || strings.HasPrefix(entry, "project-files/captures/")
 	}
-	err = archive.Extract(zr, tmp, s.cfg.ArchiveLimits, keep)
+	err = archive.Extract(zr, tmp, s.core.cfg.ArchiveLimits, keep)
 	if err == nil {
 		err = atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644)
 	}
@@ -748,7 +748,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 		os.RemoveAll(tmp)
 		return "", nil, refusal(err)
 	}
-	snap, err := s.cfg.Store.Load(&Project{ID: p.ID, Name: p.Name, Path: tmp, Filename: p.Filename, Settings: p.Settings})
+	snap, err := s.core.cfg.Store.Load(&Project{ID: p.ID, Name: p.Name, Path: tmp, Filename: p.Filename, Settings: p.Settings})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", nil, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
@@ -818,23 +818,23 @@ func exchange(dir, incoming, outgoing string) error {
 // as it got: the project directory is whichever of its old and new files
 // were in place, with its kept entries wherever they were.
 func (s *Service) sweepArchiveLeftovers() {
-	entries, err := os.ReadDir(s.cfg.ProjectsDir)
+	entries, err := os.ReadDir(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		name := e.Name()
-		p := filepath.Join(s.cfg.ProjectsDir, name)
+		p := filepath.Join(s.core.cfg.ProjectsDir, name)
 		switch {
 		case strings.HasPrefix(name, ".upload-"), strings.HasPrefix(name, ".duplicate-"), strings.HasPrefix(name, ".import-"):
-			s.log.Warn("removing what an interrupted import left", "path", p)
+			s.core.log.Warn("removing what an interrupted import left", "path", p)
 			os.RemoveAll(p)
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-old"):
-			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
-			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+			recoverRestore(filepath.Join(s.core.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
+			s.core.log.Warn("finished an interrupted snapshot restore", "path", p)
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-new"):
-			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
-			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+			recoverRestore(filepath.Join(s.core.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
+			s.core.log.Warn("finished an interrupted snapshot restore", "path", p)
 		}
 	}
 }
@@ -879,18 +879,18 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		opened.drawings = append(opened.drawings, d)
 	}
 	if err := s.build(ctx, opened, snap, nil); err != nil {
-		s.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
+		s.core.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
 		return err
 	}
 	if before != nil {
 		for i := range before.Links {
-			s.emitLocked(st, Event{Action: LinkDeleted, Link: &before.Links[i]})
+			s.core.emitLocked(st, Event{Action: LinkDeleted, Link: &before.Links[i]})
 		}
 		for i := range before.Nodes {
-			s.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
+			s.core.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
 		}
 		for i := range before.Drawings {
-			s.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &before.Drawings[i]})
+			s.core.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &before.Drawings[i]})
 		}
 	}
 	st.mu.Lock()
@@ -901,29 +901,23 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 	st.onComputes = opened.onComputes
 	snapNow := st.snapshotLocked()
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", p.ID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", p.ID, "err", err)
 	}
 	if before != nil {
 		for i := range snapNow.Nodes {
-			s.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
+			s.core.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
 		}
 		for i := range snapNow.Links {
-			s.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
+			s.core.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
 		}
 		for i := range snapNow.Drawings {
 			d := snapNow.Drawings[i]
 			d.SVG = s.resolveSVG(snapNow.Project, d.SVG)
-			s.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
+			s.core.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
 		}
 	}
 	return nil
-}
-
-// emitLocked sends ev about st's project. st.ops must be held.
-func (s *Service) emitLocked(st *state, ev Event) {
-	ev.ProjectID = st.project().ID
-	s.cfg.Events.Emit(ev)
 }
 
 // runnable says whether labtap can run a node type at all.
@@ -937,37 +931,25 @@ func inertRefusal(n *Node, status string) error {
 	return errorf(ErrConflict, "Node type %s is not supported by this server", n.Type)
 }
 
-// deleteFromCompute deletes a node on its compute; an inert node is on
-// none, and a node its compute does not know is gone already.
-func (s *Service) deleteFromCompute(ctx context.Context, n Node) error {
-	if n.Inert {
-		return nil
-	}
-	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
-		return err
-	}
-	return nil
-}
-
 // keepInert keeps a stored node of a type labtap cannot run (a GNS3
 // project's iou, dynamips, virtualbox, ... node, or one its compute says
 // it does not run) as it is, stopped, on no compute, so the project opens
 // and its file keeps the node (spec 6.7). It reports whether n was such a
 // node. st is being built.
 func (s *Service) keepInert(st *state, n Node) bool {
-	if runnable(n.Type) && (!s.cfg.Computes.Exists(n.ComputeID) || s.mayRun(n.ComputeID, n.Type)) {
+	if runnable(n.Type) && (!s.core.cfg.Computes.Exists(n.ComputeID) || s.core.mayRun(n.ComputeID, n.Type)) {
 		return false
 	}
 	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
 	if n.Width == 0 || n.Height == 0 {
-		n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+		n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
 	}
 	if n.Label == nil {
 		n.Label = nodeLabel(nil, n.Name, n.Height)
 	}
 	st.nodes[n.ID] = &n
 	st.nodeOrder = append(st.nodeOrder, n.ID)
-	s.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
+	s.core.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
 	return true
 }
 

@@ -70,7 +70,7 @@ func (st *state) captureUsing(name, except string, ring bool) string {
 // CleanFileName), or "" for GNS3's default name.
 func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
 	req = req.WithDefaults()
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -120,7 +120,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		st.mu.Unlock()
 	}
 	computeID := nodes[side].ComputeID
-	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, req)
+	res, err := s.core.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, req)
 	if err != nil {
 		return Link{}, err
 	}
@@ -135,7 +135,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	l.Capture = Capture{State: res, ComputeID: computeID, Side: side}
 	out := *l
 	st.mu.Unlock()
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 	return out, nil
 }
 
@@ -146,7 +146,7 @@ func portOf(n *Node, ep Endpoint) capturePort {
 // StopCapture stops a link's capture, if any, and returns the link. The
 // file keeps everything captured; the link keeps its name and path.
 func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Link, error) {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -172,16 +172,16 @@ func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID strin
 	var final capspec.State
 	if c.Active {
 		var err error
-		final, err = s.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID)
+		final, err = s.core.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			s.log.Warn("stop capture", "link", linkID, "compute", c.ComputeID, "err", err)
+			s.core.log.Warn("stop capture", "link", linkID, "compute", c.ComputeID, "err", err)
 		}
 	}
 	st.mu.Lock()
 	l.Capture.end(final)
 	out := *l
 	st.mu.Unlock()
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 	return out
 }
 
@@ -211,12 +211,12 @@ func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) 
 	if err != nil || !l.Capture.Active {
 		return l, err
 	}
-	now, err := s.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
+	now, err := s.core.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
 	if err != nil {
-		s.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
+		s.core.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
 		return l, nil
 	}
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -248,12 +248,12 @@ func (s *Service) CaptureFile(ctx context.Context, projectID, linkID string) (Ca
 	if err != nil {
 		return CaptureFile{}, err
 	}
-	return s.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
+	return s.core.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
 }
 
 // runningCapture returns a link's capture, a conflict when none runs.
 func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Capture{}, err
 	}
@@ -281,5 +281,5 @@ func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
+	return s.core.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
 }

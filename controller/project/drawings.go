@@ -78,7 +78,7 @@ type DrawingUpdate struct {
 // project's carry their SVG text; a closed project's are as stored (the
 // SVG may be a file name), as GNS3 answers.
 func (s *Service) Drawings(projectID string) ([]Drawing, error) {
-	st, err := s.lookup(projectID)
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (s *Service) Drawings(projectID string) ([]Drawing, error) {
 
 // Drawing returns one drawing of an opened project.
 func (s *Service) Drawing(projectID, id string) (Drawing, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -127,7 +127,7 @@ func (st *state) drawingLocked(id string) int {
 // id that exists returns that drawing unchanged, as GNS3 does (the GUI
 // re-sends drawings it believes lost).
 func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -155,7 +155,7 @@ func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u Dra
 	st.mu.Lock()
 	st.drawings = append(st.drawings, d)
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings = slices.DeleteFunc(st.drawings, func(x Drawing) bool { return x.ID == id })
 		st.mu.Unlock()
@@ -163,7 +163,7 @@ func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u Dra
 	}
 	out := d
 	out.SVG = full
-	s.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
+	s.core.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
 	return out, nil
 }
 
@@ -171,7 +171,7 @@ func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u Dra
 // with the SVG only when it changed (GNS3); a request that changes nothing
 // announces nothing (the GUI sends one for every mouse release).
 func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -200,20 +200,20 @@ func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u Dra
 	st.mu.Lock()
 	st.drawings[st.drawingLocked(id)] = d
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings[st.drawingLocked(id)] = old
 		st.mu.Unlock()
 		return Drawing{}, err
 	}
 	ev := out
-	s.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
+	s.core.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
 	return out, nil
 }
 
 // DeleteDrawing removes a drawing that is not locked.
 func (s *Service) DeleteDrawing(ctx context.Context, projectID, id string) error {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
@@ -236,14 +236,14 @@ func (s *Service) DeleteDrawing(ctx context.Context, projectID, id string) error
 	st.mu.Lock()
 	st.drawings = slices.Delete(slices.Clone(st.drawings), i, i+1)
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings = before
 		st.mu.Unlock()
 		return err
 	}
 	old.SVG = s.resolveSVG(p, old.SVG)
-	s.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
+	s.core.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
 	return nil
 }
 
@@ -386,7 +386,7 @@ func (s *Service) resolveSVG(p Project, stored string) string {
 	defer root.Close()
 	f, err := root.Open(name)
 	if err != nil {
-		s.log.Warn("drawing picture missing", "project", p.ID, "file", name)
+		s.core.log.Warn("drawing picture missing", "project", p.ID, "file", name)
 		return empty
 	}
 	defer f.Close()

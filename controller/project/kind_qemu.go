@@ -319,7 +319,7 @@ func (s *Service) ResizeDisk(ctx context.Context, projectID, nodeID, drive strin
 	if n.Status != Stopped {
 		return errorf(ErrConflict, "Cannot resize %s while the VM is running", drive)
 	}
-	dr, ok := s.cfg.Computes.(DiskResizer)
+	dr, ok := s.core.cfg.Computes.(DiskResizer)
 	if !ok {
 		return errorf(ErrConflict, "This controller cannot resize disks")
 	}

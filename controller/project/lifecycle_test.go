@@ -192,7 +192,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new controller on the same store.
-	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
+	svc := NewService(Config{ProjectsDir: f.svc.core.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
 	if errs := svc.Load(t.Context(), nil); len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -218,7 +218,7 @@ func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
 	running := []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
 		{ID: l.ID, Capture: &capspec.State{FilePath: l.Capture.FilePath}},
 	}}}
-	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
+	svc := NewService(Config{ProjectsDir: f.svc.core.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
 	if errs := svc.Load(t.Context(), running); len(errs) != 0 {
 		t.Fatal(errs)
 	}

@@ -34,7 +34,7 @@ func defaultEndpointLabel(adapter, port int) Label {
 // Links returns a project's links in creation order. For a closed project
 // they are the links its file holds.
 func (s *Service) Links(projectID string) ([]Link, error) {
-	st, err := s.lookup(projectID)
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (s *Service) Links(projectID string) ([]Link, error) {
 
 // Link returns one link.
 func (s *Service) Link(projectID, linkID string) (Link, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -98,7 +98,7 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 	if len(req.Endpoints) > 2 {
 		return Link{}, errorf(ErrInvalid, "A link has at most 2 endpoints, got %d", len(req.Endpoints))
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -133,7 +133,7 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 		st.links[l.ID] = l
 		st.linkOrder = append(st.linkOrder, l.ID)
 	})
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.change(func() {
 			delete(st.links, l.ID)
 			st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
@@ -143,7 +143,7 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 	}
 	out := *l
 	if l.Wired {
-		s.emit(st, LinkCreated, nil, &out)
+		s.core.emit(st, LinkCreated, nil, &out)
 	}
 	return out, nil
 }
@@ -202,18 +202,18 @@ func isCloudOrNAT(t string) bool { return t == "cloud" || t == "nat" }
 func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	a, b := nodes[0], nodes[1]
 	if a.ComputeID == b.ComputeID {
-		if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
 			return err
 		}
 		l.Wired, l.Computes = true, []string{a.ComputeID}
 		return nil
 	}
-	st, err := s.lookup(l.ProjectID)
+	st, err := s.core.lookup(l.ProjectID)
 	if err != nil {
 		return err
 	}
 	for _, n := range nodes { // a compute that has no node yet needs the project
-		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
+		if err := s.core.openOn(ctx, st, n.ComputeID); err != nil {
 			return err
 		}
 	}
@@ -221,31 +221,31 @@ func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	release := func() {
 		for i, n := range nodes {
 			if ports[i] != 0 {
-				if err := s.cfg.Computes.ReleaseTunnelPort(context.WithoutCancel(ctx), n.ComputeID, l.ProjectID, tunnelID(l.ID, i)); err != nil {
-					s.log.Warn("release tunnel port", "link", l.ID, "compute", n.ComputeID, "err", err)
+				if err := s.core.cfg.Computes.ReleaseTunnelPort(context.WithoutCancel(ctx), n.ComputeID, l.ProjectID, tunnelID(l.ID, i)); err != nil {
+					s.core.log.Warn("release tunnel port", "link", l.ID, "compute", n.ComputeID, "err", err)
 				}
 			}
 		}
 	}
 	for i, n := range nodes {
-		p, err := s.cfg.Computes.ReserveTunnelPort(ctx, n.ComputeID, l.ProjectID, tunnelID(l.ID, i))
+		p, err := s.core.cfg.Computes.ReserveTunnelPort(ctx, n.ComputeID, l.ProjectID, tunnelID(l.ID, i))
 		if err != nil {
 			release()
 			return err
 		}
 		ports[i] = p
 	}
-	l.Tunnel = &TunnelPorts{Hosts: [2]string{s.cfg.Computes.TunnelHost(a.ComputeID), s.cfg.Computes.TunnelHost(b.ComputeID)}, Ports: ports}
+	l.Tunnel = &TunnelPorts{Hosts: [2]string{s.core.cfg.Computes.TunnelHost(a.ComputeID), s.core.cfg.Computes.TunnelHost(b.ComputeID)}, Ports: ports}
 	l.FilterSide = filterSide(nodes, l.Capture)
 	ws := crossWirings(l, nodes)
-	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, ws[0]); err != nil {
+	if err := s.core.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, ws[0]); err != nil {
 		release()
 		l.Tunnel = nil
 		return err
 	}
-	if err := s.cfg.Computes.PutLink(ctx, b.ComputeID, l.ProjectID, ws[1]); err != nil {
-		if derr := s.cfg.Computes.DeleteLink(context.WithoutCancel(ctx), a.ComputeID, l.ProjectID, l.ID); derr != nil {
-			s.log.Warn("roll back half a link", "link", l.ID, "compute", a.ComputeID, "err", derr)
+	if err := s.core.cfg.Computes.PutLink(ctx, b.ComputeID, l.ProjectID, ws[1]); err != nil {
+		if derr := s.core.cfg.Computes.DeleteLink(context.WithoutCancel(ctx), a.ComputeID, l.ProjectID, l.ID); derr != nil {
+			s.core.log.Warn("roll back half a link", "link", l.ID, "compute", a.ComputeID, "err", derr)
 		}
 		release()
 		l.Tunnel = nil
@@ -304,11 +304,11 @@ func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
 		return nil
 	}
 	if l.Tunnel == nil {
-		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+		return s.core.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
 	}
 	ws := crossWirings(l, nodes)
 	for side, n := range nodes {
-		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil {
 			return err
 		}
 	}
@@ -322,12 +322,12 @@ func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
 		return nil
 	}
 	if l.Tunnel == nil {
-		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+		return s.core.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
 	}
 	ws := crossWirings(l, nodes)
 	var first error
 	for side, n := range nodes {
-		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil && first == nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -350,7 +350,7 @@ func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filter
 		return err
 	}
 	for _, c := range slices.Compact(slices.Clone(l.Computes)) {
-		if err := s.cfg.Computes.CheckFilters(ctx, c, dataLinkTypeOf(l.LinkType), exprs); err != nil {
+		if err := s.core.cfg.Computes.CheckFilters(ctx, c, dataLinkTypeOf(l.LinkType), exprs); err != nil {
 			return err
 		}
 	}
@@ -369,7 +369,7 @@ func (s *Service) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*N
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if rerr := s.pushAll(rctx, prev, nodes); rerr != nil {
-		s.log.Error("set a link's relays back after a failed update", "project", prev.ProjectID, "link", prev.ID, "err", rerr)
+		s.core.log.Error("set a link's relays back after a failed update", "project", prev.ProjectID, "link", prev.ID, "err", rerr)
 	}
 	return err
 }
@@ -396,7 +396,7 @@ func wireEnd(n *Node, ep Endpoint) WireEnd {
 func (s *Service) unwire(ctx context.Context, l *Link) error {
 	var first error
 	for _, c := range l.Computes {
-		if err := s.cfg.Computes.DeleteLink(ctx, c, l.ProjectID, l.ID); err != nil && !isNotFound(err) && first == nil {
+		if err := s.core.cfg.Computes.DeleteLink(ctx, c, l.ProjectID, l.ID); err != nil && !isNotFound(err) && first == nil {
 			first = err
 		}
 	}
@@ -427,7 +427,7 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 			return Link{}, err
 		}
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -458,12 +458,12 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	st.change(func() {
 		*cur = next
 	})
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", projectID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", projectID, "err", err)
 	}
 	for range plan.announce {
 		out := next
-		s.emit(st, LinkUpdated, nil, &out)
+		s.core.emit(st, LinkUpdated, nil, &out)
 	}
 	return next, nil
 }
@@ -480,7 +480,7 @@ func (s *Service) AvailableFilters(projectID, linkID string) ([]FilterType, erro
 
 // NodeLinks returns the wired links touching a node.
 func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +501,7 @@ func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
 // DeleteLink removes a link: its relays (which ends a capture, leaving a
 // valid file) and its entry.
 func (s *Service) DeleteLink(ctx context.Context, projectID, linkID string) error {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
@@ -516,8 +516,8 @@ func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string
 	if err != nil {
 		return err
 	}
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", st.p.ID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", st.p.ID, "err", err)
 	}
 	s.emitLinkGone(st, old)
 	return nil
@@ -554,7 +554,7 @@ func (s *Service) emitLinkGone(st *state, old Link) {
 		// believes a deleted link was still capturing.
 		old.Capture.end(capspec.State{})
 		stopped := old
-		s.emit(st, LinkUpdated, nil, &stopped)
+		s.core.emit(st, LinkUpdated, nil, &stopped)
 	}
-	s.emit(st, LinkDeleted, nil, &old)
+	s.core.emit(st, LinkDeleted, nil, &old)
 }

@@ -22,7 +22,7 @@ const MaxNodeFile = 512 << 10
 
 // nodeOf returns a copy of a node of an opened project.
 func (s *Service) nodeOf(projectID, nodeID string) (Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -55,7 +55,7 @@ func (s *Service) NodeFile(ctx context.Context, projectID, nodeID, name string) 
 	if name, err = nodeFileName(name); err != nil {
 		return nil, err
 	}
-	return s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, name)
+	return s.core.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, name)
 }
 
 // WriteNodeFile replaces a file of a node's directory on its compute; a
@@ -68,7 +68,7 @@ func (s *Service) WriteNodeFile(ctx context.Context, projectID, nodeID, name str
 	if name, err = nodeFileName(name); err != nil {
 		return err
 	}
-	return s.cfg.Computes.WriteNodeFile(ctx, n.ComputeID, projectID, nodeID, name, data)
+	return s.core.cfg.Computes.WriteNodeFile(ctx, n.ComputeID, projectID, nodeID, name, data)
 }
 
 // ResetConsole disconnects every client of a started node's console (a
@@ -81,7 +81,7 @@ func (s *Service) ResetConsole(ctx context.Context, projectID, nodeID string) er
 	if n.Status != Started || n.Console == 0 || n.ConsoleType != "telnet" {
 		return nil
 	}
-	return s.cfg.Computes.ResetConsole(ctx, n.ComputeID, projectID, nodeID)
+	return s.core.cfg.Computes.ResetConsole(ctx, n.ComputeID, projectID, nodeID)
 }
 
 // ResetConsoles resets the console of every started node of a project.
@@ -137,20 +137,20 @@ func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x
 	}
 	// The node's files go with it: what it holds that labtap does not
 	// model too (an agent without the copy route gets startup.vpc).
-	if c, ok := s.cfg.Computes.(nodeCopier); ok {
+	if c, ok := s.core.cfg.Computes.(nodeCopier); ok {
 		err = c.CopyNodeDir(ctx, n.ComputeID, projectID, nodeID, dup.ID)
 	} else if n.Type == "vpcs" {
 		var data []byte
-		data, err = s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
+		data, err = s.core.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
 		if err == nil {
-			err = s.cfg.Computes.WriteNodeFile(ctx, dup.ComputeID, projectID, dup.ID, "startup.vpc", data)
+			err = s.core.cfg.Computes.WriteNodeFile(ctx, dup.ComputeID, projectID, dup.ID, "startup.vpc", data)
 		} else if isNotFound(err) {
 			err = nil
 		}
 	}
 	if err != nil {
 		if derr := s.DeleteNode(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
-			s.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
+			s.core.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
 		}
 		return Node{}, err
 	}

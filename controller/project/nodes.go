@@ -52,7 +52,7 @@ func NewNodeCreate() NodeCreate {
 // Nodes returns a project's nodes in creation order. For a closed project
 // they are the nodes its file holds (GNS3 lists them too).
 func (s *Service) Nodes(projectID string) ([]Node, error) {
-	st, err := s.lookup(projectID)
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Service) Nodes(projectID string) ([]Node, error) {
 
 // Node returns one node.
 func (s *Service) Node(projectID, nodeID string) (Node, error) {
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -92,10 +92,10 @@ func (st *state) nodeLocked(id string) (*Node, error) {
 // CreateNode creates a node on its compute, saves the project and returns
 // the node. Creating a node whose id exists returns it unchanged.
 func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
-	if !s.cfg.Computes.Exists(req.ComputeID) {
+	if !s.core.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -113,7 +113,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err != nil {
 		return Node{}, err
 	}
-	if !s.mayRun(req.ComputeID, req.Type) {
+	if !s.core.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
 	if k := kindOf(req.Type); k.defaults != nil {
@@ -147,14 +147,14 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err != nil {
 		return Node{}, err
 	}
-	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
+	if err := s.core.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
-	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, spec)
+	rt, err := s.core.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, spec)
 	if err != nil {
 		return Node{}, err
 	}
-	n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+	n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
 	n.applyRuntime(rt)
 	n.Label = nodeLabel(req.Label, name, n.Height)
 
@@ -162,19 +162,19 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		st.nodes[n.ID] = n
 		st.nodeOrder = append(st.nodeOrder, n.ID)
 	})
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		// Nothing stays of a node that could not be saved.
 		st.change(func() {
 			delete(st.nodes, n.ID)
 			st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
 		})
-		if derr := s.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
-			s.log.Warn("roll back node", "node", n.ID, "err", derr)
+		if derr := s.core.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
+			s.core.log.Warn("roll back node", "node", n.ID, "err", derr)
 		}
 		return Node{}, err
 	}
 	out := *n
-	s.emit(st, NodeCreated, &out, nil)
+	s.core.emit(st, NodeCreated, &out, nil)
 	s.warnNode(st, &out, nil)
 	return out, nil
 }
@@ -314,7 +314,7 @@ func (s *Service) resolveAdapters(n *Node) error {
 	if err != nil {
 		return err
 	}
-	if scheme, ok := s.cfg.Computes.(MACScheme); ok {
+	if scheme, ok := s.core.cfg.Computes.(MACScheme); ok {
 		base, _ := n.Properties["mac_address"].(string)
 		if base == "" { // shown as the node's mac_address, as GNS3's compute does
 			macs, err := scheme.AdapterMACs(n.Type, n.ID, "", 1)
@@ -373,7 +373,7 @@ func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node,
 }
 
 func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
-	st, unlock, err := s.lockLifecycle(projectID, nodeID)
+	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -396,26 +396,26 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 	if err != nil {
 		return Node{}, err
 	}
-	rt, err := s.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
+	rt, err := s.core.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
 	if err != nil {
 		if status == Started {
 			return Node{}, err
 		}
 		// GNS3 answers a stop with 200 whatever the compute says; the
 		// node's status stays what we last knew.
-		s.log.Warn("stop node", "node", nodeID, "err", err)
+		s.core.log.Warn("stop node", "node", nodeID, "err", err)
 		st.mu.RLock()
 		defer st.mu.RUnlock()
 		return *n, nil
 	}
 	before, after := s.updateRuntime(ctx, st, n, rt)
 	if before.Console != after.Console {
-		if err := s.save(st); err != nil {
-			s.log.Error("save project", "project", projectID, "err", err)
+		if err := s.core.save(st); err != nil {
+			s.core.log.Error("save project", "project", projectID, "err", err)
 		}
 	}
 	if shownChanged(before, after) {
-		s.emit(st, NodeUpdated, &after, nil)
+		s.core.emit(st, NodeUpdated, &after, nil)
 	}
 	return after, nil
 }
@@ -456,7 +456,7 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 
 // ReloadNode restarts a node: stop, then start.
 func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	st, unlock, err := s.lockLifecycle(projectID, nodeID)
+	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -515,7 +515,7 @@ func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
 // those running), and returns the first error after all have run. A node
 // deleted before its turn is skipped.
 func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
-	if _, err := s.opened(projectID); err != nil {
+	if _, err := s.core.opened(projectID); err != nil {
 		return err
 	}
 	nodes, err := s.Nodes(projectID)
@@ -529,7 +529,7 @@ func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Co
 			continue // never runs (archive.go)
 		}
 		g.Go(func() error {
-			st, unlock, err := s.lockLifecycle(projectID, n.ID)
+			st, unlock, err := s.core.lockLifecycle(projectID, n.ID)
 			if err != nil {
 				return err
 			}
@@ -576,7 +576,7 @@ type NodeUpdate struct {
 // then carried out on its compute, then saved. A rename follows the naming
 // rules, sets the label's text and resets its x (as GNS3).
 func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -596,7 +596,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	// this one holds st.ops.
 	plan, err := planNodeUpdate(*cur, u, nodePlanEnv{
 		nameTaken: func(name string) bool { return names[name] },
-		symbols:   s.cfg.Symbols,
+		symbols:   s.core.cfg.Symbols,
 		spec:      func(n *Node) (NodeSpec, error) { return s.nodeSpec(n, vars) },
 	})
 	if err != nil {
@@ -604,7 +604,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	}
 	next := plan.next
 	if plan.respec != nil {
-		rt, err := s.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
+		rt, err := s.core.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
 		if err != nil {
 			return Node{}, err
 		}
@@ -622,13 +622,13 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	prev := *cur
 	*cur = next
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.change(func() {
 			*cur = prev
 		})
 		return Node{}, err
 	}
-	s.emit(st, NodeUpdated, &next, nil)
+	s.core.emit(st, NodeUpdated, &next, nil)
 	s.warnNode(st, &next, &prev)
 	return next, nil
 }
@@ -651,7 +651,7 @@ func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, port
 	}
 	spec.Ports = ports
 	err = func() error {
-		_, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
+		_, err := s.core.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
 		return err
 	}()
 	if err == nil || !errors.Is(err, ErrConflict) {
@@ -666,16 +666,16 @@ func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, port
 	if linked {
 		return errorf(ErrConflict, "Delete the links of %s before changing the number of its ports", n.Name)
 	}
-	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
+	if err := s.core.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
 		return err
 	}
-	_, err = s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec)
+	_, err = s.core.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec)
 	return err
 }
 
 // DeleteNode deletes a node's links, then the node. A locked node stays.
 func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
@@ -705,7 +705,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	for _, id := range links {
 		old, err := s.removeLinkLocked(ctx, st, id)
 		if err != nil {
-			s.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
+			s.core.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
 			continue
 		}
 		gone = append(gone, old)
@@ -715,10 +715,10 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 			s.emitLinkGone(st, old)
 		}
 	}
-	if err := s.deleteFromCompute(ctx, node); err != nil {
+	if err := s.core.deleteFromCompute(ctx, node); err != nil {
 		if len(gone) > 0 {
-			if err := s.save(st); err != nil {
-				s.log.Error("save project", "project", projectID, "err", err)
+			if err := s.core.save(st); err != nil {
+				s.core.log.Error("save project", "project", projectID, "err", err)
 			}
 			announce()
 		}
@@ -729,22 +729,10 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
 	st.mu.Unlock()
 	st.forgetLifecycle(nodeID)
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", projectID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", projectID, "err", err)
 	}
 	announce()
-	s.emit(st, NodeDeleted, &node, nil)
+	s.core.emit(st, NodeDeleted, &node, nil)
 	return nil
-}
-
-// mayRun says whether a node type can be asked of a compute: labtap must
-// know the type, and the compute must run it, as far as it has said. A
-// compute that has never answered has said nothing: the call is made, and
-// fails with the reason it cannot be reached.
-func (s *Service) mayRun(computeID, nodeType string) bool {
-	if kindOf(nodeType) == nil {
-		return false
-	}
-	types := s.cfg.Computes.NodeTypes(computeID)
-	return len(types) == 0 || slices.Contains(types, nodeType)
 }

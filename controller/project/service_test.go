@@ -493,7 +493,7 @@ func TestProjectNamesAreUnique(t *testing.T) {
 
 func TestProjectPathMustStayInsideTheProjectsDirectory(t *testing.T) {
 	f := newFixture(t)
-	dir := f.svc.cfg.ProjectsDir
+	dir := f.svc.core.cfg.ProjectsDir
 	for _, path := range []string{"/tmp/outside", dir + "-evil", dir + "/../victim", dir} {
 		_, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "p-" + path, Path: path})
 		if !errors.Is(err, ErrForbidden) {
@@ -510,7 +510,7 @@ func TestDeletingAProjectOutsideTheProjectsDirectoryIsRefusedAndLeavesItOpen(t *
 	// projects directory that moved since; the API cannot create one.
 	f := newFixture(t)
 	f.node(t, "PC1") // opens the project on its compute
-	st, err := f.svc.lookup(f.project.ID)
+	st, err := f.svc.core.lookup(f.project.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			f := newFixture(t)
 			pc := f.node(t, "PC1")
-			st, err := f.svc.lookup(f.project.ID)
+			st, err := f.svc.core.lookup(f.project.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -563,9 +563,9 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 				st.p.Status = Closed
 				st.mu.Unlock()
 			} else {
-				f.svc.mu.Lock()
-				delete(f.svc.projects, f.project.ID)
-				f.svc.mu.Unlock()
+				f.svc.core.mu.Lock()
+				delete(f.svc.core.projects, f.project.ID)
+				f.svc.core.mu.Unlock()
 			}
 			f.computes.mu.Lock()
 			f.computes.calls = nil
@@ -588,7 +588,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 
 func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 	f := newFixture(t)
-	st, err := f.svc.lookup(f.project.ID)
+	st, err := f.svc.core.lookup(f.project.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,9 +601,9 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 		updated <- err
 	}()
 	<-waiting
-	f.svc.mu.Lock()
-	delete(f.svc.projects, f.project.ID)
-	f.svc.mu.Unlock()
+	f.svc.core.mu.Lock()
+	delete(f.svc.core.projects, f.project.ID)
+	f.svc.core.mu.Unlock()
 	f.store.Remove(&f.project)
 	st.ops.Unlock()
 	if err := <-updated; !errors.Is(err, ErrNotFound) {
@@ -619,7 +619,7 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 func reachesTheLock(svc *Service) <-chan struct{} {
 	reached := make(chan struct{})
 	var once sync.Once
-	svc.hooks.beforeOpsLock = func() { once.Do(func() { close(reached) }) }
+	svc.core.hooks.beforeOpsLock = func() { once.Do(func() { close(reached) }) }
 	return reached
 }
 

@@ -79,7 +79,7 @@ type FromTemplate struct {
 // CreateFromTemplate creates a node from a template (api-v2.md 2.4.1),
 // checking in GNS3's order: project, opened, template, compute.
 func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID string, req FromTemplate) (Node, error) {
-	if _, err := s.opened(projectID); err != nil {
+	if _, err := s.core.opened(projectID); err != nil {
 		return Node{}, err
 	}
 	t, err := s.Template(templateID)

@@ -346,7 +346,7 @@ func (s *Service) CreateTemplate(req map[string]any) (Template, error) {
 		return Template{}, err
 	}
 	out := userTemplate(t)
-	s.cfg.Events.Emit(Event{Action: TemplateCreated, Template: &out})
+	s.core.cfg.Events.Emit(Event{Action: TemplateCreated, Template: &out})
 	return out, nil
 }
 
@@ -393,7 +393,7 @@ func (s *Service) UpdateTemplate(id string, req map[string]any) (Template, error
 	if err := ts.saveLocked(list); err != nil {
 		return Template{}, err
 	}
-	s.cfg.Events.Emit(Event{Action: TemplateUpdated, Template: &out})
+	s.core.cfg.Events.Emit(Event{Action: TemplateUpdated, Template: &out})
 	return out, nil
 }
 
@@ -413,7 +413,7 @@ func (s *Service) DeleteTemplate(id string) error {
 	if err := ts.saveLocked(slices.Delete(slices.Clone(ts.list), i, i+1)); err != nil {
 		return err
 	}
-	s.cfg.Events.Emit(Event{Action: TemplateDeleted, Template: &gone})
+	s.core.cfg.Events.Emit(Event{Action: TemplateDeleted, Template: &gone})
 	return nil
 }
 

@@ -32,7 +32,7 @@ func (s *Service) warnNode(st *state, n, prev *Node) {
 		msgs = append(msgs, st.duplicateMACs(n)...)
 	}
 	for _, m := range msgs {
-		s.emitLog(st, m)
+		s.core.emitLog(st, m)
 	}
 }
 
