@@ -54,7 +54,7 @@ func (a *API) listDrawings(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	list, err := a.projects.Drawings(p.ID)
+	list, err := a.projects.Drawings.List(p.ID)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (a *API) createDrawing(c *fiber.Ctx) error {
 	}
 	id := ""
 	set(&id, r.DrawingID)
-	d, err := a.projects.CreateDrawing(c.UserContext(), c.Params("project_id"), id, u)
+	d, err := a.projects.Drawings.Create(c.UserContext(), c.Params("project_id"), id, u)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (a *API) createDrawing(c *fiber.Ctx) error {
 }
 
 func (a *API) getDrawing(c *fiber.Ctx) error {
-	d, err := a.projects.Drawing(c.Params("project_id"), c.Params("drawing_id"))
+	d, err := a.projects.Drawings.Get(c.Params("project_id"), c.Params("drawing_id"))
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (a *API) updateDrawing(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.projects.UpdateDrawing(c.UserContext(), c.Params("project_id"), c.Params("drawing_id"), u)
+	d, err := a.projects.Drawings.Update(c.UserContext(), c.Params("project_id"), c.Params("drawing_id"), u)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (a *API) updateDrawing(c *fiber.Ctx) error {
 }
 
 func (a *API) deleteDrawing(c *fiber.Ctx) error {
-	if err := a.projects.DeleteDrawing(c.UserContext(), c.Params("project_id"), c.Params("drawing_id")); err != nil {
+	if err := a.projects.Drawings.Delete(c.UserContext(), c.Params("project_id"), c.Params("drawing_id")); err != nil {
 		return err
 	}
 	return noContent(c)

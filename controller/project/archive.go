@@ -676,7 +676,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	gone := *old
 	gone.Drawings = slices.Clone(old.Drawings)
 	for i := range gone.Drawings {
-		gone.Drawings[i].SVG = s.resolveSVG(p, gone.Drawings[i].SVG)
+		gone.Drawings[i].SVG = s.Drawings.resolveSVG(p, gone.Drawings[i].SVG)
 	}
 	s.core.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
@@ -913,7 +913,7 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		}
 		for i := range snapNow.Drawings {
 			d := snapNow.Drawings[i]
-			d.SVG = s.resolveSVG(snapNow.Project, d.SVG)
+			d.SVG = s.Drawings.resolveSVG(snapNow.Project, d.SVG)
 			s.core.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
 		}
 	}

@@ -55,6 +55,8 @@ type Config struct {
 type Service struct {
 	core *core
 
+	Drawings *Drawings
+
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
 }
@@ -106,7 +108,9 @@ func NewService(cfg Config) *Service {
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	return &Service{core: c, templates: templateStore{path: cfg.TemplatesFile}}
+	s := &Service{core: c, templates: templateStore{path: cfg.TemplatesFile}}
+	s.Drawings = &Drawings{core: c}
+	return s
 }
 
 // Close cancels the work requests left running in the background (a
