@@ -166,7 +166,7 @@ func (h nodeRoutes) updateNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) nodeLinks(c *fiber.Ctx) error {
-	list, err := h.projects.NodeLinks(c.Params("project_id"), c.Params("node_id"))
+	list, err := h.projects.Links.OfNode(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}

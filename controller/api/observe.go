@@ -88,7 +88,7 @@ func (a *API) asset(c *fiber.Ctx) error {
 
 // linkView serves the page for one link, which must exist.
 func (a *API) linkView(c *fiber.Ctx) error {
-	if _, err := a.projects.Link(c.Params("project_id"), c.Params("link_id")); err != nil {
+	if _, err := a.projects.Links.Get(c.Params("project_id"), c.Params("link_id")); err != nil {
 		return err
 	}
 	return a.page(c)

@@ -112,7 +112,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		// file shows every frame after them, both ways (placement.go).
 		moved := *l
 		moved.FilterSide = side
-		if err := s.push(ctx, &moved, nodes); err != nil {
+		if err := s.Links.push(ctx, &moved, nodes); err != nil {
 			return Link{}, err
 		}
 		st.mu.Lock()
@@ -207,7 +207,7 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 // filtered, files; the file being written). A compute that does not
 // answer leaves the counts it reported last.
 func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
-	l, err := s.Link(projectID, linkID)
+	l, err := s.Links.Get(projectID, linkID)
 	if err != nil || !l.Capture.Active {
 		return l, err
 	}

@@ -229,7 +229,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		rl, still := kept[l.ID]
 		side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
 		if cur.Tunnel == nil || still && side >= 0 && rl.Tunnel != nil && rl.Tunnel.LocalPort == cur.Tunnel.Ports[side] {
-			if err := s.push(ctx, &cur, ends); err != nil {
+			if err := s.Links.push(ctx, &cur, ends); err != nil {
 				s.core.log.Warn("reconcile: link", "project", pid, "link", l.ID, "err", err)
 			}
 			if still && rl.Capture != nil {
@@ -237,9 +237,9 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 			}
 			continue
 		}
-		s.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
+		s.Links.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
 		cur.Wired, cur.Computes, cur.Tunnel = false, nil, nil
-		if err := s.wire(ctx, &cur, ends); err != nil {
+		if err := s.Links.wire(ctx, &cur, ends); err != nil {
 			s.core.log.Warn("reconcile: cross-compute link", "project", pid, "link", l.ID, "err", err)
 		}
 		st.mu.Lock()

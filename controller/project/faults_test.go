@@ -58,7 +58,7 @@ func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
 	// what the compute says now wins, and nothing changes.
 	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
 	n, _ := f.svc.Node(f.project.ID, a.ID)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Started || !got.Capture.Active || len(f.events.actions()) != before {
 		t.Fatalf("node %s, capture %+v, events %v", n.Status, got.Capture, f.events.actions()[before:])
 	}
@@ -71,7 +71,7 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 	f.computes.mu.Unlock()
 	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
 	n, _ := f.svc.Node(f.project.ID, a.ID)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Stopped || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("node %s, capture %+v", n.Status, got.Capture)
 	}
@@ -80,11 +80,11 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
-	if got, _ := f.svc.Link(f.project.ID, l.ID); !got.Capture.Active {
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); !got.Capture.Active {
 		t.Fatal("a report from another compute ended the capture")
 	}
 	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
 		t.Fatalf("after the capture ended: %+v", got.Capture)
 	}
@@ -102,7 +102,7 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 	final := capspec.State{FileName: l.Capture.FileName, FilePath: l.Capture.FilePath, Frames: 812, Bytes: 131000, Files: 1,
 		Limit: "it reached capture_max_bytes (131072 bytes)"}
 	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.Frames != 812 || got.Capture.Bytes != 131000 || got.Capture.Limit == "" {
 		t.Fatalf("after the capture reached its limit: %+v", got.Capture)
 	}
@@ -116,14 +116,14 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 
 func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	if before, _ := f.svc.Link(f.project.ID, l.ID); before.Capture.Frames != 0 {
+	if before, _ := f.svc.Links.Get(f.project.ID, l.ID); before.Capture.Frames != 0 {
 		t.Fatalf("counts at start: %+v", before.Capture)
 	}
 	got, err := f.svc.LinkWithCounts(t.Context(), f.project.ID, l.ID)
 	if err != nil || !got.Capture.Active || got.Capture.Frames != 7 {
 		t.Fatalf("LinkWithCounts: %+v, %v", got.Capture, err)
 	}
-	if kept, _ := f.svc.Link(f.project.ID, l.ID); kept.Capture.Frames != 7 {
+	if kept, _ := f.svc.Links.Get(f.project.ID, l.ID); kept.Capture.Frames != 7 {
 		t.Fatalf("the counts were not kept: %+v", kept.Capture)
 	}
 }
@@ -131,7 +131,7 @@ func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
 func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.FileName != "x-00002.pcap" || got.Capture.Files != 2 {
 		t.Fatalf("after the next file began: %+v", got.Capture)
 	}
@@ -144,7 +144,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	f, _, _, l := capturingPair(t)
 	path := l.Capture.FilePath
 	f.svc.ComputeLost(t.Context(), "local")
-	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatal("the capture of a lost compute still shows")
 	}
 	if ev := f.lastLinkEvent(t); ev.Capture.Active {
@@ -158,7 +158,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
 		{ID: l.ID, Capture: &capspec.State{FilePath: path}},
 	}}})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != path {
 		t.Fatalf("after the compute came back: %+v", got.Capture)
 	}
@@ -171,7 +171,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	f.computes.nodes, f.computes.links = map[string]string{}, map[string]Wiring{} // forgotten, as by a restart
 	f.computes.mu.Unlock()
 	f.svc.ComputeBack(t.Context(), "local", nil)
-	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatalf("a restarted compute's capture came back: %+v", got.Capture)
 	}
 	f.computes.mu.Lock()

@@ -205,10 +205,10 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 				l.Capture = c
 			}
 			l.FilterSide = filterSide(nodes, l.Capture)
-			if err := s.push(ctx, l, nodes); err != nil {
+			if err := s.Links.push(ctx, l, nodes); err != nil {
 				return err
 			}
-		} else if err := s.wire(ctx, l, nodes); err != nil {
+		} else if err := s.Links.wire(ctx, l, nodes); err != nil {
 			return err
 		} else if c, ok := adoptedCapture(l, nodes, running); ok {
 			l.Capture = c

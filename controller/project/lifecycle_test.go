@@ -62,7 +62,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
-	up := func(u LinkUpdate) (Link, error) { return f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, u) }
+	up := func(u LinkUpdate) (Link, error) { return f.svc.Links.Update(t.Context(), f.project.ID, l.ID, u) }
 	got, err := up(LinkUpdate{Filters: map[string][]any{"delay": {100.0}, "packet_loss": {5.0}}})
 	if err != nil || len(got.Filters) != 2 || f.computes.links[l.ID].Filters.Delay == nil {
 		t.Fatalf("set filters: %+v, %v", got.Filters, err)
@@ -78,7 +78,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	// A refused update changes nothing, even its valid parts (GNS3
 	// applies the steps before the failing one).
 	yes := true
-	before, _ := f.svc.Link(f.project.ID, l.ID)
+	before, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	_, err = up(LinkUpdate{Suspend: &yes, Labels: []Endpoint{{NodeID: "00000000-0000-4000-8000-000000000009"}}})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("label for an unknown node: %v", err)
@@ -87,7 +87,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("out-of-range filter: %v", err)
 	}
-	after, _ := f.svc.Link(f.project.ID, l.ID)
+	after, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !reflect.DeepEqual(before, after) || f.computes.links[l.ID].Suspend {
 		t.Fatalf("a refused update changed the link: %+v", after)
 	}
@@ -97,7 +97,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 		t.Fatalf("bad bpf: %v", err)
 	}
 	delete(f.computes.failOn, "put_link")
-	if after, _ := f.svc.Link(f.project.ID, l.ID); !reflect.DeepEqual(before, after) {
+	if after, _ := f.svc.Links.Get(f.project.ID, l.ID); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a refused bpf changed the link: %+v", after.Filters)
 	}
 	// Suspend reaches the relay; the filters stay as they were.
@@ -116,7 +116,7 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	yes := true
-	if _, err := f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes, Filters: map[string][]any{"delay": {20.0}}}); err != nil {
+	if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes, Filters: map[string][]any{"delay": {20.0}}}); err != nil {
 		t.Fatal(err)
 	}
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
@@ -128,13 +128,13 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	}
 	_, err := f.svc.Node(f.project.ID, a.ID)
 	wantErr(t, err, ErrForbidden, "The project is not opened")
-	_, err = f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{})
+	_, err = f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{})
 	wantErr(t, err, ErrForbidden, "The project is not opened")
 	if st, _ := f.svc.ProjectStats(f.project.ID); st != (Stats{}) {
 		t.Fatalf("stats of a closed project %+v", st)
 	}
 	nodes, _ := f.svc.Nodes(f.project.ID)
-	links, _ := f.svc.Links(f.project.ID)
+	links, _ := f.svc.Links.List(f.project.ID)
 	if len(nodes) != 2 || len(links) != 1 || links[0].Capture.Active {
 		t.Fatalf("closed project lists %d nodes, %d links (%+v)", len(nodes), len(links), links)
 	}
@@ -144,7 +144,7 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	if err != nil || p.Status != Opened {
 		t.Fatalf("open: %+v, %v", p, err)
 	}
-	re, _ := f.svc.Link(f.project.ID, l.ID)
+	re, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	w := f.computes.links[l.ID]
 	// suspend is restored (GNS3 forgets it), filters too; captures are not.
 	if !re.Suspend || !w.Suspend || w.Filters.Delay == nil || re.Capture.Active || re.Capture.FileName != "" || len(f.computes.nodes) != 2 {
@@ -166,7 +166,7 @@ func TestOpenDropsLinksWhoseEndpointsAreGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if links, _ := f.svc.Links(p.ID); len(links) != 0 {
+	if links, _ := f.svc.Links.List(p.ID); len(links) != 0 {
 		t.Fatalf("a link with a missing endpoint survived: %+v", links)
 	}
 }
@@ -222,7 +222,7 @@ func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
 	if errs := svc.Load(t.Context(), running); len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	got, err := svc.Link(f.project.ID, l.ID)
+	got, err := svc.Links.Get(f.project.ID, l.ID)
 	if err != nil || !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != l.Capture.FilePath {
 		t.Fatalf("after load: %+v, %v; want the running capture taken over", got.Capture, err)
 	}

@@ -31,9 +31,15 @@ func defaultEndpointLabel(adapter, port int) Label {
 	}
 }
 
-// Links returns a project's links in creation order. For a closed project
+// Links are the links of projects: their checks, their wiring on
+// computes (UDP tunnels, filters) and their changes.
+type Links struct {
+	core *core
+}
+
+// List returns a project's links in creation order. For a closed project
 // they are the links its file holds.
-func (s *Service) Links(projectID string) ([]Link, error) {
+func (s *Links) List(projectID string) ([]Link, error) {
 	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
@@ -47,8 +53,8 @@ func (s *Service) Links(projectID string) ([]Link, error) {
 	return out, nil
 }
 
-// Link returns one link.
-func (s *Service) Link(projectID, linkID string) (Link, error) {
+// Get returns one link.
+func (s *Links) Get(projectID, linkID string) (Link, error) {
 	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Link{}, err
@@ -91,10 +97,10 @@ func (st *state) portUsedLocked(nodeID string, adapter, port int) bool {
 	return false
 }
 
-// CreateLink checks a link (api-v2.md 4.2, in that order), wires it on its
+// Create checks a link (api-v2.md 4.2, in that order), wires it on its
 // compute when it has two endpoints, saves the project and returns it.
 // Nothing changes when a check or the wiring fails.
-func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCreate) (Link, error) {
+func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (Link, error) {
 	if len(req.Endpoints) > 2 {
 		return Link{}, errorf(ErrInvalid, "A link has at most 2 endpoints, got %d", len(req.Endpoints))
 	}
@@ -199,7 +205,7 @@ func isCloudOrNAT(t string) bool { return t == "cloud" || t == "nat" }
 // each, joined by a UDP tunnel: a port is reserved on each compute first,
 // then both relays are set up, and if the second fails the first is removed
 // and both reservations released, so nothing is left half-built.
-func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	a, b := nodes[0], nodes[1]
 	if a.ComputeID == b.ComputeID {
 		if err := s.core.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
@@ -299,7 +305,7 @@ func crossWirings(l *Link, nodes []*Node) [2]Wiring {
 
 // push sends a wired link's current relays to its computes (after its
 // filters, suspend or filter side changed).
-func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) push(ctx context.Context, l *Link, nodes []*Node) error {
 	if !l.Wired {
 		return nil
 	}
@@ -317,7 +323,7 @@ func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
 
 // pushAll is push that tries every compute even when one fails, and
 // returns the first error.
-func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
 	if !l.Wired {
 		return nil
 	}
@@ -336,7 +342,7 @@ func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
 
 // checkBPF has every compute of a link compile the bpf filter of an
 // update, without holding the project's lock.
-func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filters map[string][]any) error {
+func (s *Links) checkBPF(ctx context.Context, projectID, linkID string, filters map[string][]any) error {
 	f, err := normalizeFilters(filters)
 	if err != nil {
 		return err
@@ -345,7 +351,7 @@ func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filter
 	if len(exprs) == 0 {
 		return nil
 	}
-	l, err := s.Link(projectID, linkID)
+	l, err := s.Get(projectID, linkID)
 	if err != nil || !l.Wired {
 		return err
 	}
@@ -361,7 +367,7 @@ func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filter
 // compute fails (or times out, and may have applied it anyway), every
 // compute of the link is set back to prev, so that the link's relays do
 // what the link says.
-func (s *Service) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*Node) error {
+func (s *Links) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*Node) error {
 	err := s.push(ctx, next, nodes)
 	if err == nil {
 		return nil
@@ -393,7 +399,7 @@ func wireEnd(n *Node, ep Endpoint) WireEnd {
 // unwire removes a link's relays (their tunnel sockets go with them); a
 // compute that does not know the link is fine. It returns the first other
 // error.
-func (s *Service) unwire(ctx context.Context, l *Link) error {
+func (s *Links) unwire(ctx context.Context, l *Link) error {
 	var first error
 	for _, c := range l.Computes {
 		if err := s.core.cfg.Computes.DeleteLink(ctx, c, l.ProjectID, l.ID); err != nil && !isNotFound(err) && first == nil {
@@ -414,11 +420,11 @@ type LinkUpdate struct {
 	Labels []Endpoint
 }
 
-// UpdateLink applies a change to a link in GNS3's order (filters, style,
+// Update applies a change to a link in GNS3's order (filters, style,
 // suspend, labels), announcing each effective step. Everything is checked,
 // and the relay updated, before anything changes: a refused update changes
 // nothing (GNS3 applies the first steps, then fails).
-func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
+func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
 	if u.Filters != nil {
 		// A bpf filter can take its compute seconds to compile: it is
 		// compiled (and kept there) before the project is locked, so the
@@ -471,15 +477,15 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 // AvailableFilters lists the filters a link can apply: the whole catalogue,
 // whatever its nodes (GNS3 offers none on links between switches and hubs;
 // our relay filters every link).
-func (s *Service) AvailableFilters(projectID, linkID string) ([]FilterType, error) {
-	if _, err := s.Link(projectID, linkID); err != nil {
+func (s *Links) AvailableFilters(projectID, linkID string) ([]FilterType, error) {
+	if _, err := s.Get(projectID, linkID); err != nil {
 		return nil, err
 	}
 	return Filters, nil
 }
 
-// NodeLinks returns the wired links touching a node.
-func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
+// OfNode returns the wired links touching a node.
+func (s *Links) OfNode(projectID, nodeID string) ([]Link, error) {
 	st, err := s.core.opened(projectID)
 	if err != nil {
 		return nil, err
@@ -498,35 +504,35 @@ func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
 	return out, nil
 }
 
-// DeleteLink removes a link: its relays (which ends a capture, leaving a
+// Delete removes a link: its relays (which ends a capture, leaving a
 // valid file) and its entry.
-func (s *Service) DeleteLink(ctx context.Context, projectID, linkID string) error {
+func (s *Links) Delete(ctx context.Context, projectID, linkID string) error {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
 	defer st.ops.Unlock()
-	return s.deleteLinkLocked(ctx, st, linkID)
+	return s.deleteLocked(ctx, st, linkID)
 }
 
-// deleteLinkLocked removes a link, saves the project and announces it.
+// deleteLocked removes a link, saves the project and announces it.
 // st.ops must be held.
-func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string) error {
-	old, err := s.removeLinkLocked(ctx, st, linkID)
+func (s *Links) deleteLocked(ctx context.Context, st *state, linkID string) error {
+	old, err := s.removeLocked(ctx, st, linkID)
 	if err != nil {
 		return err
 	}
 	if err := s.core.save(st); err != nil {
 		s.core.log.Error("save project", "project", st.p.ID, "err", err)
 	}
-	s.emitLinkGone(st, old)
+	s.emitGone(st, old)
 	return nil
 }
 
-// removeLinkLocked takes a link down on its computes and out of the
+// removeLocked takes a link down on its computes and out of the
 // project, without saving or announcing it, and returns it as it was.
 // st.ops must be held.
-func (s *Service) removeLinkLocked(ctx context.Context, st *state, linkID string) (Link, error) {
+func (s *Links) removeLocked(ctx context.Context, st *state, linkID string) (Link, error) {
 	st.mu.RLock()
 	l, err := st.linkLocked(linkID)
 	var old Link
@@ -547,8 +553,8 @@ func (s *Service) removeLinkLocked(ctx context.Context, st *state, linkID string
 	return old, nil
 }
 
-// emitLinkGone announces a removed link.
-func (s *Service) emitLinkGone(st *state, old Link) {
+// emitGone announces a removed link.
+func (s *Links) emitGone(st *state, old Link) {
 	if old.Capture.Active {
 		// Its capture ended with the link: say so first, so a client never
 		// believes a deleted link was still capturing.

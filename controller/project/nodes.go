@@ -703,7 +703,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	// node, and announced after.
 	var gone []Link
 	for _, id := range links {
-		old, err := s.removeLinkLocked(ctx, st, id)
+		old, err := s.Links.removeLocked(ctx, st, id)
 		if err != nil {
 			s.core.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
 			continue
@@ -712,7 +712,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	}
 	announce := func() {
 		for _, old := range gone {
-			s.emitLinkGone(st, old)
+			s.Links.emitGone(st, old)
 		}
 	}
 	if err := s.core.deleteFromCompute(ctx, node); err != nil {

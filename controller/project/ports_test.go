@@ -81,7 +81,7 @@ func TestTwoCloudsCanBeLinkedThroughTheirUDPPorts(t *testing.T) {
 func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 	f := newFixture(t)
 	pc, sw := f.node(t, "PC1"), f.nodeOf(t, TypeSwitch, "SW1", nil)
-	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: pc.ID}, {NodeID: sw.ID, Port: 3}}})
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: pc.ID}, {NodeID: sw.ID, Port: 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 	// Stopping the PC does not stop a capture that depends on the switch.
 	f.svc.StartNode(t.Context(), f.project.ID, pc.ID)
 	f.svc.StopNode(t.Context(), f.project.ID, pc.ID)
-	if l, _ := f.svc.Link(f.project.ID, l.ID); !l.Capture.Active {
+	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("the capture stopped with the PC")
 	}
 	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, "nope", capspec.Spec{}); !errors.Is(err, ErrNotFound) {

@@ -56,6 +56,7 @@ type Service struct {
 	core *core
 
 	Drawings *Drawings
+	Links    *Links
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
@@ -110,6 +111,7 @@ func NewService(cfg Config) *Service {
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	s := &Service{core: c, templates: templateStore{path: cfg.TemplatesFile}}
 	s.Drawings = &Drawings{core: c}
+	s.Links = &Links{core: c}
 	return s
 }
 

@@ -293,7 +293,7 @@ func (f *fixture) nodeOf(t *testing.T, typ, name string, props map[string]any) N
 
 func (f *fixture) link(t *testing.T, a, b Node) Link {
 	t.Helper()
-	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,19 +367,19 @@ func TestLinkChecksInGNS3Order(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.computes.links)
-			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: tt.eps})
+			_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: tt.eps})
 			wantErr(t, err, tt.kind, tt.msg)
-			links, _ := f.svc.Links(f.project.ID)
+			links, _ := f.svc.Links.List(f.project.ID)
 			if len(links) != 1 || len(f.computes.links) != before {
 				t.Fatalf("a refused link changed state: %d links", len(links))
 			}
 		})
 	}
-	if _, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: make([]Endpoint, 3)}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: make([]Endpoint, 3)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("three endpoints: %v, want invalid", err)
 	}
 	// A half link is kept, not wired, and reserves nothing.
-	half, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: c.ID}}})
+	half, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: c.ID}}})
 	if err != nil || half.Wired || len(f.computes.links) != 1 {
 		t.Fatalf("half link: %+v, %v", half, err)
 	}
@@ -389,9 +389,9 @@ func TestFailedWiringLeavesNoLink(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	f.computes.failOn["put_link"] = &Error{Kind: ErrConflict, Msg: "agent says no"}
-	_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
 	wantErr(t, err, ErrConflict, "agent says no")
-	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 {
+	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 {
 		t.Fatalf("%d links after a failed creation", len(links))
 	}
 	delete(f.computes.failOn, "put_link")
@@ -424,13 +424,13 @@ func TestCaptureLifecycle(t *testing.T) {
 	// Stopping the other node leaves the capture running.
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
 	f.svc.StopNode(t.Context(), f.project.ID, a.ID)
-	if l, _ := f.svc.Link(f.project.ID, l.ID); !l.Capture.Active {
+	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("stopping the other node stopped the capture")
 	}
 	// Stopping the capture side stops it, announced before the node.
 	f.events.events = nil
 	f.svc.StopNode(t.Context(), f.project.ID, b.ID)
-	after, _ := f.svc.Link(f.project.ID, l.ID)
+	after, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if after.Capture.Active || after.Capture.ComputeID != "" || after.Capture.FileName != want.FileName || len(f.computes.captures) != 0 {
 		t.Fatalf("after the capture node stopped: %+v", after.Capture)
 	}
@@ -473,7 +473,7 @@ func TestDeleteNodeDeletesItsLinksFirst(t *testing.T) {
 	if got := fmt.Sprint(f.events.actions()); got != "[link.deleted node.deleted]" {
 		t.Fatalf("events %s", got)
 	}
-	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
+	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
 		t.Fatal("the node's link survived it")
 	}
 	err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID)
@@ -633,7 +633,7 @@ func TestConcurrentLinksCannotShareAPort(t *testing.T) {
 	var ok atomic.Int32
 	for _, o := range others {
 		wg.Go(func() {
-			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: o.ID}}})
+			_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: o.ID}}})
 			if err == nil {
 				ok.Add(1)
 			} else if !errors.Is(err, ErrConflict) {
@@ -654,13 +654,13 @@ func TestAFailedLinkDeletionKeepsTheLinkAndItsPorts(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	f.computes.failOn["delete_link"] = &Error{Kind: ErrConflict, Msg: "agent busy"}
-	err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID)
+	err := f.svc.Links.Delete(t.Context(), f.project.ID, l.ID)
 	wantErr(t, err, ErrConflict, "agent busy")
-	if _, err := f.svc.Link(f.project.ID, l.ID); err != nil {
+	if _, err := f.svc.Links.Get(f.project.ID, l.ID); err != nil {
 		t.Fatalf("the link is gone after a failed deletion: %v", err)
 	}
 	delete(f.computes.failOn, "delete_link")
-	if err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID); err != nil {
+	if err := f.svc.Links.Delete(t.Context(), f.project.ID, l.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.link(t, a, b) // the ports are free
