@@ -408,13 +408,13 @@ func (p labProjects) Nodes(projectID string) ([]project.Node, error) {
 }
 
 func (p labProjects) StartCapture(ctx context.Context, projectID, linkID string, spec capspec.Spec) (project.Link, error) {
-	return p.s.StartCapture(ctx, projectID, linkID, spec)
+	return p.s.Captures.Start(ctx, projectID, linkID, spec)
 }
 
 func (p labProjects) StopCapture(ctx context.Context, projectID, linkID string) (project.Link, error) {
-	return p.s.StopCapture(ctx, projectID, linkID)
+	return p.s.Captures.Stop(ctx, projectID, linkID)
 }
 
 func (p labProjects) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
-	return p.s.CaptureStream(ctx, projectID, linkID)
+	return p.s.Captures.Stream(ctx, projectID, linkID)
 }

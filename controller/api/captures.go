@@ -22,7 +22,7 @@ func (a *API) startCapture(c *fiber.Ctx) error {
 	if err := req.Check(false); err != nil {
 		return fiber.NewError(fiber.StatusBadRequest, err.Error())
 	}
-	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
+	l, err := a.projects.Captures.Start(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
 	if err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func (a *API) startCapture(c *fiber.Ctx) error {
 }
 
 func (a *API) stopCapture(c *fiber.Ctx) error {
-	l, err := a.projects.StopCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+	l, err := a.projects.Captures.Stop(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (a *API) pcap(c *fiber.Ctx) error {
 	// The stream lives as long as the server, not as long as a request
 	// deadline: Fiber reads it after this handler returns.
 	ctx, cancel := context.WithCancel(a.cfg.Context)
-	body, err := a.projects.CaptureStream(ctx, c.Params("project_id"), c.Params("link_id"))
+	body, err := a.projects.Captures.Stream(ctx, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		cancel()
 		return err
@@ -76,7 +76,7 @@ func (a *API) pcap(c *fiber.Ctx) error {
 // file name. The capture goes on; /pcap is the live stream.
 func (a *API) captureFile(c *fiber.Ctx) error {
 	ctx, cancel := context.WithCancel(a.cfg.Context)
-	f, err := a.projects.CaptureFile(ctx, c.Params("project_id"), c.Params("link_id"))
+	f, err := a.projects.Captures.File(ctx, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		cancel()
 		return err

@@ -57,7 +57,7 @@ func (h linkRoutes) createLink(c *fiber.Ctx) error {
 }
 
 func (h linkRoutes) getLink(c *fiber.Ctx) error {
-	l, err := h.projects.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+	l, err := h.projects.Captures.LinkWithCounts(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

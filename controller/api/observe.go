@@ -102,7 +102,7 @@ func (a *API) packets(c *fiber.Ctx) error {
 	if err := a.cfg.View.CheckFilter(c.UserContext(), expr); err != nil {
 		return &badRequest{msg: "Invalid display filter: " + err.Error(), request: fiber.Map{"filter": expr}}
 	}
-	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	body, err := a.projects.Captures.Stream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

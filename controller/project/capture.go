@@ -63,12 +63,19 @@ func (st *state) captureUsing(name, except string, ring bool) string {
 	return ""
 }
 
-// StartCapture starts capturing a link's frames into a pcap file on the
+// Captures are the captures of links: started and stopped on the compute
+// that writes them, their files, streams and counts.
+type Captures struct {
+	core  *core
+	links *Links
+}
+
+// Start starts capturing a link's frames into a pcap file on the
 // compute of the chosen side and returns the link, now capturing. The spec
 // was checked at the API edge (capspec.Spec.Check); its FileName is the
 // client's, which gets the vocabulary's naming rule here (capspec
 // CleanFileName), or "" for GNS3's default name.
-func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
+func (s *Captures) Start(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
 	req = req.WithDefaults()
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
@@ -112,7 +119,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		// file shows every frame after them, both ways (placement.go).
 		moved := *l
 		moved.FilterSide = side
-		if err := s.Links.push(ctx, &moved, nodes); err != nil {
+		if err := s.links.push(ctx, &moved, nodes); err != nil {
 			return Link{}, err
 		}
 		st.mu.Lock()
@@ -143,9 +150,9 @@ func portOf(n *Node, ep Endpoint) capturePort {
 	return capturePort{node: n.Name, adapter: ep.Adapter, port: ep.Port}
 }
 
-// StopCapture stops a link's capture, if any, and returns the link. The
+// Stop stops a link's capture, if any, and returns the link. The
 // file keeps everything captured; the link keeps its name and path.
-func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Link, error) {
+func (s *Captures) Stop(ctx context.Context, projectID, linkID string) (Link, error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
@@ -157,14 +164,14 @@ func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Li
 	if err != nil {
 		return Link{}, err
 	}
-	return s.stopCaptureLocked(ctx, st, linkID), nil
+	return s.stopLocked(ctx, st, linkID), nil
 }
 
-// stopCaptureLocked stops a link's capture and announces the link. A
+// stopLocked stops a link's capture and announces the link. A
 // compute that cannot stop it is logged, not obeyed: the link reports what
 // the user asked for, and a compute that lost the capture has nothing left
 // to stop. st.ops must be held.
-func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID string) Link {
+func (s *Captures) stopLocked(ctx context.Context, st *state, linkID string) Link {
 	st.mu.RLock()
 	l := st.links[linkID]
 	c := l.Capture
@@ -185,9 +192,9 @@ func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID strin
 	return out
 }
 
-// stopCapturesOf stops the captures whose side is a node that is no longer
+// stopOf stops the captures whose side is a node that is no longer
 // started. st.ops must be held.
-func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) {
+func (s *Captures) stopOf(ctx context.Context, st *state, nodeID string) {
 	st.mu.RLock()
 	var ids []string
 	for _, id := range st.linkOrder {
@@ -198,7 +205,7 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 	}
 	st.mu.RUnlock()
 	for _, id := range ids {
-		s.stopCaptureLocked(ctx, st, id)
+		s.stopLocked(ctx, st, id)
 	}
 }
 
@@ -206,8 +213,8 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 // its capture as its compute reports them now (frames, bytes, dropped,
 // filtered, files; the file being written). A compute that does not
 // answer leaves the counts it reported last.
-func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
-	l, err := s.Links.Get(projectID, linkID)
+func (s *Captures) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
+	l, err := s.links.Get(projectID, linkID)
 	if err != nil || !l.Capture.Active {
 		return l, err
 	}
@@ -241,18 +248,18 @@ type CaptureFile struct {
 	Body io.ReadCloser
 }
 
-// CaptureFile returns the file a link's running capture writes, as it is
+// File returns the file a link's running capture writes, as it is
 // now. The caller closes its Body.
-func (s *Service) CaptureFile(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
-	c, err := s.runningCapture(projectID, linkID)
+func (s *Captures) File(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
+	c, err := s.running(projectID, linkID)
 	if err != nil {
 		return CaptureFile{}, err
 	}
 	return s.core.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
 }
 
-// runningCapture returns a link's capture, a conflict when none runs.
-func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
+// running returns a link's capture, a conflict when none runs.
+func (s *Captures) running(projectID, linkID string) (Capture, error) {
 	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Capture{}, err
@@ -273,11 +280,11 @@ func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
 	return c, nil
 }
 
-// CaptureStream returns a link's running capture as a stream: the file
+// Stream returns a link's running capture as a stream: the file
 // from its first byte, then each record as it is written, ending when the
 // capture stops. The caller closes it.
-func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
-	c, err := s.runningCapture(projectID, linkID)
+func (s *Captures) Stream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
+	c, err := s.running(projectID, linkID)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
 		}
 	}
 	l := f.link(t, a, b)
-	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	l, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || !l.Capture.Active {
 		t.Fatalf("capture: %+v, %v", l.Capture, err)
 	}
@@ -119,7 +119,7 @@ func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
 	if before, _ := f.svc.Links.Get(f.project.ID, l.ID); before.Capture.Frames != 0 {
 		t.Fatalf("counts at start: %+v", before.Capture)
 	}
-	got, err := f.svc.LinkWithCounts(t.Context(), f.project.ID, l.ID)
+	got, err := f.svc.Captures.LinkWithCounts(t.Context(), f.project.ID, l.ID)
 	if err != nil || !got.Capture.Active || got.Capture.Frames != 7 {
 		t.Fatalf("LinkWithCounts: %+v, %v", got.Capture, err)
 	}
@@ -191,7 +191,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 		}
 	}
 	ringLink, other := f.link(t, a, b), f.link(t, c, d)
-	ring, err := f.svc.StartCapture(t.Context(), f.project.ID, ringLink.ID, capspec.Spec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 3})
+	ring, err := f.svc.Captures.Start(t.Context(), f.project.ID, ringLink.ID, capspec.Spec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 3})
 	if err != nil || !ring.Capture.Active {
 		t.Fatalf("the ring: %+v, %v", ring.Capture, err)
 	}
@@ -201,7 +201,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 		{FileName: "ring-00042.pcap"}, // a file it will write
 		{FileName: "ring-00002.pcap", RingFiles: 2, MaxBytes: capspec.MinMaxBytes}, // a ring named after one of its files
 	} {
-		_, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, spec)
+		_, err := f.svc.Captures.Start(t.Context(), f.project.ID, other.ID, spec)
 		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), ringLink.ID) {
 			t.Fatalf("capture named %s beside the running ring: %v, want a conflict naming link %s", spec.FileName, err, ringLink.ID)
 		}
@@ -214,7 +214,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 		t.Fatalf("%d captures on the compute, want the ring alone", n)
 	}
 	// A name the ring never writes is fine: ring-1.pcap is not ring-00001.
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, capspec.Spec{FileName: "ring-1.pcap"}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, other.ID, capspec.Spec{FileName: "ring-1.pcap"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -228,10 +228,10 @@ func TestARingWhoseFilesWouldBeAnotherCapturesFileIsAConflict(t *testing.T) {
 		}
 	}
 	first, second := f.link(t, a, b), f.link(t, c, d)
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, first.ID, capspec.Spec{FileName: "cap-00003.pcap"}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, first.ID, capspec.Spec{FileName: "cap-00003.pcap"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.StartCapture(t.Context(), f.project.ID, second.ID, capspec.Spec{FileName: "cap.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 5})
+	_, err := f.svc.Captures.Start(t.Context(), f.project.ID, second.ID, capspec.Spec{FileName: "cap.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 5})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("a ring whose third file is a running capture's: %v", err)
 	}

@@ -120,7 +120,7 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.CloseProject(t.Context(), f.project.ID); err != nil {

@@ -431,7 +431,7 @@ func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt Node
 		after = *n
 	})
 	if after.Status != Started {
-		s.stopCapturesOf(ctx, st, n.ID)
+		s.Captures.stopOf(ctx, st, n.ID)
 	}
 	return before, after
 }

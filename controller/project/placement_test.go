@@ -67,7 +67,7 @@ func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 	}
 	// A capture on B's side pulls the filters over.
 	f.svc.StartNode(t.Context(), f.project.ID, b.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || got.Capture.ComputeID != "remote" {
 		t.Fatalf("capture: %+v, %v", got.Capture, err)
 	}

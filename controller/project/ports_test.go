@@ -86,7 +86,7 @@ func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The PC is stopped, the switch always runs: it can capture.
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{Format: capspec.FormatPcapng})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{Format: capspec.FormatPcapng})
 	if err != nil || got.Capture.Side != 1 || got.Capture.FileName != "PC1_0-0_to_SW1_0-3.pcapng" {
 		t.Fatalf("capture %+v, %v", got.Capture, err)
 	}
@@ -99,7 +99,7 @@ func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("the capture stopped with the PC")
 	}
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, "nope", capspec.Spec{}); !errors.Is(err, ErrNotFound) {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, "nope", capspec.Spec{}); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
 }

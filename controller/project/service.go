@@ -57,6 +57,7 @@ type Service struct {
 
 	Drawings *Drawings
 	Links    *Links
+	Captures *Captures
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
@@ -112,6 +113,7 @@ func NewService(cfg Config) *Service {
 	s := &Service{core: c, templates: templateStore{path: cfg.TemplatesFile}}
 	s.Drawings = &Drawings{core: c}
 	s.Links = &Links{core: c}
+	s.Captures = &Captures{core: c, links: s.Links}
 	return s
 }
 

@@ -402,13 +402,13 @@ func TestCaptureLifecycle(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
-	_, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	_, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	wantErr(t, err, ErrConflict, "Cannot capture because there is no running device on this link")
 
 	if _, err := f.svc.StartNode(t.Context(), f.project.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestCaptureLifecycle(t *testing.T) {
 	if got.Capture != want || f.computes.captures[l.ID].DataLinkType != "DLT_EN10MB" {
 		t.Fatalf("capture %+v, want %+v", got.Capture, want)
 	}
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{DataLinkType: "DLT_C_HDLC"})
+	_, err = f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{DataLinkType: "DLT_C_HDLC"})
 	wantErr(t, err, ErrConflict, "Packet capture is already active on this link")
 
 	// Stopping the other node leaves the capture running.
@@ -438,7 +438,7 @@ func TestCaptureLifecycle(t *testing.T) {
 		t.Fatalf("events %s, want link.updated then node.updated", got)
 	}
 	// Stop when not capturing is fine.
-	if _, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID); err != nil {
+	if _, err := f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -448,15 +448,15 @@ func TestCaptureFileNamesAreSanitised(t *testing.T) {
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Capture.FileName != "etccrondx.pcap" || f.computes.captures[l.ID].FileName != "etccrondx.pcap" {
 		t.Fatalf("file name %q", got.Capture.FileName)
 	}
-	f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../.."})
+	f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID)
+	_, err = f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../.."})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a name with nothing usable: %v, want invalid", err)
 	}
@@ -672,14 +672,14 @@ func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	f.computes.failOn["stop_capture"] = &Error{Kind: ErrConflict, Msg: "agent lost"}
-	got, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
+	got, err := f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID)
 	if err != nil || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("stop with a failing compute: %+v, %v", got.Capture, err)
 	}
 	delete(f.computes.failOn, "stop_capture")
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatalf("a new capture after the failed stop: %v", err)
 	}
 }
