@@ -21,7 +21,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -32,7 +31,6 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/server"
-	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/api"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/labcapture"
@@ -269,7 +267,7 @@ func run(args []string) error {
 	}
 	// Whole-project captures: ended, their files complete, before the
 	// projects close.
-	projectCaptures := labcapture.New(labcapture.Config{Projects: labProjects{projects}, Logger: log.With("component", "project_captures")})
+	projectCaptures := labcapture.New(labcapture.Config{Projects: labcapture.ServiceProjects(projects), Logger: log.With("component", "project_captures")})
 	g.Go(func() error {
 		<-gctx.Done()
 		projectCaptures.Close(context.WithoutCancel(gctx))
@@ -387,34 +385,4 @@ func hostname() string {
 		return "labtap"
 	}
 	return h
-}
-
-// labProjects is what a project capture needs of the projects
-// (labcapture.Projects), taken from the parts of project.Service.
-type labProjects struct{ s *project.Service }
-
-func (p labProjects) Project(id string) (project.Project, error) { return p.s.Project(id) }
-
-func (p labProjects) Links(projectID string) ([]project.Link, error) {
-	return p.s.Links.List(projectID)
-}
-
-func (p labProjects) Link(projectID, linkID string) (project.Link, error) {
-	return p.s.Links.Get(projectID, linkID)
-}
-
-func (p labProjects) Nodes(projectID string) ([]project.Node, error) {
-	return p.s.Nodes(projectID)
-}
-
-func (p labProjects) StartCapture(ctx context.Context, projectID, linkID string, spec capspec.Spec) (project.Link, error) {
-	return p.s.Captures.Start(ctx, projectID, linkID, spec)
-}
-
-func (p labProjects) StopCapture(ctx context.Context, projectID, linkID string) (project.Link, error) {
-	return p.s.Captures.Stop(ctx, projectID, linkID)
-}
-
-func (p labProjects) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
-	return p.s.Captures.Stream(ctx, projectID, linkID)
 }

@@ -17,7 +17,7 @@ func (h nodeRoutes) listNodes(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.projects.Nodes(p.ID)
+	list, err := h.projects.Nodes.List(p.ID)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (h nodeRoutes) createNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_create", &req); err != nil {
 		return err
 	}
-	n, err := h.projects.CreateNode(c.UserContext(), c.Params("project_id"), req.toCreate())
+	n, err := h.projects.Nodes.Create(c.UserContext(), c.Params("project_id"), req.toCreate())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (h nodeRoutes) createNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) getNode(c *fiber.Ctx) error {
-	n, err := h.projects.Node(c.Params("project_id"), c.Params("node_id"))
+	n, err := h.projects.Nodes.Get(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (h nodeRoutes) getNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) deleteNode(c *fiber.Ctx) error {
-	if err := h.projects.DeleteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+	if err := h.projects.Nodes.Delete(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -153,7 +153,7 @@ func (h nodeRoutes) updateNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_update", &r); err != nil {
 		return err
 	}
-	n, err := h.projects.UpdateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
+	n, err := h.projects.Nodes.Update(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
 		Name: r.Name, X: r.X, Y: r.Y, Z: r.Z, Locked: r.Locked, Symbol: r.Symbol, Label: r.Label,
 		PortNameFormat: r.PortNameFormat, PortSegmentSize: r.PortSegmentSize, FirstPortName: r.FirstPortName,
 		ConsoleAutoStart: r.ConsoleAutoStart, Properties: r.Properties, CustomAdapters: r.CustomAdapters,

@@ -269,7 +269,7 @@ func (a *API) resizeDisk(c *fiber.Ctx) error {
 	if err := a.decode(c, "resize_disk", &r); err != nil {
 		return err
 	}
-	if err := a.projects.ResizeDisk(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.DriveName, r.Extend); err != nil {
+	if err := a.projects.Nodes.ResizeDisk(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.DriveName, r.Extend); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusCreated)

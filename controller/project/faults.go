@@ -114,7 +114,7 @@ func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeI
 	if !ok || n.ComputeID != computeID {
 		return
 	}
-	if before, after := s.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
+	if before, after := s.Nodes.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
 		s.core.emit(st, NodeUpdated, &after, nil)
 	}
 }
@@ -206,7 +206,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		return
 	}
 	for _, n := range nodes {
-		spec, err := s.nodeSpec(&n, vars)
+		spec, err := s.Nodes.nodeSpec(&n, vars)
 		if err != nil {
 			s.core.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
 			continue

@@ -15,7 +15,7 @@ func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	for _, n := range []Node{a, b} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
 	// The compute reported A stopped, but A runs (started again since):
 	// what the compute says now wins, and nothing changes.
 	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
-	n, _ := f.svc.Node(f.project.ID, a.ID)
+	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Started || !got.Capture.Active || len(f.events.actions()) != before {
 		t.Fatalf("node %s, capture %+v, events %v", n.Status, got.Capture, f.events.actions()[before:])
@@ -70,7 +70,7 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 	f.computes.nodes[a.ID] = Stopped // VPCS died
 	f.computes.mu.Unlock()
 	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
-	n, _ := f.svc.Node(f.project.ID, a.ID)
+	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Stopped || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("node %s, capture %+v", n.Status, got.Capture)
@@ -186,7 +186,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 	f := newFixture(t)
 	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
 	for _, n := range []Node{a, b, c, d} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +223,7 @@ func TestARingWhoseFilesWouldBeAnotherCapturesFileIsAConflict(t *testing.T) {
 	f := newFixture(t)
 	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
 	for _, n := range []Node{a, b, c, d} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -125,7 +125,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	if out.Settings.AutoStart {
 		s.core.log.Info("auto-starting nodes", "project", id)
 		s.core.background(func(ctx context.Context) {
-			if err := s.StartAll(ctx, id); err != nil {
+			if err := s.Nodes.StartAll(ctx, id); err != nil {
 				s.core.log.Warn("auto-start", "project", id, "err", err)
 			}
 		})
@@ -156,7 +156,7 @@ func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running 
 		if usesMAC(n.Type) {
 			n.MACIndex = st.freeMACLocked()
 		}
-		spec, err := s.nodeSpec(&n, st.p.Settings.Variables)
+		spec, err := s.Nodes.nodeSpec(&n, st.p.Settings.Variables)
 		if err != nil {
 			return err
 		}

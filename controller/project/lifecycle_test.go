@@ -119,21 +119,21 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes, Filters: map[string][]any{"delay": {20.0}}}); err != nil {
 		t.Fatal(err)
 	}
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
 	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.CloseProject(t.Context(), f.project.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.Node(f.project.ID, a.ID)
+	_, err := f.svc.Nodes.Get(f.project.ID, a.ID)
 	wantErr(t, err, ErrForbidden, "The project is not opened")
 	_, err = f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{})
 	wantErr(t, err, ErrForbidden, "The project is not opened")
 	if st, _ := f.svc.ProjectStats(f.project.ID); st != (Stats{}) {
 		t.Fatalf("stats of a closed project %+v", st)
 	}
-	nodes, _ := f.svc.Nodes(f.project.ID)
+	nodes, _ := f.svc.Nodes.List(f.project.ID)
 	links, _ := f.svc.Links.List(f.project.ID)
 	if len(nodes) != 2 || len(links) != 1 || links[0].Capture.Active {
 		t.Fatalf("closed project lists %d nodes, %d links (%+v)", len(nodes), len(links), links)
@@ -150,7 +150,7 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	if !re.Suspend || !w.Suspend || w.Filters.Delay == nil || re.Capture.Active || re.Capture.FileName != "" || len(f.computes.nodes) != 2 {
 		t.Fatalf("reopened link %+v, relay %+v", re, w)
 	}
-	if n, _ := f.svc.Node(f.project.ID, a.ID); n.Status != Stopped || n.Name != "A" {
+	if n, _ := f.svc.Nodes.Get(f.project.ID, a.ID); n.Status != Stopped || n.Name != "A" {
 		t.Fatalf("reopened node %+v", n)
 	}
 }
@@ -201,7 +201,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 	if p.Status != Closed || a.Status != Opened {
 		t.Fatalf("after load: %s %s, want closed and opened", p.Status, a.Status)
 	}
-	if nodes, _ := svc.Nodes(p.ID); len(nodes) != 1 {
+	if nodes, _ := svc.Nodes.List(p.ID); len(nodes) != 1 {
 		t.Fatalf("the closed project lists %d nodes", len(nodes))
 	}
 }
@@ -235,26 +235,26 @@ func TestUpdateNodeFollowsGNS3RenameAndLabelRules(t *testing.T) {
 	// GNS3 frees the node's own name first: PC1 renamed to the taken PC2
 	// gets the first free number, which is its own.
 	name, x := "PC2", 40
-	n, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name, X: &x})
+	n, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name, X: &x})
 	if err != nil || n.Name != "PC1" || n.X != 40 {
 		t.Fatalf("rename to a taken name: %+v, %v", n, err)
 	}
 	name = "Edge Router"
-	n, err = f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name})
+	n, err = f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name})
 	if err != nil || n.Name != "EdgeRouter" || string(n.Label["text"]) != `"EdgeRouter"` || string(n.Label["x"]) != "null" {
 		t.Fatalf("renamed node %+v, %v", n, err)
 	}
 	lbl := Label{"text": []byte(`"ignored"`), "x": []byte("5"), "y": []byte("7")}
-	n, _ = f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Label: lbl})
+	n, _ = f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Label: lbl})
 	if len(n.Label) != 3 || string(n.Label["text"]) != `"EdgeRouter"` || string(n.Label["y"]) != "7" {
 		t.Fatalf("label %v: stored as given but for its text", n.Label)
 	}
 	console := n.Console + 1
-	if _, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &console}); !errors.Is(err, ErrConflict) {
+	if _, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &console}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("console change: %v", err)
 	}
 	same := n.Console
-	if _, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &same}); err != nil {
+	if _, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &same}); err != nil {
 		t.Fatalf("the same console: %v", err)
 	}
 }

@@ -20,21 +20,6 @@ const MaxProjectFile = 10 << 20
 // what an agent takes (proto.MaxNodeFile).
 const MaxNodeFile = 512 << 10
 
-// nodeOf returns a copy of a node of an opened project.
-func (s *Service) nodeOf(projectID, nodeID string) (Node, error) {
-	st, err := s.core.opened(projectID)
-	if err != nil {
-		return Node{}, err
-	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	n, err := st.nodeLocked(nodeID)
-	if err != nil {
-		return Node{}, err
-	}
-	return *n, nil
-}
-
 // nodeFileName checks a client's path of a node file: relative, inside
 // the node's directory (GNS3 refuses names starting with ".").
 func nodeFileName(name string) (string, error) {
@@ -48,7 +33,7 @@ func nodeFileName(name string) (string, error) {
 // NodeFile reads a file of a node's directory (VPCS: startup.vpc) from
 // its compute.
 func (s *Service) NodeFile(ctx context.Context, projectID, nodeID, name string) ([]byte, error) {
-	n, err := s.nodeOf(projectID, nodeID)
+	n, err := s.Nodes.Get(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +46,7 @@ func (s *Service) NodeFile(ctx context.Context, projectID, nodeID, name string) 
 // WriteNodeFile replaces a file of a node's directory on its compute; a
 // VPCS reads startup.vpc at its next start.
 func (s *Service) WriteNodeFile(ctx context.Context, projectID, nodeID, name string, data []byte) error {
-	n, err := s.nodeOf(projectID, nodeID)
+	n, err := s.Nodes.Get(projectID, nodeID)
 	if err != nil {
 		return err
 	}
@@ -74,7 +59,7 @@ func (s *Service) WriteNodeFile(ctx context.Context, projectID, nodeID, name str
 // ResetConsole disconnects every client of a started node's console (a
 // stuck session); a node without a console is left as it is.
 func (s *Service) ResetConsole(ctx context.Context, projectID, nodeID string) error {
-	n, err := s.nodeOf(projectID, nodeID)
+	n, err := s.Nodes.Get(projectID, nodeID)
 	if err != nil {
 		return err
 	}
@@ -86,7 +71,7 @@ func (s *Service) ResetConsole(ctx context.Context, projectID, nodeID string) er
 
 // ResetConsoles resets the console of every started node of a project.
 func (s *Service) ResetConsoles(ctx context.Context, projectID string) error {
-	nodes, err := s.Nodes(projectID)
+	nodes, err := s.Nodes.List(projectID)
 	if err != nil {
 		return err
 	}
@@ -107,7 +92,7 @@ func (s *Service) ResetConsoles(ctx context.Context, projectID string) error {
 // naming rules, a new id and MAC, unlocked, at x, y, z; a VPCS's
 // startup.vpc comes along. Links are not copied (GNS3).
 func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x, y, z int) (Node, error) {
-	n, err := s.nodeOf(projectID, nodeID)
+	n, err := s.Nodes.Get(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -131,7 +116,7 @@ func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x
 	}
 	nc.Extra = maps.Clone(n.Extra)
 	maps.DeleteFunc(nc.Extra, func(k string, _ json.RawMessage) bool { return notCopied(k) })
-	dup, err := s.CreateNode(ctx, projectID, nc)
+	dup, err := s.Nodes.Create(ctx, projectID, nc)
 	if err != nil {
 		return Node{}, err
 	}
@@ -149,7 +134,7 @@ func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x
 		}
 	}
 	if err != nil {
-		if derr := s.DeleteNode(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
+		if derr := s.Nodes.Delete(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
 			s.core.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
 		}
 		return Node{}, err

@@ -49,9 +49,18 @@ func NewNodeCreate() NodeCreate {
 	}
 }
 
-// Nodes returns a project's nodes in creation order. For a closed project
+// Nodes are the nodes of projects: their creation from a kind's spec,
+// changes, lifecycle (start, stop, suspend, reload) and removal with their
+// links and captures.
+type Nodes struct {
+	core     *core
+	links    *Links
+	captures *Captures
+}
+
+// List returns a project's nodes in creation order. For a closed project
 // they are the nodes its file holds (GNS3 lists them too).
-func (s *Service) Nodes(projectID string) ([]Node, error) {
+func (s *Nodes) List(projectID string) ([]Node, error) {
 	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
@@ -65,8 +74,8 @@ func (s *Service) Nodes(projectID string) ([]Node, error) {
 	return out, nil
 }
 
-// Node returns one node.
-func (s *Service) Node(projectID, nodeID string) (Node, error) {
+// Get returns one node.
+func (s *Nodes) Get(projectID, nodeID string) (Node, error) {
 	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Node{}, err
@@ -89,9 +98,9 @@ func (st *state) nodeLocked(id string) (*Node, error) {
 	return n, nil
 }
 
-// CreateNode creates a node on its compute, saves the project and returns
+// Create creates a node on its compute, saves the project and returns
 // the node. Creating a node whose id exists returns it unchanged.
-func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
+func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
 	if !s.core.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
@@ -230,7 +239,7 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 // nodeSpec is what n's compute needs to create it, with every property:
 // it checks n's properties and resolves its adapters (n.Adapters).
 // vars are the project's variables (Settings.Variables).
-func (s *Service) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
+func (s *Nodes) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
 	k := kindOf(n.Type)
 	if k == nil {
@@ -305,7 +314,7 @@ func projectVariables(raw json.RawMessage) []Variable {
 // resolveAdapters sets n.Adapters from its properties: names and types as
 // its kind says, MACs from properties.mac_address (or the type's default)
 // through the compute's MAC scheme. An unusable base MAC is a 409.
-func (s *Service) resolveAdapters(n *Node) error {
+func (s *Nodes) resolveAdapters(n *Node) error {
 	k := kindOf(n.Type)
 	if k == nil || k.adapters == nil {
 		return nil
@@ -361,18 +370,18 @@ func nodeLabel(given Label, name string, height int) Label {
 	}
 }
 
-// StartNode starts a node and returns it with the status its compute
+// Start starts a node and returns it with the status its compute
 // reports (GNS3 returns before knowing it; clients then race its event).
-func (s *Service) StartNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+func (s *Nodes) Start(ctx context.Context, projectID, nodeID string) (Node, error) {
 	return s.setStatus(ctx, projectID, nodeID, Started)
 }
 
-// StopNode stops a node. Captures that depend on it stop first.
-func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+// Stop stops a node. Captures that depend on it stop first.
+func (s *Nodes) Stop(ctx context.Context, projectID, nodeID string) (Node, error) {
 	return s.setStatus(ctx, projectID, nodeID, Stopped)
 }
 
-func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
+func (s *Nodes) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
 	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
@@ -384,7 +393,7 @@ func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status strin
 // setStatusLocked starts or stops one node. Several run at once for
 // different nodes of a project. st.ops must be held (shared will do), and
 // the node's lifecycle lock.
-func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
+func (s *Nodes) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var computeID, projectID string
@@ -424,14 +433,14 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 // captures that depend on it if it no longer runs. st.ops must be held
 // (shared will do, with n's lifecycle lock: the captures stopped are
 // those on n's side of a link, which only n's operations stop).
-func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
+func (s *Nodes) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
 	st.change(func() {
 		before = *n
 		n.applyRuntime(rt)
 		after = *n
 	})
 	if after.Status != Started {
-		s.Captures.stopOf(ctx, st, n.ID)
+		s.captures.stopOf(ctx, st, n.ID)
 	}
 	return before, after
 }
@@ -442,9 +451,9 @@ func shownChanged(before, after Node) bool {
 	return before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine)
 }
 
-// SuspendNode suspends a node.
-func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	n, err := s.Node(projectID, nodeID)
+// Suspend suspends a node.
+func (s *Nodes) Suspend(ctx context.Context, projectID, nodeID string) (Node, error) {
+	n, err := s.Get(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -454,8 +463,8 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 	return s.setStatus(ctx, projectID, nodeID, Suspended)
 }
 
-// ReloadNode restarts a node: stop, then start.
-func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+// Reload restarts a node: stop, then start.
+func (s *Nodes) Reload(ctx context.Context, projectID, nodeID string) (Node, error) {
 	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
@@ -473,7 +482,7 @@ func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Nod
 const bulkParallel = 32
 
 // StartAll starts every node of a project, bulkParallel at a time.
-func (s *Service) StartAll(ctx context.Context, projectID string) error {
+func (s *Nodes) StartAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
 		return err
@@ -481,7 +490,7 @@ func (s *Service) StartAll(ctx context.Context, projectID string) error {
 }
 
 // StopAll stops every node of a project.
-func (s *Service) StopAll(ctx context.Context, projectID string) error {
+func (s *Nodes) StopAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Stopped)
 		return err
@@ -489,7 +498,7 @@ func (s *Service) StopAll(ctx context.Context, projectID string) error {
 }
 
 // SuspendAll suspends every node that can be; the others are left as they are.
-func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
+func (s *Nodes) SuspendAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		if !isSuspendable(n.Type) {
 			return nil
@@ -500,7 +509,7 @@ func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
 }
 
 // ReloadAll restarts every node of a project.
-func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
+func (s *Nodes) ReloadAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		if _, err := s.setStatusLocked(ctx, st, n.ID, Stopped); err != nil {
 			return err
@@ -514,11 +523,11 @@ func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
 // operation of its own (so a change, a node deletion, waits only for
 // those running), and returns the first error after all have run. A node
 // deleted before its turn is skipped.
-func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
+func (s *Nodes) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
 	if _, err := s.core.opened(projectID); err != nil {
 		return err
 	}
-	nodes, err := s.Nodes(projectID)
+	nodes, err := s.List(projectID)
 	if err != nil {
 		return err
 	}
@@ -571,11 +580,11 @@ type NodeUpdate struct {
 	ConsoleType *string
 }
 
-// UpdateNode applies a change to a node and announces it: planned from
+// Update applies a change to a node and announces it: planned from
 // the node as it is (planNodeUpdate: a refused change changes nothing),
 // then carried out on its compute, then saved. A rename follows the naming
 // rules, sets the label's text and resets its x (as GNS3).
-func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
+func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
@@ -644,7 +653,7 @@ func derefStr(p *string) string {
 // switch keeps its ports and links when only types and VLANs change; any
 // other change needs the node to have no link (its ports are rebuilt).
 // st.ops must be held.
-func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
+func (s *Nodes) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
 	spec, err := s.nodeSpec(n, nil) // a switch, hub or cloud: no variables
 	if err != nil {
 		return err
@@ -673,8 +682,8 @@ func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, port
 	return err
 }
 
-// DeleteNode deletes a node's links, then the node. A locked node stays.
-func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) error {
+// Delete deletes a node's links, then the node. A locked node stays.
+func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) error {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
@@ -703,7 +712,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	// node, and announced after.
 	var gone []Link
 	for _, id := range links {
-		old, err := s.Links.removeLocked(ctx, st, id)
+		old, err := s.links.removeLocked(ctx, st, id)
 		if err != nil {
 			s.core.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
 			continue
@@ -712,7 +721,7 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	}
 	announce := func() {
 		for _, old := range gone {
-			s.Links.emitGone(st, old)
+			s.links.emitGone(st, old)
 		}
 	}
 	if err := s.core.deleteFromCompute(ctx, node); err != nil {

@@ -35,7 +35,7 @@ func remoteNode(t *testing.T, f *fixture, name string) Node {
 	t.Helper()
 	req := NewNodeCreate()
 	req.ComputeID, req.Type, req.Name = "remote", "vpcs", name
-	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
+	n, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 		t.Fatalf("filters on both sides or none: %+v / %+v", ra.Filters, rb.Filters)
 	}
 	// A capture on B's side pulls the filters over.
-	f.svc.StartNode(t.Context(), f.project.ID, b.ID)
+	f.svc.Nodes.Start(t.Context(), f.project.ID, b.ID)
 	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || got.Capture.ComputeID != "remote" {
 		t.Fatalf("capture: %+v, %v", got.Capture, err)

@@ -58,6 +58,7 @@ type Service struct {
 	Drawings *Drawings
 	Links    *Links
 	Captures *Captures
+	Nodes    *Nodes
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
@@ -114,6 +115,7 @@ func NewService(cfg Config) *Service {
 	s.Drawings = &Drawings{core: c}
 	s.Links = &Links{core: c}
 	s.Captures = &Captures{core: c, links: s.Links}
+	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
 	return s
 }
 

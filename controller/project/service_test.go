@@ -284,7 +284,7 @@ func (f *fixture) nodeOf(t *testing.T, typ, name string, props map[string]any) N
 	if props != nil {
 		req.Properties = props
 	}
-	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
+	n, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,9 +323,9 @@ func TestCreateNodeNamesAndSavesIt(t *testing.T) {
 	if snap := f.store.Saved(f.project.ID); snap == nil || len(snap.Nodes) != 2 {
 		t.Fatalf("saved snapshot %+v, want 2 nodes", snap)
 	}
-	_, err := f.svc.CreateNode(t.Context(), f.project.ID, NodeCreate{ComputeID: "nowhere", Type: "vpcs", Name: "x"})
+	_, err := f.svc.Nodes.Create(t.Context(), f.project.ID, NodeCreate{ComputeID: "nowhere", Type: "vpcs", Name: "x"})
 	wantErr(t, err, ErrNotFound, "Compute ID nowhere doesn't exist")
-	_, err = f.svc.CreateNode(t.Context(), "missing", NodeCreate{ComputeID: "local", Type: "vpcs", Name: "x"})
+	_, err = f.svc.Nodes.Create(t.Context(), "missing", NodeCreate{ComputeID: "local", Type: "vpcs", Name: "x"})
 	wantErr(t, err, ErrNotFound, "Project ID missing doesn't exist")
 }
 
@@ -334,10 +334,10 @@ func TestNodeThatCannotBeSavedIsRolledBack(t *testing.T) {
 	f.store.fail = true
 	req := NewNodeCreate()
 	req.ComputeID, req.Type, req.Name = "local", "vpcs", "PC1"
-	if _, err := f.svc.CreateNode(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
+	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
 		t.Fatalf("CreateNode with a full disk: %v", err)
 	}
-	nodes, _ := f.svc.Nodes(f.project.ID)
+	nodes, _ := f.svc.Nodes.List(f.project.ID)
 	if len(nodes) != 0 || len(f.computes.nodes) != 0 {
 		t.Fatalf("after a failed save: %d nodes here, %d on the compute", len(nodes), len(f.computes.nodes))
 	}
@@ -405,7 +405,7 @@ func TestCaptureLifecycle(t *testing.T) {
 	_, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	wantErr(t, err, ErrConflict, "Cannot capture because there is no running device on this link")
 
-	if _, err := f.svc.StartNode(t.Context(), f.project.ID, b.ID); err != nil {
+	if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
@@ -422,14 +422,14 @@ func TestCaptureLifecycle(t *testing.T) {
 	wantErr(t, err, ErrConflict, "Packet capture is already active on this link")
 
 	// Stopping the other node leaves the capture running.
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	f.svc.StopNode(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Stop(t.Context(), f.project.ID, a.ID)
 	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("stopping the other node stopped the capture")
 	}
 	// Stopping the capture side stops it, announced before the node.
 	f.events.events = nil
-	f.svc.StopNode(t.Context(), f.project.ID, b.ID)
+	f.svc.Nodes.Stop(t.Context(), f.project.ID, b.ID)
 	after, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if after.Capture.Active || after.Capture.ComputeID != "" || after.Capture.FileName != want.FileName || len(f.computes.captures) != 0 {
 		t.Fatalf("after the capture node stopped: %+v", after.Capture)
@@ -447,7 +447,7 @@ func TestCaptureFileNamesAreSanitised(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
 	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +467,7 @@ func TestDeleteNodeDeletesItsLinksFirst(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	f.link(t, a, b)
 	f.events.events = nil
-	if err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID); err != nil {
+	if err := f.svc.Nodes.Delete(t.Context(), f.project.ID, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(f.events.actions()); got != "[link.deleted node.deleted]" {
@@ -476,7 +476,7 @@ func TestDeleteNodeDeletesItsLinksFirst(t *testing.T) {
 	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
 		t.Fatal("the node's link survived it")
 	}
-	err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID)
+	err := f.svc.Nodes.Delete(t.Context(), f.project.ID, a.ID)
 	wantErr(t, err, ErrNotFound, "Node ID "+a.ID+" doesn't exist")
 }
 
@@ -554,7 +554,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 			waiting := reachesTheLock(f.svc)
 			created := make(chan error, 1)
 			go func() {
-				_, err := f.svc.StartNode(context.Background(), f.project.ID, pc.ID)
+				_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, pc.ID)
 				created <- err
 			}()
 			<-waiting
@@ -671,7 +671,7 @@ func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
 	f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	f.computes.failOn["stop_capture"] = &Error{Kind: ErrConflict, Msg: "agent lost"}
 	got, err := f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID)

@@ -111,5 +111,5 @@ func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID 
 	if hasAdapters(t.Type) {
 		nc.ConsoleType = t.ConsoleType // a docker template's http console, ...
 	}
-	return s.CreateNode(ctx, projectID, nc)
+	return s.Nodes.Create(ctx, projectID, nc)
 }
