@@ -50,7 +50,7 @@ func rawBody(c *fiber.Ctx, max int) ([]byte, error) {
 }
 
 func (a *API) getProjectFile(c *fiber.Ctx) error {
-	data, err := a.projects.ProjectFile(c.Params("project_id"), filePath(c))
+	data, err := a.projects.Files.ReadProject(c.Params("project_id"), filePath(c))
 	if err != nil {
 		return err
 	}
@@ -62,14 +62,14 @@ func (a *API) postProjectFile(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := a.projects.WriteProjectFile(c.Params("project_id"), filePath(c), body); err != nil {
+	if err := a.projects.Files.WriteProject(c.Params("project_id"), filePath(c), body); err != nil {
 		return err
 	}
 	return created(c)
 }
 
 func (a *API) getNodeFile(c *fiber.Ctx) error {
-	data, err := a.projects.NodeFile(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c))
+	data, err := a.projects.Files.ReadNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c))
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (a *API) postNodeFile(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := a.projects.WriteNodeFile(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c), body); err != nil {
+	if err := a.projects.Files.WriteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c), body); err != nil {
 		return err
 	}
 	return created(c)

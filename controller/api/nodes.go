@@ -174,14 +174,14 @@ func (h nodeRoutes) nodeLinks(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) resetConsoles(c *fiber.Ctx) error {
-	if err := h.projects.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
+	if err := h.projects.Nodes.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
 func (h nodeRoutes) resetConsole(c *fiber.Ctx) error {
-	if err := h.projects.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+	if err := h.projects.Nodes.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -194,7 +194,7 @@ func (h nodeRoutes) duplicateNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_duplicate", &r); err != nil {
 		return err
 	}
-	n, err := h.projects.DuplicateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
+	n, err := h.projects.Nodes.Duplicate(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,15 @@ func (s *core) lookup(id string) (*state, error) {
 	return st, nil
 }
 
+// project returns a copy of one project's fields.
+func (s *core) project(id string) (Project, error) {
+	st, err := s.lookup(id)
+	if err != nil {
+		return Project{}, err
+	}
+	return st.project(), nil
+}
+
 // opened returns the state of an opened project, for node and link work.
 func (s *core) opened(id string) (*state, error) {
 	st, err := s.lookup(id)

@@ -59,6 +59,7 @@ type Service struct {
 	Links    *Links
 	Captures *Captures
 	Nodes    *Nodes
+	Files    *Files
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 	templates templateStore
@@ -116,6 +117,7 @@ func NewService(cfg Config) *Service {
 	s.Links = &Links{core: c}
 	s.Captures = &Captures{core: c, links: s.Links}
 	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
+	s.Files = &Files{core: c, nodes: s.Nodes}
 	return s
 }
 
@@ -183,13 +185,7 @@ func (s *Service) Projects() []Project {
 }
 
 // Project returns one project.
-func (s *Service) Project(id string) (Project, error) {
-	st, err := s.core.lookup(id)
-	if err != nil {
-		return Project{}, err
-	}
-	return st.project(), nil
-}
+func (s *Service) Project(id string) (Project, error) { return s.core.project(id) }
 
 // ProjectCreate is a request to create a project.
 type ProjectCreate struct {
