@@ -104,10 +104,14 @@ func (h nodeRoutes) deleteNode(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
+// projectNodes names project.Nodes where routes shadow the package name,
+// for method expressions ((*projectNodes).Start).
+type projectNodes = project.Nodes
+
 // allNodes is a bulk operation on every node of a project: 204.
-func (h nodeRoutes) allNodes(do func(ctx context.Context, projectID string) error) fiber.Handler {
+func (h nodeRoutes) allNodes(do func(n *project.Nodes, ctx context.Context, projectID string) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if err := do(c.UserContext(), c.Params("project_id")); err != nil {
+		if err := do(h.projects.Nodes, c.UserContext(), c.Params("project_id")); err != nil {
 			return err
 		}
 		return noContent(c)
@@ -115,9 +119,9 @@ func (h nodeRoutes) allNodes(do func(ctx context.Context, projectID string) erro
 }
 
 // nodeStatus answers a node start/stop/suspend/reload with the node.
-func (h nodeRoutes) nodeStatus(do func(ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
+func (h nodeRoutes) nodeStatus(do func(n *project.Nodes, ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		n, err := do(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
+		n, err := do(h.projects.Nodes, c.UserContext(), c.Params("project_id"), c.Params("node_id"))
 		if err != nil {
 			return err
 		}
