@@ -252,7 +252,7 @@ func run(args []string) error {
 		ImagesDir:     localImages,
 		Logger:        log.With("component", "projects"),
 	})
-	if err := projects.LoadTemplates(); err != nil {
+	if err := projects.Templates.Load(); err != nil {
 		log.Error("load templates", "err", err)
 	}
 	// Agents that kept running while the controller was down still run

@@ -16,7 +16,7 @@ func (a *API) createTemplate(c *fiber.Ctx) error {
 	if err := a.decode(c, "template", &req); err != nil {
 		return err
 	}
-	t, err := a.projects.CreateTemplate(req)
+	t, err := a.projects.Templates.Create(req)
 	if err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func (a *API) updateTemplate(c *fiber.Ctx) error {
 	if err := a.decode(c, "template_update", &req); err != nil {
 		return err
 	}
-	t, err := a.projects.UpdateTemplate(c.Params("template_id"), req)
+	t, err := a.projects.Templates.Update(c.Params("template_id"), req)
 	if err != nil {
 		return err
 	}
@@ -36,14 +36,14 @@ func (a *API) updateTemplate(c *fiber.Ctx) error {
 }
 
 func (a *API) deleteTemplate(c *fiber.Ctx) error {
-	if err := a.projects.DeleteTemplate(c.Params("template_id")); err != nil {
+	if err := a.projects.Templates.Delete(c.Params("template_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
 func (a *API) duplicateTemplate(c *fiber.Ctx) error {
-	t, err := a.projects.DuplicateTemplate(c.Params("template_id"))
+	t, err := a.projects.Templates.Duplicate(c.Params("template_id"))
 	if err != nil {
 		return err
 	}
@@ -77,13 +77,13 @@ func templateFrom(t project.Template) any {
 }
 
 func (a *API) listTemplates(c *fiber.Ctx) error {
-	return c.JSON(mapAll(a.projects.Templates(), templateFrom))
+	return c.JSON(mapAll(a.projects.Templates.List(), templateFrom))
 }
 
 // getTemplate answers one template, with an ETag; a client that already
 // holds it (If-None-Match) gets 304.
 func (a *API) getTemplate(c *fiber.Ctx) error {
-	t, err := a.projects.Template(c.Params("template_id"))
+	t, err := a.projects.Templates.Get(c.Params("template_id"))
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (a *API) createFromTemplate(c *fiber.Ctx) error {
 	req := project.FromTemplate{X: r.X, Y: r.Y}
 	set(&req.Name, r.Name)
 	set(&req.ComputeID, r.ComputeID)
-	n, err := a.projects.CreateFromTemplate(c.UserContext(), c.Params("project_id"), c.Params("template_id"), req)
+	n, err := a.projects.Templates.CreateNode(c.UserContext(), c.Params("project_id"), c.Params("template_id"), req)
 	if err != nil {
 		return err
 	}

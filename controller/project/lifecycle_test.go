@@ -288,12 +288,12 @@ func TestBuiltinTemplatesHaveGNS3sIDs(t *testing.T) {
 		}
 	}
 	f := newFixture(t)
-	n, err := f.svc.CreateFromTemplate(t.Context(), f.project.ID, want["vpcs"], FromTemplate{X: 10, Y: 20, ComputeID: "local"})
+	n, err := f.svc.Templates.CreateNode(t.Context(), f.project.ID, want["vpcs"], FromTemplate{X: 10, Y: 20, ComputeID: "local"})
 	if err != nil || n.Name != "PC1" || n.TemplateID != want["vpcs"] || n.Symbol != ":/symbols/vpcs_guest.svg" || n.X != 10 {
 		t.Fatalf("node from template: %+v, %v", n, err)
 	}
-	_, err = f.svc.CreateFromTemplate(t.Context(), f.project.ID, want["vpcs"], FromTemplate{})
+	_, err = f.svc.Templates.CreateNode(t.Context(), f.project.ID, want["vpcs"], FromTemplate{})
 	wantErr(t, err, ErrNotFound, "Compute ID None doesn't exist")
-	_, err = f.svc.CreateFromTemplate(t.Context(), f.project.ID, "nope", FromTemplate{ComputeID: "local"})
+	_, err = f.svc.Templates.CreateNode(t.Context(), f.project.ID, "nope", FromTemplate{ComputeID: "local"})
 	wantErr(t, err, ErrNotFound, "Template nope doesn't exist")
 }

@@ -148,7 +148,7 @@ func TestBuiltinTemplatesOfEveryTypeWeRun(t *testing.T) {
 		}
 	}
 	f := newFixture(t)
-	n, err := f.svc.CreateFromTemplate(t.Context(), f.project.ID, want[TypeSwitch], FromTemplate{ComputeID: "local"})
+	n, err := f.svc.Templates.CreateNode(t.Context(), f.project.ID, want[TypeSwitch], FromTemplate{ComputeID: "local"})
 	if err != nil || n.Name != "Switch1" || len(n.Ports()) != 8 || n.Symbol != ":/symbols/ethernet_switch.svg" {
 		t.Fatalf("switch from template: %+v, %v", n, err)
 	}

@@ -55,14 +55,14 @@ type Config struct {
 type Service struct {
 	core *core
 
-	Drawings *Drawings
-	Links    *Links
-	Captures *Captures
-	Nodes    *Nodes
-	Files    *Files
+	Drawings  *Drawings
+	Links     *Links
+	Captures  *Captures
+	Nodes     *Nodes
+	Files     *Files
+	Templates *Templates
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
-	templates templateStore
 }
 
 // state is one project and everything in it.
@@ -112,12 +112,13 @@ func NewService(cfg Config) *Service {
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	s := &Service{core: c, templates: templateStore{path: cfg.TemplatesFile}}
+	s := &Service{core: c}
 	s.Drawings = &Drawings{core: c}
 	s.Links = &Links{core: c}
 	s.Captures = &Captures{core: c, links: s.Links}
 	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
 	s.Files = &Files{core: c, nodes: s.Nodes}
+	s.Templates = &Templates{core: c, nodes: s.Nodes, store: templateStore{path: cfg.TemplatesFile}}
 	return s
 }
 
