@@ -350,7 +350,7 @@ func run(args []string) error {
 		projects.Close() // its auto-starts
 		return nil
 	})
-	g.Go(func() error { return registry.Watch(gctx, projects) })
+	g.Go(func() error { return registry.Watch(gctx, projects.Reports) })
 	err = g.Wait()
 	log.Info("controller stopped")
 	return err

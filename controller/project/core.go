@@ -79,6 +79,20 @@ func (s *core) lookup(id string) (*state, error) {
 	return st, nil
 }
 
+// all returns every project, in creation order.
+func (s *core) all() []Project {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Project, 0, len(s.order))
+	for _, id := range s.order {
+		st := s.projects[id]
+		st.read(func() {
+			out = append(out, st.p)
+		})
+	}
+	return out
+}
+
 // project returns a copy of one project's fields.
 func (s *core) project(id string) (Project, error) {
 	st, err := s.lookup(id)

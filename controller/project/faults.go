@@ -11,12 +11,22 @@ import (
 // about it. Each is announced on the project stream like any other change,
 // in order with the changes made through the API.
 
+// Reports hear what computes report by themselves (captures that ended or
+// rotated, nodes that changed or warn) and computes that are lost or come
+// back, and bring the projects in line. It satisfies compute.Listener and
+// compute.Warner.
+type Reports struct {
+	core  *core
+	nodes *Nodes
+	links *Links
+}
+
 // CaptureEnded records that a compute ended a link's capture by itself (its
 // disk filled, or it reached a limit it was given): the link stops
 // capturing, keeping its file name and path (the file holds every whole
 // record written), and a log.warning (a failure) or log.info (a limit)
 // says why. A report about a capture that is not running there is ignored.
-func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID string, last capspec.State) {
+func (s *Reports) CaptureEnded(ctx context.Context, computeID, projectID, linkID string, last capspec.State) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
@@ -38,7 +48,7 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 
 // CaptureRotated records that a link's capture began its next file (a
 // ring of files): the link shows that file, and is announced.
-func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, linkID string, now capspec.State) {
+func (s *Reports) CaptureRotated(ctx context.Context, computeID, projectID, linkID string, now capspec.State) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
@@ -67,7 +77,7 @@ func (st *state) changeCapture(computeID, linkID string, change func(*Capture)) 
 
 // NodeWarning relays what a compute tells a node's users (a VM that runs
 // without KVM) as a log.warning notification of the node's project.
-func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string) {
+func (s *Reports) NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string) {
 	st, err := s.core.opened(projectID)
 	if err != nil {
 		return
@@ -89,7 +99,7 @@ func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID,
 // again through the API meanwhile), so the node is asked for again, in turn
 // with the API's operations, and that answer is what counts; rt is only
 // used if the compute cannot answer now.
-func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
+func (s *Reports) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
@@ -107,14 +117,14 @@ func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID 
 
 // applyReported updates a node from a compute's report and announces it.
 // st.ops must be held.
-func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
+func (s *Reports) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
 	st.mu.RLock()
 	n, ok := st.nodes[nodeID]
 	st.mu.RUnlock()
 	if !ok || n.ComputeID != computeID {
 		return
 	}
-	if before, after := s.Nodes.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
+	if before, after := s.nodes.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
 		s.core.emit(st, NodeUpdated, &after, nil)
 	}
 }
@@ -124,8 +134,8 @@ func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeI
 // anyone can tell, and the links say so at once. The files on that compute
 // keep every whole record written before. Nodes keep their last known
 // status until the compute is back and tells.
-func (s *Service) ComputeLost(ctx context.Context, computeID string) {
-	for _, p := range s.Projects() {
+func (s *Reports) ComputeLost(ctx context.Context, computeID string) {
+	for _, p := range s.core.all() {
 		st, err := s.core.lockOpened(p.ID)
 		if err != nil {
 			continue
@@ -160,8 +170,8 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 // still writing is taken back: the link says capturing again. A link it
 // lost is built again; one that crosses to another compute is rebuilt on
 // both sides, since a restarted agent's tunnel ports are new.
-func (s *Service) ComputeBack(ctx context.Context, computeID string, running []Running) {
-	for _, p := range s.Projects() {
+func (s *Reports) ComputeBack(ctx context.Context, computeID string, running []Running) {
+	for _, p := range s.core.all() {
 		kept := map[string]RunningLink{}
 		for _, r := range running {
 			if r.ComputeID == computeID && r.ProjectID == p.ID {
@@ -181,7 +191,7 @@ func (s *Service) ComputeBack(ctx context.Context, computeID string, running []R
 
 // reconcile brings one project back on a compute, which still runs the
 // relays in kept. st.ops must be held.
-func (s *Service) reconcile(ctx context.Context, st *state, computeID string, kept map[string]RunningLink) {
+func (s *Reports) reconcile(ctx context.Context, st *state, computeID string, kept map[string]RunningLink) {
 	st.mu.RLock()
 	uses := slices.Contains(st.openComputesLocked(), computeID)
 	var nodes []Node
@@ -206,7 +216,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		return
 	}
 	for _, n := range nodes {
-		spec, err := s.Nodes.nodeSpec(&n, vars)
+		spec, err := s.nodes.nodeSpec(&n, vars)
 		if err != nil {
 			s.core.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
 			continue
@@ -229,7 +239,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		rl, still := kept[l.ID]
 		side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
 		if cur.Tunnel == nil || still && side >= 0 && rl.Tunnel != nil && rl.Tunnel.LocalPort == cur.Tunnel.Ports[side] {
-			if err := s.Links.push(ctx, &cur, ends); err != nil {
+			if err := s.links.push(ctx, &cur, ends); err != nil {
 				s.core.log.Warn("reconcile: link", "project", pid, "link", l.ID, "err", err)
 			}
 			if still && rl.Capture != nil {
@@ -237,9 +247,9 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 			}
 			continue
 		}
-		s.Links.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
+		s.links.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
 		cur.Wired, cur.Computes, cur.Tunnel = false, nil, nil
-		if err := s.Links.wire(ctx, &cur, ends); err != nil {
+		if err := s.links.wire(ctx, &cur, ends); err != nil {
 			s.core.log.Warn("reconcile: cross-compute link", "project", pid, "link", l.ID, "err", err)
 		}
 		st.mu.Lock()
@@ -253,7 +263,7 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 // not be reached, unless the link captures elsewhere meanwhile: then the
 // compute's is stopped, so the file the link names is the only one
 // growing. st.ops must be held.
-func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *capspec.State) {
+func (s *Reports) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *capspec.State) {
 	st.mu.Lock()
 	if l.Capture.Active {
 		other := l.Capture.ComputeID != computeID

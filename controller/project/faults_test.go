@@ -56,7 +56,7 @@ func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
 	before := len(f.events.actions())
 	// The compute reported A stopped, but A runs (started again since):
 	// what the compute says now wins, and nothing changes.
-	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	f.svc.Reports.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
 	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Started || !got.Capture.Active || len(f.events.actions()) != before {
@@ -69,7 +69,7 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 	f.computes.mu.Lock()
 	f.computes.nodes[a.ID] = Stopped // VPCS died
 	f.computes.mu.Unlock()
-	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	f.svc.Reports.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
 	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Stopped || got.Capture.Active || got.Capture.FileName == "" {
@@ -79,11 +79,11 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 
 func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
+	f.svc.Reports.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
 	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); !got.Capture.Active {
 		t.Fatal("a report from another compute ended the capture")
 	}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
+	f.svc.Reports.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
 		t.Fatalf("after the capture ended: %+v", got.Capture)
@@ -101,7 +101,7 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 	f, _, _, l := capturingPair(t)
 	final := capspec.State{FileName: l.Capture.FileName, FilePath: l.Capture.FilePath, Frames: 812, Bytes: 131000, Files: 1,
 		Limit: "it reached capture_max_bytes (131072 bytes)"}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
+	f.svc.Reports.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.Frames != 812 || got.Capture.Bytes != 131000 || got.Capture.Limit == "" {
 		t.Fatalf("after the capture reached its limit: %+v", got.Capture)
@@ -130,7 +130,7 @@ func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
 
 func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
+	f.svc.Reports.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.FileName != "x-00002.pcap" || got.Capture.Files != 2 {
 		t.Fatalf("after the next file began: %+v", got.Capture)
@@ -143,7 +143,7 @@ func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	path := l.Capture.FilePath
-	f.svc.ComputeLost(t.Context(), "local")
+	f.svc.Reports.ComputeLost(t.Context(), "local")
 	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatal("the capture of a lost compute still shows")
 	}
@@ -155,7 +155,7 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	}
 	// It was cut off, not restarted: it still runs the relay and writes
 	// the file.
-	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
+	f.svc.Reports.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
 		{ID: l.ID, Capture: &capspec.State{FilePath: path}},
 	}}})
 	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
@@ -166,11 +166,11 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 		t.Fatalf("link.updated says %+v", ev.Capture)
 	}
 	// A compute that restarted runs nothing: the capture stays over.
-	f.svc.ComputeLost(t.Context(), "local")
+	f.svc.Reports.ComputeLost(t.Context(), "local")
 	f.computes.mu.Lock()
 	f.computes.nodes, f.computes.links = map[string]string{}, map[string]Wiring{} // forgotten, as by a restart
 	f.computes.mu.Unlock()
-	f.svc.ComputeBack(t.Context(), "local", nil)
+	f.svc.Reports.ComputeBack(t.Context(), "local", nil)
 	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatalf("a restarted compute's capture came back: %+v", got.Capture)
 	}

@@ -61,6 +61,7 @@ type Service struct {
 	Nodes     *Nodes
 	Files     *Files
 	Templates *Templates
+	Reports   *Reports
 
 	archiving sync.Map // project id → an archive operation runs (archive.go)
 }
@@ -118,6 +119,7 @@ func NewService(cfg Config) *Service {
 	s.Captures = &Captures{core: c, links: s.Links}
 	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
 	s.Files = &Files{core: c, nodes: s.Nodes}
+	s.Reports = &Reports{core: c, nodes: s.Nodes, links: s.Links}
 	s.Templates = &Templates{core: c, nodes: s.Nodes, store: templateStore{path: cfg.TemplatesFile}}
 	return s
 }
@@ -172,18 +174,7 @@ func (st *state) project() Project {
 }
 
 // Projects returns every project, in creation order.
-func (s *Service) Projects() []Project {
-	s.core.mu.RLock()
-	defer s.core.mu.RUnlock()
-	out := make([]Project, 0, len(s.core.order))
-	for _, id := range s.core.order {
-		st := s.core.projects[id]
-		st.read(func() {
-			out = append(out, st.p)
-		})
-	}
-	return out
-}
+func (s *Service) Projects() []Project { return s.core.all() }
 
 // Project returns one project.
 func (s *Service) Project(id string) (Project, error) { return s.core.project(id) }
