@@ -95,7 +95,7 @@ func (a *API) exportProject(c *fiber.Ctx) error {
 		KeepComputeIDs: yes(c, "keep_compute_ids") || yes(c, "keep_compute_id"),
 		Compression:    comp,
 	}
-	exp, err := a.projects.ExportProject(c.UserContext(), c.Params("project_id"), opts)
+	exp, err := a.projects.Archives.Export(c.UserContext(), c.Params("project_id"), opts)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (a *API) importProject(c *fiber.Ctx) error {
 		}
 		body = part
 	}
-	p, err := a.projects.ImportProject(c.UserContext(), c.Params("project_id"), &limitedReader{r: body, left: limit, err: tooLarge}, c.Query("name"))
+	p, err := a.projects.Archives.Import(c.UserContext(), c.Params("project_id"), &limitedReader{r: body, left: limit, err: tooLarge}, c.Query("name"))
 	if err != nil {
 		c.Context().SetConnectionClose() // the body may be partly unread
 		return err
@@ -246,7 +246,7 @@ func (a *API) duplicateProject(c *fiber.Ctx) error {
 	if req.Name != nil {
 		dup.Name = *req.Name
 	}
-	p, err := a.projects.DuplicateProject(c.UserContext(), c.Params("project_id"), dup)
+	p, err := a.projects.Archives.Duplicate(c.UserContext(), c.Params("project_id"), dup)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -48,13 +49,22 @@ const SnapshotRestored = "snapshot.restored"
 
 var errBusy = &Error{Kind: ErrConflict, Msg: "Another operation is running on this project"}
 
+// Archives are projects as zip archives: exports, imports, duplicates, and
+// snapshots kept in the project's snapshots/ folder.
+type Archives struct {
+	core     *core
+	builder  *builder
+	drawings *Drawings
+	running  sync.Map // project id → an archive operation runs
+}
+
 // beginArchiveOp marks project id as running an archive operation; the
 // returned func ends it.
-func (s *Service) beginArchiveOp(id string) (func(), error) {
-	if _, busy := s.archiving.LoadOrStore(id, true); busy {
+func (s *Archives) beginArchiveOp(id string) (func(), error) {
+	if _, busy := s.running.LoadOrStore(id, true); busy {
 		return nil, errBusy
 	}
-	return func() { s.archiving.Delete(id) }, nil
+	return func() { s.running.Delete(id) }, nil
 }
 
 // refusal turns package archive's refusals into API errors: a refused
@@ -106,7 +116,7 @@ func (st *state) checkStoppedLocked(what string) error {
 type Export struct {
 	// Name is the project's name, for the file name clients save.
 	Name string
-	s    *Service
+	s    *Archives
 	st   *state
 	end  func()
 	dir  string
@@ -116,10 +126,10 @@ type Export struct {
 	announce bool
 }
 
-// ExportProject checks that a project can be exported (every node stopped)
+// Export checks that a project can be exported (every node stopped)
 // and returns the export, which holds the project until its WriteTo runs.
 // The caller must call WriteTo exactly once.
-func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptions) (*Export, error) {
+func (s *Archives) Export(ctx context.Context, id string, opts ExportOptions) (*Export, error) {
 	switch opts.Compression {
 	case archive.Store, archive.Deflate, archive.Bzip2, archive.LZMA:
 	default:
@@ -136,9 +146,9 @@ func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptio
 	return exp, err
 }
 
-// export is ExportProject for a caller that marked the archive operation;
+// export is Export for a caller that marked the archive operation;
 // end, called after WriteTo, ends it.
-func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, error) {
+func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		end()
@@ -222,7 +232,7 @@ type importSpec struct {
 	withSnapshots bool
 }
 
-// ImportProject makes project id from a .gns3project archive read from
+// Import makes project id from a .gns3project archive read from
 // body, which is first written to a temporary file beside the projects
 // (never held in memory): every node, link and drawing gets a new id, every node is placed
 // on the local compute, and the project is registered closed with
@@ -231,7 +241,7 @@ type importSpec struct {
 // types labtap cannot run are kept as they are (they stay stopped). An id
 // in use is 409, the archive is refused whole for any entry that could
 // leave the project (section 3.1), and a failure leaves nothing behind.
-func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, name string) (Project, error) {
+func (s *Archives) Import(ctx context.Context, id string, body io.Reader, name string) (Project, error) {
 	if err := uuid.Validate(id); err != nil {
 		return Project{}, errorf(ErrInvalid, "Invalid project ID %s", id)
 	}
@@ -258,7 +268,7 @@ func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, 
 	return s.importArchive(ctx, id, tmp, size, importSpec{name: name, set: set, withSnapshots: true})
 }
 
-func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, size int64, spec importSpec) (Project, error) {
+func (s *Archives) importArchive(ctx context.Context, id string, r io.ReaderAt, size int64, spec importSpec) (Project, error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
@@ -388,7 +398,7 @@ func retagSnapshots(dir, id string) error {
 }
 
 // unrunnable lists the node types of nodes labtap cannot run.
-func (s *Service) unrunnable(nodes []Node) []string {
+func (s *Archives) unrunnable(nodes []Node) []string {
 	var out []string
 	for _, n := range nodes {
 		if !runnable(n.Type) && !slices.Contains(out, n.Type) {
@@ -409,7 +419,7 @@ func checkProjectName(name string) error {
 
 // freeProjectName is name, or the first of "name-1", "name-2", ... that no
 // project has (GNS3's get_free_project_name).
-func (s *Service) freeProjectName(name string) string {
+func (s *Archives) freeProjectName(name string) string {
 	s.core.mu.RLock()
 	defer s.core.mu.RUnlock()
 	taken := func(n string) bool {
@@ -439,14 +449,14 @@ type DuplicateRequest struct {
 	ResetMACs bool
 }
 
-// DuplicateProject copies a project under a new id: its export (snapshots
+// Duplicate copies a project under a new id: its export (snapshots
 // included, compute ids kept, MACs reset if asked) imported as a new,
 // closed project with new node, link and drawing ids. The copy keeps the
 // source's auto_close; auto_start and auto_open are off. Every node must be
 // stopped (GNS3 copies running files as they are); the source is left as
 // it is, opened or closed, and a failure leaves nothing behind.
-func (s *Service) DuplicateProject(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
-	src, err := s.Project(id)
+func (s *Archives) Duplicate(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
+	src, err := s.core.project(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -490,8 +500,8 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 
 // Snapshots lists a project's snapshots by creation time, then name. A
 // closed project's too.
-func (s *Service) Snapshots(id string) ([]SnapshotInfo, error) {
-	p, err := s.Project(id)
+func (s *Archives) Snapshots(id string) ([]SnapshotInfo, error) {
+	p, err := s.core.project(id)
 	if err != nil {
 		return nil, err
 	}
@@ -518,7 +528,7 @@ type SnapshotCreate struct {
 // snapshots/<snapshot_id>.gns3snapshot (uncompressed, compute ids kept)
 // and adds it to snapshots.conf. Names are 1 to 255 printable characters,
 // unique in the project; they never name a file.
-func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCreate) (SnapshotInfo, error) {
+func (s *Archives) CreateSnapshot(ctx context.Context, id string, req SnapshotCreate) (SnapshotInfo, error) {
 	if req.Name == "" || utf8.RuneCountInString(req.Name) > MaxSnapshotName || strings.ContainsFunc(req.Name, unicode.IsControl) {
 		return SnapshotInfo{}, errorf(ErrInvalid, "Snapshot name must be 1 to %d printable characters", MaxSnapshotName)
 	}
@@ -530,7 +540,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		return SnapshotInfo{}, err
 	}
 	defer end()
-	p, err := s.Project(id)
+	p, err := s.core.project(id)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -586,8 +596,8 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 }
 
 // snapshot finds one snapshot of an opened project.
-func (s *Service) snapshot(id, snapshotID string) (Project, []SnapshotInfo, SnapshotInfo, error) {
-	p, err := s.Project(id)
+func (s *Archives) snapshot(id, snapshotID string) (Project, []SnapshotInfo, SnapshotInfo, error) {
+	p, err := s.core.project(id)
 	if err != nil {
 		return Project{}, nil, SnapshotInfo{}, err
 	}
@@ -606,7 +616,7 @@ func (s *Service) snapshot(id, snapshotID string) (Project, []SnapshotInfo, Snap
 }
 
 // DeleteSnapshot forgets a snapshot and deletes its file.
-func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) error {
+func (s *Archives) DeleteSnapshot(ctx context.Context, id, snapshotID string) error {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return err
@@ -639,7 +649,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) err
 // everything restored, then
 // snapshot.restored (the GUI reloads the project on it); never
 // project.closed.
-func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
+func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
@@ -676,7 +686,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	gone := *old
 	gone.Drawings = slices.Clone(old.Drawings)
 	for i := range gone.Drawings {
-		gone.Drawings[i].SVG = s.Drawings.resolveSVG(p, gone.Drawings[i].SVG)
+		gone.Drawings[i].SVG = s.drawings.resolveSVG(p, gone.Drawings[i].SVG)
 	}
 	s.core.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
@@ -705,7 +715,7 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 
 // unpackSnapshot unpacks a snapshot file beside project p into a new
 // directory holding its files and p's project file, and reads it back.
-func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
+func (s *Archives) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return "", nil, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
@@ -817,7 +827,7 @@ func exchange(dir, incoming, outgoing string) error {
 // unpacked imports (never registered), and restores, each finished as far
 // as it got: the project directory is whichever of its old and new files
 // were in place, with its kept entries wherever they were.
-func (s *Service) sweepArchiveLeftovers() {
+func (s *Archives) sweepArchiveLeftovers() {
 	entries, err := os.ReadDir(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return
@@ -869,7 +879,7 @@ func recoverRestore(dir string) {
 // on their computes, saves it and announces the change: deletions of
 // what was (before, if not nil; its drawings' SVG as it was), then
 // creations. st.ops must be held.
-func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
+func (s *Archives) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
 	p := st.project()
 	opened := newState(p)
 	opened.p.Status = Opened
@@ -878,7 +888,7 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		d.ProjectID = p.ID
 		opened.drawings = append(opened.drawings, d)
 	}
-	if err := s.build(ctx, opened, snap, nil); err != nil {
+	if err := s.builder.build(ctx, opened, snap, nil); err != nil {
 		s.core.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
 		return err
 	}
@@ -913,7 +923,7 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		}
 		for i := range snapNow.Drawings {
 			d := snapNow.Drawings[i]
-			d.SVG = s.Drawings.resolveSVG(snapNow.Project, d.SVG)
+			d.SVG = s.drawings.resolveSVG(snapNow.Project, d.SVG)
 			s.core.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
 		}
 	}
@@ -929,46 +939,4 @@ func inertRefusal(n *Node, status string) error {
 		return nil
 	}
 	return errorf(ErrConflict, "Node type %s is not supported by this server", n.Type)
-}
-
-// keepInert keeps a stored node of a type labtap cannot run (a GNS3
-// project's iou, dynamips, virtualbox, ... node, or one its compute says
-// it does not run) as it is, stopped, on no compute, so the project opens
-// and its file keeps the node (spec 6.7). It reports whether n was such a
-// node. st is being built.
-func (s *Service) keepInert(st *state, n Node) bool {
-	if runnable(n.Type) && (!s.core.cfg.Computes.Exists(n.ComputeID) || s.core.mayRun(n.ComputeID, n.Type)) {
-		return false
-	}
-	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
-	if n.Width == 0 || n.Height == 0 {
-		n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
-	}
-	if n.Label == nil {
-		n.Label = nodeLabel(nil, n.Name, n.Height)
-	}
-	st.nodes[n.ID] = &n
-	st.nodeOrder = append(st.nodeOrder, n.ID)
-	s.core.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
-	return true
-}
-
-// keepUnwired keeps a stored link to an inert node as the file has it,
-// not wired (it carries no frames), so saving the project keeps it. It
-// reports whether l was such a link. st is being built.
-func (s *Service) keepUnwired(st *state, l Link) bool {
-	inert := slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool {
-		n, ok := st.nodes[e.NodeID]
-		return ok && n.Inert
-	})
-	if !inert {
-		return false
-	}
-	l.ProjectID, l.Wired, l.Computes, l.Tunnel, l.Capture = st.p.ID, false, nil, nil, Capture{}
-	if l.LinkType == "" {
-		l.LinkType = Ethernet
-	}
-	st.links[l.ID] = &l
-	st.linkOrder = append(st.linkOrder, l.ID)
-	return true
 }

@@ -39,7 +39,7 @@ func imageProperty(key string) bool {
 // that are in the local QEMU images folder (a name, or a path inside the
 // folder; links may not lead out of it). Anything else is left out, with
 // a warning.
-func (s *Service) exportImages(nodes []Node, warn func(string)) []archive.Image {
+func (s *Archives) exportImages(nodes []Node, warn func(string)) []archive.Image {
 	if s.core.cfg.ImagesDir == "" {
 		warn("include_images: this server has no images folder; the export holds no images")
 		return nil
@@ -107,7 +107,7 @@ func (s *Service) exportImages(nodes []Node, warn func(string)) []archive.Image 
 // image already there with the same content is kept; one with other
 // content is never overwritten: the archive's is left out, with a
 // warning. Other images/ entries are not installed.
-func (s *Service) installImages(projectID string, zr *zip.Reader) {
+func (s *Archives) installImages(projectID string, zr *zip.Reader) {
 	log := s.core.log.With("project", projectID)
 	var entries []*zip.File
 	for _, f := range zr.File {

@@ -14,7 +14,7 @@ import (
 // it met: projects that could not be read are skipped, projects that could
 // not be opened stay closed.
 func (s *Service) Load(ctx context.Context, running []Running) []error {
-	s.sweepArchiveLeftovers()
+	s.Archives.sweepArchiveLeftovers()
 	snaps, errs := s.core.cfg.Store.LoadAll()
 	var autoOpen []string
 	s.core.mu.Lock()
@@ -105,7 +105,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 		d.ProjectID = id
 		opened.drawings = append(opened.drawings, d)
 	}
-	if err := s.build(ctx, opened, snap, running); err != nil {
+	if err := s.builder.build(ctx, opened, snap, running); err != nil {
 		s.core.closeOn(context.WithoutCancel(ctx), id, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed open")
 		return Project{}, err
 	}
@@ -131,92 +131,6 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 		})
 	}
 	return out, nil
-}
-
-// build creates a stored project's nodes and links on their computes into
-// st, which nobody else sees yet. Links whose endpoints are missing or
-// taken are dropped, with a log line, as GNS3 does.
-func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running []Running) (err error) {
-	for _, stored := range snap.Nodes {
-		n := stored
-		if s.keepInert(st, n) {
-			continue
-		}
-		if !s.core.cfg.Computes.Exists(n.ComputeID) {
-			return computeNotFound(n.ComputeID)
-		}
-		if !s.core.mayRun(n.ComputeID, n.Type) {
-			return errorf(ErrConflict, "Node type %s is not supported by compute %s", n.Type, n.ComputeID)
-		}
-		if err := s.core.openOn(ctx, st, n.ComputeID); err != nil {
-			return err
-		}
-		n.ProjectID = st.p.ID
-		n.MACIndex = -1
-		if usesMAC(n.Type) {
-			n.MACIndex = st.freeMACLocked()
-		}
-		spec, err := s.Nodes.nodeSpec(&n, st.p.Settings.Variables)
-		if err != nil {
-			return err
-		}
-		rt, err := s.core.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, spec)
-		if err != nil {
-			return err
-		}
-		n.applyRuntime(rt)
-		if n.Width == 0 || n.Height == 0 {
-			n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
-		}
-		if n.Label == nil {
-			n.Label = nodeLabel(nil, n.Name, n.Height)
-		}
-		st.nodes[n.ID] = &n
-		st.nodeOrder = append(st.nodeOrder, n.ID)
-	}
-	for _, stored := range snap.Links {
-		if s.keepUnwired(st, stored) {
-			continue
-		}
-		filters, err := normalizeFilters(stored.Filters)
-		if err != nil {
-			s.core.log.Warn("link filters ignored", "link", stored.ID, "err", err)
-			filters = map[string][]any{}
-		}
-		l := &Link{ID: stored.ID, ProjectID: st.p.ID, Filters: filters, Style: stored.Style, Suspend: stored.Suspend, LinkType: Ethernet, Extra: stored.Extra}
-		var nodes []*Node
-		for _, ep := range stored.Endpoints {
-			got, err := st.attachLocked(l, []Endpoint{ep})
-			if err != nil {
-				s.core.log.Warn("link endpoint skipped", "link", l.ID, "node", ep.NodeID, "err", err)
-				continue
-			}
-			// attachLocked checks against the endpoints already in l.
-			nodes = append(nodes, got...)
-		}
-		if len(l.Endpoints) != 2 {
-			s.core.log.Warn("link dropped: it does not have two endpoints", "link", l.ID)
-			continue
-		}
-		if t := adoptedTunnel(l.ID, nodes, running); t != nil && nodes[0].ComputeID != nodes[1].ComputeID {
-			// The relays run: set them up again as they are (idempotent).
-			l.Tunnel, l.Wired, l.Computes = t, true, []string{nodes[0].ComputeID, nodes[1].ComputeID}
-			if c, ok := adoptedCapture(l, nodes, running); ok {
-				l.Capture = c
-			}
-			l.FilterSide = filterSide(nodes, l.Capture)
-			if err := s.Links.push(ctx, l, nodes); err != nil {
-				return err
-			}
-		} else if err := s.Links.wire(ctx, l, nodes); err != nil {
-			return err
-		} else if c, ok := adoptedCapture(l, nodes, running); ok {
-			l.Capture = c
-		}
-		st.links[l.ID] = l
-		st.linkOrder = append(st.linkOrder, l.ID)
-	}
-	return nil
 }
 
 // CloseProject closes a project (api-v2.md 6.4): its computes stop its

@@ -30,7 +30,7 @@ type Config struct {
 	Store Store
 	// Events receives what happens; nil discards it.
 	Events Emitter
-	// TemplatesFile keeps user templates (Service.LoadTemplates reads
+	// TemplatesFile keeps user templates (Service.Templates.Load reads
 	// it); "" keeps them in memory only.
 	TemplatesFile string
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
@@ -62,8 +62,9 @@ type Service struct {
 	Files     *Files
 	Templates *Templates
 	Reports   *Reports
+	Archives  *Archives
 
-	archiving sync.Map // project id → an archive operation runs (archive.go)
+	builder *builder
 }
 
 // state is one project and everything in it.
@@ -119,6 +120,8 @@ func NewService(cfg Config) *Service {
 	s.Captures = &Captures{core: c, links: s.Links}
 	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
 	s.Files = &Files{core: c, nodes: s.Nodes}
+	s.builder = &builder{core: c, nodes: s.Nodes, links: s.Links}
+	s.Archives = &Archives{core: c, builder: s.builder, drawings: s.Drawings}
 	s.Reports = &Reports{core: c, nodes: s.Nodes, links: s.Links}
 	s.Templates = &Templates{core: c, nodes: s.Nodes, store: templateStore{path: cfg.TemplatesFile}}
 	return s
