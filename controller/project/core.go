@@ -11,7 +11,8 @@ import (
 // table of projects, the helpers that find a project and take its locks,
 // and the goroutines requests leave running. Each part (Nodes, Links,
 // Captures, ...) holds it as its core field; the parts that need one
-// another hold each other as named fields too.
+// another hold each other as named fields too. Its save and emit are in
+// service.go, beside the state they write and send.
 type core struct {
 	cfg Config
 	log *slog.Logger
