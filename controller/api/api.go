@@ -332,9 +332,10 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", node+"/reload", nr.nodeStatus((*projectNodes).Reload))
 	a.handle(app, "GET", node+"/links", nr.nodeLinks)
 	a.registerQemu(app)
-	a.handle(app, "GET", templates, a.listTemplates)
-	a.handle(app, "GET", templates+"/{template_id}", a.getTemplate)
-	a.handle(app, "POST", project+"/templates/{template_id}", a.createFromTemplate)
+	tr := templateRoutes{a.resource()}
+	a.handle(app, "GET", templates, tr.listTemplates)
+	a.handle(app, "GET", templates+"/{template_id}", tr.getTemplate)
+	a.handle(app, "POST", project+"/templates/{template_id}", tr.createFromTemplate)
 	lr := linkRoutes{a.resource()}
 	a.handle(app, "GET", links, lr.listLinks)
 	a.handle(app, "POST", links, lr.createLink)

@@ -17,15 +17,17 @@ func (a *API) registerGUI(app *fiber.App) {
 		drawings = project + "/drawings"
 		drawing  = drawings + "/{drawing_id}"
 	)
-	a.handle(app, "GET", drawings, a.listDrawings)
-	a.handle(app, "POST", drawings, a.createDrawing)
-	a.handle(app, "GET", drawing, a.getDrawing)
-	a.handle(app, "PUT", drawing, a.updateDrawing)
-	a.handle(app, "DELETE", drawing, a.deleteDrawing)
-	a.handle(app, "POST", "/v2/templates", a.createTemplate)
-	a.handle(app, "PUT", "/v2/templates/{template_id}", a.updateTemplate)
-	a.handle(app, "DELETE", "/v2/templates/{template_id}", a.deleteTemplate)
-	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", a.duplicateTemplate)
+	dr := drawingRoutes{a.resource()}
+	a.handle(app, "GET", drawings, dr.listDrawings)
+	a.handle(app, "POST", drawings, dr.createDrawing)
+	a.handle(app, "GET", drawing, dr.getDrawing)
+	a.handle(app, "PUT", drawing, dr.updateDrawing)
+	a.handle(app, "DELETE", drawing, dr.deleteDrawing)
+	tr := templateRoutes{a.resource()}
+	a.handle(app, "POST", "/v2/templates", tr.createTemplate)
+	a.handle(app, "PUT", "/v2/templates/{template_id}", tr.updateTemplate)
+	a.handle(app, "DELETE", "/v2/templates/{template_id}", tr.deleteTemplate)
+	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", tr.duplicateTemplate)
 
 	a.handle(app, "GET", project+"/files/{path:.+}", a.getProjectFile)
 	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
