@@ -29,14 +29,15 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "DELETE", "/v2/templates/{template_id}", tr.deleteTemplate)
 	a.handle(app, "POST", "/v2/templates/{template_id}/duplicate", tr.duplicateTemplate)
 
-	a.handle(app, "GET", project+"/files/{path:.+}", a.getProjectFile)
-	a.handle(app, "POST", project+"/files/{path:.+}", a.postProjectFile)
+	fr := fileRoutes{a.resource()}
+	a.handle(app, "GET", project+"/files/{path:.+}", fr.getProjectFile)
+	a.handle(app, "POST", project+"/files/{path:.+}", fr.postProjectFile)
 	a.handle(app, "POST", project+"/nodes/console/reset", nodeRoutes{a.resource()}.resetConsoles)
 	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", nodeRoutes{a.resource()}.resetConsole)
 	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", nodeRoutes{a.resource()}.duplicateNode)
 	a.handleStream(app, "GET", rConsoleWS, a.consoleWS())
-	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", a.getNodeFile)
-	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", a.postNodeFile)
+	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", fr.getNodeFile)
+	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", fr.postNodeFile)
 
 	a.handle(app, "GET", "/v2/appliances", emptyList)
 	a.handle(app, "GET", "/v2/gns3vm", a.getGNS3VM)
