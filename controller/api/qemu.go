@@ -122,7 +122,8 @@ func (a *API) registerQemu(app *fiber.App) {
 	a.handleStream(app, "GET", local+"/images/{filename:.+}", a.qemu(a.downloadImage))
 	a.handle(app, "POST", local+"/img", a.qemu(a.createQemuImg))
 	a.handle(app, "PUT", local+"/img", a.qemu(a.resizeQemuImg))
-	a.handle(app, "GET", "/v2/compute/docker/images", a.dockerImages)
+	cmr := computeRoutes{a.resource(), a.computes, a.cfg.Version}
+	a.handle(app, "GET", "/v2/compute/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", c+"/binaries", a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		var archs []string
 		if s := ctx.Query("archs"); s != "" {
