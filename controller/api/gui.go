@@ -40,12 +40,13 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", fr.postNodeFile)
 
 	a.handle(app, "GET", "/v2/appliances", emptyList)
-	a.handle(app, "GET", "/v2/gns3vm", a.getGNS3VM)
-	a.handle(app, "PUT", "/v2/gns3vm", a.putGNS3VM)
+	str := settingsRoutes{a.resource(), a.settings}
+	a.handle(app, "GET", "/v2/gns3vm", str.getGNS3VM)
+	a.handle(app, "PUT", "/v2/gns3vm", str.putGNS3VM)
 	a.handle(app, "GET", "/v2/gns3vm/engines", emptyList)
-	a.handle(app, "GET", "/v2/gns3vm/engines/{engine}/vms", a.gns3VMEngineVMs)
-	a.handle(app, "GET", "/v2/iou_license", a.getIOULicense)
-	a.handle(app, "PUT", "/v2/iou_license", a.putIOULicense)
+	a.handle(app, "GET", "/v2/gns3vm/engines/{engine}/vms", str.gns3VMEngineVMs)
+	a.handle(app, "GET", "/v2/iou_license", str.getIOULicense)
+	a.handle(app, "PUT", "/v2/iou_license", str.putIOULicense)
 	a.handle(app, "GET", "/v2/statistics", a.statistics)
 	a.handle(app, "POST", "/v2/projects/load", a.loadProject)
 	// Emulators labtap does not run: their dialogs' listings are empty.
