@@ -304,8 +304,9 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "PUT", compute, cmr.updateCompute)
 	a.handle(app, "DELETE", compute, cmr.deleteCompute)
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
-	a.handleStream(app, "GET", "/v2/notifications", a.controllerNotifications)
-	a.handleStream(app, "GET", "/v2/notifications/ws", a.controllerNotificationsWS())
+	ntr := notificationRoutes{a.resource(), a.hub, a.cfg.Load, a.cfg.Context}
+	a.handleStream(app, "GET", "/v2/notifications", ntr.controllerNotifications)
+	a.handleStream(app, "GET", "/v2/notifications/ws", ntr.controllerNotificationsWS())
 	pr := projectRoutes{a.resource()}
 	a.handle(app, "GET", projects, pr.listProjects)
 	a.handle(app, "POST", projects, pr.createProject)
@@ -315,8 +316,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", project+"/open", pr.openProject)
 	a.handle(app, "POST", project+"/close", pr.closeProject)
 	a.handle(app, "GET", project+"/stats", pr.projectStats)
-	a.handleStream(app, "GET", project+"/notifications", a.projectNotifications)
-	a.handleStream(app, "GET", project+"/notifications/ws", a.projectNotificationsWS())
+	a.handleStream(app, "GET", project+"/notifications", ntr.projectNotifications)
+	a.handleStream(app, "GET", project+"/notifications/ws", ntr.projectNotificationsWS())
 	nr := nodeRoutes{a.resource()}
 	a.handle(app, "GET", nodes, nr.listNodes)
 	a.handle(app, "POST", nodes, nr.createNode)
