@@ -254,7 +254,7 @@ func run(args []string) error {
 		ImagesDir:     localImages,
 		Logger:        log.With("component", "projects"),
 	})
-	if err := projects.LoadTemplates(); err != nil {
+	if err := projects.Templates.Load(); err != nil {
 		log.Error("load templates", "err", err)
 	}
 	// Agents that kept running while the controller was down still run
@@ -269,7 +269,7 @@ func run(args []string) error {
 	}
 	// Whole-project captures: ended, their files complete, before the
 	// projects close.
-	projectCaptures := labcapture.New(labcapture.Config{Projects: projects, Logger: log.With("component", "project_captures")})
+	projectCaptures := labcapture.New(labcapture.Config{Projects: labcapture.ServiceProjects(projects), Logger: log.With("component", "project_captures")})
 	g.Go(func() error {
 		<-gctx.Done()
 		projectCaptures.Close(context.WithoutCancel(gctx))
@@ -360,7 +360,7 @@ func run(args []string) error {
 		projects.Close() // its auto-starts
 		return nil
 	})
-	g.Go(func() error { return registry.Health.Watch(gctx, projects) })
+	g.Go(func() error { return registry.Health.Watch(gctx, projects.Reports) })
 	err = g.Wait()
 	// Every request has ended: the project files take in their journals.
 	if err := store.Close(); err != nil {

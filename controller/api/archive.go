@@ -66,11 +66,18 @@ var archiveSchemas = map[string]string{
 		"required": ["name"], "additionalProperties": false}`,
 }
 
+// archiveRoutes answer a project's export, import and duplicate routes.
+type archiveRoutes struct {
+	resource
+	maxImport int64 // Config.MaxImportSize
+}
+
 func (a *API) registerArchive(app *fiber.App) {
 	const p = "/v2/projects/{project_id}"
-	a.handle(app, "GET", p+"/export", a.exportProject)
-	a.handle(app, "POST", p+"/import", a.importProject)
-	a.handle(app, "POST", p+"/duplicate", a.duplicateProject)
+	ar := archiveRoutes{a.resource(), a.cfg.MaxImportSize}
+	a.handle(app, "GET", p+"/export", ar.exportProject)
+	a.handle(app, "POST", p+"/import", ar.importProject)
+	a.handle(app, "POST", p+"/duplicate", ar.duplicateProject)
 	sr := snapshotRoutes{a.resource()}
 	a.handle(app, "GET", p+"/snapshots", sr.listSnapshots)
 	a.handle(app, "POST", p+"/snapshots", sr.createSnapshot)
@@ -82,7 +89,7 @@ func (a *API) registerArchive(app *fiber.App) {
 // true, anything else false.
 func yes(c *fiber.Ctx, name string) bool { return strings.EqualFold(c.Query(name), "yes") }
 
-func (a *API) exportProject(c *fiber.Ctx) error {
+func (h archiveRoutes) exportProject(c *fiber.Ctx) error {
 	comp, err := archive.ParseCompression(c.Query("compression"))
 	if err != nil {
 		return fiber.NewError(fiber.StatusBadRequest, err.Error())
@@ -95,7 +102,7 @@ func (a *API) exportProject(c *fiber.Ctx) error {
 		KeepComputeIDs: yes(c, "keep_compute_ids") || yes(c, "keep_compute_id"),
 		Compression:    comp,
 	}
-	exp, err := a.projects.ExportProject(c.UserContext(), c.Params("project_id"), opts)
+	exp, err := h.projects.Archives.Export(c.UserContext(), c.Params("project_id"), opts)
 	if err != nil {
 		return err
 	}
@@ -129,8 +136,8 @@ func attachment(name string) string {
 // importProject streams the archive (raw, or the first file of a
 // multipart/form-data body: the web UI) to the service, which spools it to
 // disk; the body never sits in memory and is bounded by MaxImportSize.
-func (a *API) importProject(c *fiber.Ctx) error {
-	limit := a.cfg.MaxImportSize
+func (h archiveRoutes) importProject(c *fiber.Ctx) error {
+	limit := h.maxImport
 	if limit <= 0 {
 		limit = defaultMaxSize
 	}
@@ -151,7 +158,7 @@ func (a *API) importProject(c *fiber.Ctx) error {
 		}
 		body = part
 	}
-	p, err := a.projects.ImportProject(c.UserContext(), c.Params("project_id"), &limitedReader{r: body, left: limit, err: tooLarge}, c.Query("name"))
+	p, err := h.projects.Archives.Import(c.UserContext(), c.Params("project_id"), &limitedReader{r: body, left: limit, err: tooLarge}, c.Query("name"))
 	if err != nil {
 		c.Context().SetConnectionClose() // the body may be partly unread
 		return err
@@ -233,9 +240,9 @@ type projectDuplicateRequest struct {
 	ResetMACs bool    `json:"reset_mac_addresses"`
 }
 
-func (a *API) duplicateProject(c *fiber.Ctx) error {
+func (h archiveRoutes) duplicateProject(c *fiber.Ctx) error {
 	var req projectDuplicateRequest
-	if err := a.decode(c, "project_duplicate", &req); err != nil {
+	if err := h.decode(c, "project_duplicate", &req); err != nil {
 		return err
 	}
 	if req.Path != nil && *req.Path != "" {
@@ -246,7 +253,7 @@ func (a *API) duplicateProject(c *fiber.Ctx) error {
 	if req.Name != nil {
 		dup.Name = *req.Name
 	}
-	p, err := a.projects.DuplicateProject(c.UserContext(), c.Params("project_id"), dup)
+	p, err := h.projects.Archives.Duplicate(c.UserContext(), c.Params("project_id"), dup)
 	if err != nil {
 		return err
 	}

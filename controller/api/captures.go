@@ -11,26 +11,34 @@ import (
 	"github.com/labtap/labtap/internal/netguard"
 )
 
+// captureRoutes answer a link's capture routes.
+type captureRoutes struct {
+	resource
+	// serverCtx is the server's lifetime (Config.Context): streams end
+	// with it.
+	serverCtx context.Context
+}
+
 // startCapture takes the capture vocabulary's Spec as its body (it may be
 // empty, or {}): the schema, made from the vocabulary, and Spec.Check are
 // the API edge's checks.
-func (a *API) startCapture(c *fiber.Ctx) error {
+func (h captureRoutes) startCapture(c *fiber.Ctx) error {
 	var req capspec.Spec
-	if err := a.decode(c, "capture_start", &req); err != nil {
+	if err := h.decode(c, "capture_start", &req); err != nil {
 		return err
 	}
 	if err := req.Check(false); err != nil {
 		return fiber.NewError(fiber.StatusBadRequest, err.Error())
 	}
-	l, err := a.projects.StartCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
+	l, err := h.projects.Captures.Start(c.UserContext(), c.Params("project_id"), c.Params("link_id"), req)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(linkFrom(l))
 }
 
-func (a *API) stopCapture(c *fiber.Ctx) error {
-	l, err := a.projects.StopCapture(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
+func (h captureRoutes) stopCapture(c *fiber.Ctx) error {
+	l, err := h.projects.Captures.Stop(c.UserContext(), c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}
@@ -47,11 +55,11 @@ const pcapngContentType = "application/x-pcapng"
 // its first byte, then every record as it is written, in chunks flushed at
 // once, and a proper end of the body when the capture stops (GNS3 drops the
 // connection instead). `curl -sN URL | wireshark -k -i -` shows it live.
-func (a *API) pcap(c *fiber.Ctx) error {
+func (h captureRoutes) pcap(c *fiber.Ctx) error {
 	// The stream lives as long as the server, not as long as a request
 	// deadline: Fiber reads it after this handler returns.
-	ctx, cancel := context.WithCancel(a.cfg.Context)
-	body, err := a.projects.CaptureStream(ctx, c.Params("project_id"), c.Params("link_id"))
+	ctx, cancel := context.WithCancel(h.serverCtx)
+	body, err := h.projects.Captures.Stream(ctx, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		cancel()
 		return err
@@ -74,9 +82,9 @@ func (a *API) pcap(c *fiber.Ctx) error {
 // (for a ring, the file being written): up to its last whole record, so a
 // valid capture on its own, with its length and its name as the download's
 // file name. The capture goes on; /pcap is the live stream.
-func (a *API) captureFile(c *fiber.Ctx) error {
-	ctx, cancel := context.WithCancel(a.cfg.Context)
-	f, err := a.projects.CaptureFile(ctx, c.Params("project_id"), c.Params("link_id"))
+func (h captureRoutes) captureFile(c *fiber.Ctx) error {
+	ctx, cancel := context.WithCancel(h.serverCtx)
+	f, err := h.projects.Captures.File(ctx, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		cancel()
 		return err

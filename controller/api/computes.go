@@ -10,17 +10,25 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
-func (a *API) listComputes(c *fiber.Ctx) error {
-	return c.JSON(mapAll(a.computes.List(), a.computeJSONOf))
+// computeRoutes answer the compute routes.
+type computeRoutes struct {
+	resource
+	computes Computes
+	agents   Agents // nil: no agents reached (Config.Agents)
+	version  string // Config.Version, the controller's
+}
+
+func (h computeRoutes) listComputes(c *fiber.Ctx) error {
+	return c.JSON(mapAll(h.computes.List(), h.computeJSONOf))
 }
 
 // computeJSONOf is a compute as GNS3 shows it. Our agents speak proto,
 // versioned on its own; to GNS3 clients a connected agent is a compute of
 // the version the controller reports.
-func (a *API) computeJSONOf(cp compute.Compute) computeJSON {
+func (h computeRoutes) computeJSONOf(cp compute.Compute) computeJSON {
 	j := computeFrom(cp)
 	if cp.Connected {
-		j.Capabilities.Version = &a.cfg.Version
+		j.Capabilities.Version = &h.version
 	}
 	return j
 }
@@ -43,9 +51,9 @@ func grantOf(c *fiber.Ctx, req computeRequest) compute.Grant {
 	return compute.Grant{Presented: c.Get(proto.SecretHeader), Ask: req.UseSecret}
 }
 
-func (a *API) createCompute(c *fiber.Ctx) error {
+func (h computeRoutes) createCompute(c *fiber.Ctx) error {
 	var req computeRequest
-	if err := a.decode(c, "compute_create", &req); err != nil {
+	if err := h.decode(c, "compute_create", &req); err != nil {
 		return err
 	}
 	cp := compute.Compute{Protocol: *req.Protocol, Host: *req.Host, Port: *req.Port}
@@ -59,11 +67,11 @@ func (a *API) createCompute(c *fiber.Ctx) error {
 	if cp.Name == "" {
 		cp.Name = defaultComputeName(cp)
 	}
-	got, err := a.computes.Create(c.UserContext(), cp, grantOf(c, req))
+	got, err := h.computes.Create(c.UserContext(), cp, grantOf(c, req))
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusCreated).JSON(a.computeJSONOf(got))
+	return c.Status(fiber.StatusCreated).JSON(h.computeJSONOf(got))
 }
 
 // defaultComputeName is GNS3's: "<protocol>://[<user>@]<host>:<port>", with
@@ -79,25 +87,25 @@ func defaultComputeName(c compute.Compute) string {
 	return fmt.Sprintf("%s://%s%s:%d", c.Protocol, user, c.Host, c.Port)
 }
 
-func (a *API) getCompute(c *fiber.Ctx) error {
-	cp, ok := a.computes.Get(c.Params("compute_id"))
+func (h computeRoutes) getCompute(c *fiber.Ctx) error {
+	cp, ok := h.computes.Get(c.Params("compute_id"))
 	if !ok {
 		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + c.Params("compute_id") + " doesn't exist"}
 	}
-	return c.JSON(a.computeJSONOf(cp))
+	return c.JSON(h.computeJSONOf(cp))
 }
 
 // dockerImages lists a compute's Docker images for the GUI's docker
 // template wizard (nodes-docker-qemu.md 3.10).
-func (a *API) dockerImages(c *fiber.Ctx) error {
+func (h computeRoutes) dockerImages(c *fiber.Ctx) error {
 	id := computeOf(c)
-	if _, ok := a.computes.Get(id); !ok {
+	if _, ok := h.computes.Get(id); !ok {
 		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 	}
-	if a.cfg.Agents == nil {
+	if h.agents == nil {
 		return &project.Error{Kind: project.ErrConflict, Msg: "This controller reaches no agents"}
 	}
-	tags, err := a.cfg.Agents.DockerImages(c.UserContext(), id)
+	tags, err := h.agents.DockerImages(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
@@ -108,31 +116,31 @@ func (a *API) dockerImages(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (a *API) updateCompute(c *fiber.Ctx) error {
+func (h computeRoutes) updateCompute(c *fiber.Ctx) error {
 	var req computeRequest
-	if err := a.decode(c, "compute_update", &req); err != nil {
+	if err := h.decode(c, "compute_update", &req); err != nil {
 		return err
 	}
-	got, err := a.computes.Update(c.UserContext(), c.Params("compute_id"), compute.ComputeUpdate{
+	got, err := h.computes.Update(c.UserContext(), c.Params("compute_id"), compute.ComputeUpdate{
 		Name: req.Name, Protocol: req.Protocol, Host: req.Host, Port: req.Port, User: req.User, Password: req.Password,
 		Grant: grantOf(c, req),
 	})
 	if err != nil {
 		return err
 	}
-	return c.JSON(a.computeJSONOf(got))
+	return c.JSON(h.computeJSONOf(got))
 }
 
 // deleteCompute closes the projects that use the compute, then forgets it;
 // an unknown id is a 204 too (GNS3).
-func (a *API) deleteCompute(c *fiber.Ctx) error {
+func (h computeRoutes) deleteCompute(c *fiber.Ctx) error {
 	id := c.Params("compute_id")
 	if id == compute.LocalID {
 		return &project.Error{Kind: project.ErrConflict, Msg: "The local compute cannot be deleted"}
 	}
-	if _, ok := a.computes.Get(id); ok {
-		a.projects.CloseProjectsOn(c.UserContext(), id)
-		if err := a.computes.Remove(id); err != nil {
+	if _, ok := h.computes.Get(id); ok {
+		h.projects.CloseProjectsOn(c.UserContext(), id)
+		if err := h.computes.Remove(id); err != nil {
 			return err
 		}
 	}

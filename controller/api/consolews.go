@@ -41,7 +41,7 @@ func (a *API) consoleWS() fiber.Handler {
 		if dialer == nil {
 			return &project.Error{Kind: project.ErrConflict, Msg: "Consoles are not reachable through this controller"}
 		}
-		n, err := a.projects.Node(c.Params("project_id"), c.Params("node_id"))
+		n, err := a.projects.Nodes.Get(c.Params("project_id"), c.Params("node_id"))
 		if err != nil {
 			return err
 		}

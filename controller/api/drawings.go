@@ -19,6 +19,9 @@ type drawingJSON struct {
 	Z         int     `json:"z"`
 }
 
+// drawingRoutes answer the drawing routes.
+type drawingRoutes struct{ resource }
+
 func drawingFrom(d project.Drawing) drawingJSON {
 	svg := d.SVG
 	return drawingJSON{DrawingID: d.ID, Locked: d.Locked, ProjectID: d.ProjectID, Rotation: d.Rotation, SVG: &svg, X: d.X, Y: d.Y, Z: d.Z}
@@ -38,9 +41,9 @@ type drawingRequest struct {
 	Rotation  *int    `json:"rotation"`
 }
 
-func (a *API) decodeDrawing(c *fiber.Ctx) (drawingRequest, project.DrawingUpdate, error) {
+func (h drawingRoutes) decodeDrawing(c *fiber.Ctx) (drawingRequest, project.DrawingUpdate, error) {
 	var r drawingRequest
-	if err := a.decode(c, "drawing", &r); err != nil {
+	if err := h.decode(c, "drawing", &r); err != nil {
 		return r, project.DrawingUpdate{}, err
 	}
 	if r.ProjectID != nil && *r.ProjectID != c.Params("project_id") {
@@ -49,12 +52,12 @@ func (a *API) decodeDrawing(c *fiber.Ctx) (drawingRequest, project.DrawingUpdate
 	return r, project.DrawingUpdate{X: r.X, Y: r.Y, Z: r.Z, Rotation: r.Rotation, Locked: r.Locked, SVG: r.SVG}, nil
 }
 
-func (a *API) listDrawings(c *fiber.Ctx) error {
-	p, err := a.projects.Project(c.Params("project_id"))
+func (h drawingRoutes) listDrawings(c *fiber.Ctx) error {
+	p, err := h.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
-	list, err := a.projects.Drawings(p.ID)
+	list, err := h.projects.Drawings.List(p.ID)
 	if err != nil {
 		return err
 	}
@@ -64,42 +67,42 @@ func (a *API) listDrawings(c *fiber.Ctx) error {
 	return c.JSON(mapAll(list, drawingFrom))
 }
 
-func (a *API) createDrawing(c *fiber.Ctx) error {
-	r, u, err := a.decodeDrawing(c)
+func (h drawingRoutes) createDrawing(c *fiber.Ctx) error {
+	r, u, err := h.decodeDrawing(c)
 	if err != nil {
 		return err
 	}
 	id := ""
 	set(&id, r.DrawingID)
-	d, err := a.projects.CreateDrawing(c.UserContext(), c.Params("project_id"), id, u)
+	d, err := h.projects.Drawings.Create(c.UserContext(), c.Params("project_id"), id, u)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(drawingFrom(d))
 }
 
-func (a *API) getDrawing(c *fiber.Ctx) error {
-	d, err := a.projects.Drawing(c.Params("project_id"), c.Params("drawing_id"))
+func (h drawingRoutes) getDrawing(c *fiber.Ctx) error {
+	d, err := h.projects.Drawings.Get(c.Params("project_id"), c.Params("drawing_id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(drawingFrom(d))
 }
 
-func (a *API) updateDrawing(c *fiber.Ctx) error {
-	_, u, err := a.decodeDrawing(c)
+func (h drawingRoutes) updateDrawing(c *fiber.Ctx) error {
+	_, u, err := h.decodeDrawing(c)
 	if err != nil {
 		return err
 	}
-	d, err := a.projects.UpdateDrawing(c.UserContext(), c.Params("project_id"), c.Params("drawing_id"), u)
+	d, err := h.projects.Drawings.Update(c.UserContext(), c.Params("project_id"), c.Params("drawing_id"), u)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(drawingFrom(d))
 }
 
-func (a *API) deleteDrawing(c *fiber.Ctx) error {
-	if err := a.projects.DeleteDrawing(c.UserContext(), c.Params("project_id"), c.Params("drawing_id")); err != nil {
+func (h drawingRoutes) deleteDrawing(c *fiber.Ctx) error {
+	if err := h.projects.Drawings.Delete(c.UserContext(), c.Params("project_id"), c.Params("drawing_id")); err != nil {
 		return err
 	}
 	return noContent(c)

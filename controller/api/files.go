@@ -10,6 +10,9 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
+// fileRoutes answer the routes of project and node files.
+type fileRoutes struct{ resource }
+
 // filePath is the greedy {path:.+} of a files route, unescaped.
 func filePath(c *fiber.Ctx) string {
 	p := c.Params("*")
@@ -49,27 +52,27 @@ func rawBody(c *fiber.Ctx, max int) ([]byte, error) {
 	return body, nil
 }
 
-func (a *API) getProjectFile(c *fiber.Ctx) error {
-	data, err := a.projects.ProjectFile(c.Params("project_id"), filePath(c))
+func (h fileRoutes) getProjectFile(c *fiber.Ctx) error {
+	data, err := h.projects.Files.ReadProject(c.Params("project_id"), filePath(c))
 	if err != nil {
 		return err
 	}
 	return sendFile(c, filePath(c), data)
 }
 
-func (a *API) postProjectFile(c *fiber.Ctx) error {
+func (h fileRoutes) postProjectFile(c *fiber.Ctx) error {
 	body, err := rawBody(c, project.MaxProjectFile)
 	if err != nil {
 		return err
 	}
-	if err := a.projects.WriteProjectFile(c.Params("project_id"), filePath(c), body); err != nil {
+	if err := h.projects.Files.WriteProject(c.Params("project_id"), filePath(c), body); err != nil {
 		return err
 	}
 	return created(c)
 }
 
-func (a *API) getNodeFile(c *fiber.Ctx) error {
-	data, err := a.projects.NodeFile(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c))
+func (h fileRoutes) getNodeFile(c *fiber.Ctx) error {
+	data, err := h.projects.Files.ReadNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c))
 	if err != nil {
 		return err
 	}
@@ -77,12 +80,12 @@ func (a *API) getNodeFile(c *fiber.Ctx) error {
 	return c.Send(data)
 }
 
-func (a *API) postNodeFile(c *fiber.Ctx) error {
+func (h fileRoutes) postNodeFile(c *fiber.Ctx) error {
 	body, err := rawBody(c, project.MaxNodeFile)
 	if err != nil {
 		return err
 	}
-	if err := a.projects.WriteNodeFile(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c), body); err != nil {
+	if err := h.projects.Files.WriteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), filePath(c), body); err != nil {
 		return err
 	}
 	return created(c)

@@ -16,7 +16,7 @@ func (h linkRoutes) listLinks(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.projects.Links(p.ID)
+	list, err := h.projects.Links.List(p.ID)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (h linkRoutes) createLink(c *fiber.Ctx) error {
 	for _, n := range req.Nodes {
 		lc.Endpoints = append(lc.Endpoints, project.Endpoint{NodeID: n.NodeID, Adapter: n.AdapterNumber, Port: n.PortNumber, Label: n.Label})
 	}
-	l, err := h.projects.CreateLink(c.UserContext(), c.Params("project_id"), lc)
+	l, err := h.projects.Links.Create(c.UserContext(), c.Params("project_id"), lc)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (h linkRoutes) createLink(c *fiber.Ctx) error {
 // with the project until it changes: the API's most frequent read (GNS3
 // clients poll their links) costs no encoding while nothing changes.
 func (h linkRoutes) getLink(c *fiber.Ctx) error {
-	body, err := h.projects.RenderedLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), renderLink)
+	body, err := h.projects.Captures.RenderedLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), renderLink)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (h linkRoutes) getLink(c *fiber.Ctx) error {
 func renderLink(l project.Link) ([]byte, error) { return encodeJSON(linkFrom(l)) }
 
 func (h linkRoutes) deleteLink(c *fiber.Ctx) error {
-	if err := h.projects.DeleteLink(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {
+	if err := h.projects.Links.Delete(c.UserContext(), c.Params("project_id"), c.Params("link_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -104,7 +104,7 @@ func (h linkRoutes) updateLink(c *fiber.Ctx) error {
 			u.Labels = append(u.Labels, project.Endpoint{NodeID: n.NodeID, Label: n.Label})
 		}
 	}
-	l, err := h.projects.UpdateLink(c.UserContext(), c.Params("project_id"), c.Params("link_id"), u)
+	l, err := h.projects.Links.Update(c.UserContext(), c.Params("project_id"), c.Params("link_id"), u)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ type paramJSON struct {
 }
 
 func (h linkRoutes) availableFilters(c *fiber.Ctx) error {
-	list, err := h.projects.AvailableFilters(c.Params("project_id"), c.Params("link_id"))
+	list, err := h.projects.Links.AvailableFilters(c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func (h nodeRoutes) listNodes(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.projects.Nodes(p.ID)
+	list, err := h.projects.Nodes.List(p.ID)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (h nodeRoutes) createNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_create", &req); err != nil {
 		return err
 	}
-	n, err := h.projects.CreateNode(c.UserContext(), c.Params("project_id"), req.toCreate())
+	n, err := h.projects.Nodes.Create(c.UserContext(), c.Params("project_id"), req.toCreate())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (h nodeRoutes) createNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) getNode(c *fiber.Ctx) error {
-	n, err := h.projects.Node(c.Params("project_id"), c.Params("node_id"))
+	n, err := h.projects.Nodes.Get(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}
@@ -98,16 +98,20 @@ func (h nodeRoutes) getNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) deleteNode(c *fiber.Ctx) error {
-	if err := h.projects.DeleteNode(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+	if err := h.projects.Nodes.Delete(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
+// projectNodes names project.Nodes where routes shadow the package name,
+// for method expressions ((*projectNodes).Start).
+type projectNodes = project.Nodes
+
 // allNodes is a bulk operation on every node of a project: 204.
-func (h nodeRoutes) allNodes(do func(ctx context.Context, projectID string) error) fiber.Handler {
+func (h nodeRoutes) allNodes(do func(n *project.Nodes, ctx context.Context, projectID string) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if err := do(c.UserContext(), c.Params("project_id")); err != nil {
+		if err := do(h.projects.Nodes, c.UserContext(), c.Params("project_id")); err != nil {
 			return err
 		}
 		return noContent(c)
@@ -115,9 +119,9 @@ func (h nodeRoutes) allNodes(do func(ctx context.Context, projectID string) erro
 }
 
 // nodeStatus answers a node start/stop/suspend/reload with the node.
-func (h nodeRoutes) nodeStatus(do func(ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
+func (h nodeRoutes) nodeStatus(do func(n *project.Nodes, ctx context.Context, projectID, nodeID string) (project.Node, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		n, err := do(c.UserContext(), c.Params("project_id"), c.Params("node_id"))
+		n, err := do(h.projects.Nodes, c.UserContext(), c.Params("project_id"), c.Params("node_id"))
 		if err != nil {
 			return err
 		}
@@ -153,7 +157,7 @@ func (h nodeRoutes) updateNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_update", &r); err != nil {
 		return err
 	}
-	n, err := h.projects.UpdateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
+	n, err := h.projects.Nodes.Update(c.UserContext(), c.Params("project_id"), c.Params("node_id"), project.NodeUpdate{
 		Name: r.Name, X: r.X, Y: r.Y, Z: r.Z, Locked: r.Locked, Symbol: r.Symbol, Label: r.Label,
 		PortNameFormat: r.PortNameFormat, PortSegmentSize: r.PortSegmentSize, FirstPortName: r.FirstPortName,
 		ConsoleAutoStart: r.ConsoleAutoStart, Properties: r.Properties, CustomAdapters: r.CustomAdapters,
@@ -166,7 +170,7 @@ func (h nodeRoutes) updateNode(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) nodeLinks(c *fiber.Ctx) error {
-	list, err := h.projects.NodeLinks(c.Params("project_id"), c.Params("node_id"))
+	list, err := h.projects.Links.OfNode(c.Params("project_id"), c.Params("node_id"))
 	if err != nil {
 		return err
 	}
@@ -174,14 +178,14 @@ func (h nodeRoutes) nodeLinks(c *fiber.Ctx) error {
 }
 
 func (h nodeRoutes) resetConsoles(c *fiber.Ctx) error {
-	if err := h.projects.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
+	if err := h.projects.Nodes.ResetConsoles(c.UserContext(), c.Params("project_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
 func (h nodeRoutes) resetConsole(c *fiber.Ctx) error {
-	if err := h.projects.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
+	if err := h.projects.Nodes.ResetConsole(c.UserContext(), c.Params("project_id"), c.Params("node_id")); err != nil {
 		return err
 	}
 	return noContent(c)
@@ -194,7 +198,7 @@ func (h nodeRoutes) duplicateNode(c *fiber.Ctx) error {
 	if err := h.decode(c, "node_duplicate", &r); err != nil {
 		return err
 	}
-	n, err := h.projects.DuplicateNode(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
+	n, err := h.projects.Nodes.Duplicate(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.X, r.Y, r.Z)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,15 @@ type Events struct {
 type message struct {
 	Action string `json:"action"`
 	Event  any    `json:"event"`
+}
+
+// notificationRoutes answer the controller's and projects' notification
+// streams.
+type notificationRoutes struct {
+	resource
+	hub       *notify.Hub
+	load      func() (cpu, mem float64) // Config.Load
+	serverCtx context.Context           // Config.Context: streams end with it
 }
 
 func encodeMessage(action string, payload any) []byte {
@@ -92,27 +102,27 @@ func (e *Events) ComputeChanged(action string, c compute.Compute) {
 
 // ping is the message a stream starts with and repeats when it has been
 // silent for pingInterval: the controller host's load.
-func (a *API) ping() []byte {
+func (h notificationRoutes) ping() []byte {
 	var cpu, mem float64
-	if a.cfg.Load != nil {
-		cpu, mem = a.cfg.Load()
+	if h.load != nil {
+		cpu, mem = h.load()
 	}
 	return encodeMessage("ping", map[string]float64{"cpu_usage_percent": cpu, "memory_usage_percent": mem})
 }
 
 // controllerNotifications streams the controller's events as JSON lines.
-func (a *API) controllerNotifications(c *fiber.Ctx) error {
-	return a.streamLines(c, notify.Controller)
+func (h notificationRoutes) controllerNotifications(c *fiber.Ctx) error {
+	return h.streamLines(c, notify.Controller)
 }
 
 // projectNotifications streams a project's events as JSON lines. The
 // project need not be opened.
-func (a *API) projectNotifications(c *fiber.Ctx) error {
-	p, err := a.projects.Project(c.Params("project_id"))
+func (h notificationRoutes) projectNotifications(c *fiber.Ctx) error {
+	p, err := h.projects.Project(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
-	return a.streamLines(c, p.ID)
+	return h.streamLines(c, p.ID)
 }
 
 // streamLines answers a chunked JSON-lines stream: a ping first, then every
@@ -120,17 +130,17 @@ func (a *API) projectNotifications(c *fiber.Ctx) error {
 // silence. It ends when the client goes away, when the listener falls too
 // far behind (the client reconnects), or when the server stops; the body
 // then ends properly.
-func (a *API) streamLines(c *fiber.Ctx, stream string) error {
-	if a.hub == nil {
+func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string) error {
+	if h.hub == nil {
 		return fiber.NewError(fiber.StatusNotImplemented, "Notifications are not enabled")
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	done := a.cfg.Context.Done()
+	done := h.serverCtx.Done()
 	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		sub := a.hub.Subscribe(stream)
-		defer a.hub.Unsubscribe(sub)
+		sub := h.hub.Subscribe(stream)
+		defer h.hub.Unsubscribe(sub)
 		send := func(msg []byte) bool {
 			w.Write(msg)
 			w.WriteByte('\n')
@@ -140,16 +150,16 @@ func (a *API) streamLines(c *fiber.Ctx, stream string) error {
 			conn.SetWriteDeadline(time.Now().Add(writeGrace))
 			return w.Flush() == nil // an error: the client is gone
 		}
-		a.pump(sub, send, done)
+		h.pump(sub, send, done)
 	})
 	return nil
 }
 
 // pump sends a ping, then the stream's messages, with pings in silences,
 // until send fails, the subscription ends, or done is closed.
-func (a *API) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}) {
+func (h notificationRoutes) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}) {
 	send = cutOnFailure(send)
-	if !send(a.ping()) {
+	if !send(h.ping()) {
 		return
 	}
 	t := time.NewTimer(pingInterval)
@@ -162,7 +172,7 @@ func (a *API) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}
 			}
 			t.Reset(pingInterval)
 		case <-t.C:
-			if !send(a.ping()) {
+			if !send(h.ping()) {
 				return
 			}
 			t.Reset(pingInterval)
@@ -200,27 +210,27 @@ func websocketOnly(next fiber.Handler) fiber.Handler {
 
 // controllerNotificationsWS streams the controller's events, one text
 // frame per message.
-func (a *API) controllerNotificationsWS() fiber.Handler {
-	return websocketOnly(websocket.New(func(conn *websocket.Conn) { a.streamFrames(conn, notify.Controller) }))
+func (h notificationRoutes) controllerNotificationsWS() fiber.Handler {
+	return websocketOnly(websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, notify.Controller) }))
 }
 
 // projectNotificationsWS streams a project's events over WebSocket.
-func (a *API) projectNotificationsWS() fiber.Handler {
-	ws := websocket.New(func(conn *websocket.Conn) { a.streamFrames(conn, conn.Params("project_id")) })
+func (h notificationRoutes) projectNotificationsWS() fiber.Handler {
+	ws := websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, conn.Params("project_id")) })
 	return websocketOnly(func(c *fiber.Ctx) error {
-		if _, err := a.projects.Project(c.Params("project_id")); err != nil {
+		if _, err := h.projects.Project(c.Params("project_id")); err != nil {
 			return err
 		}
 		return ws(c)
 	})
 }
 
-func (a *API) streamFrames(conn *websocket.Conn, stream string) {
-	if a.hub == nil {
+func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string) {
+	if h.hub == nil {
 		return
 	}
-	sub := a.hub.Subscribe(stream)
-	defer a.hub.Unsubscribe(sub)
+	sub := h.hub.Subscribe(stream)
+	defer h.hub.Unsubscribe(sub)
 	var wg sync.WaitGroup // both end once the reader stops, below
 	defer wg.Wait()
 	gone := make(chan struct{})
@@ -236,11 +246,11 @@ func (a *API) streamFrames(conn *websocket.Conn, stream string) {
 	wg.Go(func() {
 		select {
 		case <-gone:
-		case <-a.cfg.Context.Done():
+		case <-h.serverCtx.Done():
 		}
 		close(stop)
 	})
-	a.pump(sub, func(msg []byte) bool {
+	h.pump(sub, func(msg []byte) bool {
 		conn.SetWriteDeadline(time.Now().Add(writeGrace))
 		return conn.WriteMessage(websocket.TextMessage, msg) == nil
 	}, stop)

@@ -88,7 +88,7 @@ func (a *API) asset(c *fiber.Ctx) error {
 
 // linkView serves the page for one link, which must exist.
 func (a *API) linkView(c *fiber.Ctx) error {
-	if _, err := a.projects.Link(c.Params("project_id"), c.Params("link_id")); err != nil {
+	if _, err := a.projects.Links.Get(c.Params("project_id"), c.Params("link_id")); err != nil {
 		return err
 	}
 	return a.page(c)
@@ -102,7 +102,7 @@ func (a *API) packets(c *fiber.Ctx) error {
 	if err := a.cfg.View.CheckFilter(c.UserContext(), expr); err != nil {
 		return &badRequest{msg: "Invalid display filter: " + err.Error(), request: fiber.Map{"filter": expr}}
 	}
-	body, err := a.projects.CaptureStream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	body, err := a.projects.Captures.Stream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
 	if err != nil {
 		return err
 	}

@@ -98,11 +98,19 @@ func computeOf(c *fiber.Ctx) string {
 	return localCompute
 }
 
+// qemuRoutes answer the QEMU image and disk routes.
+type qemuRoutes struct {
+	resource
+	computes Computes
+	agents   Agents // nil: no QEMU support (Config.Agents)
+}
+
 // registerQemu adds the routes the GNS3 QEMU wizard and configuration
 // pages call (nodes-docker-qemu.md 4.8 and 5).
 func (a *API) registerQemu(app *fiber.App) {
 	const c = "/v2/computes/{compute_id}/qemu"
-	listImages := a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
+	qr := qemuRoutes{a.resource(), a.computes, a.cfg.Agents}
+	listImages := qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		list, err := q.Images(ctx.UserContext(), computeOf(ctx), "qemu")
 		if err != nil {
 			return err
@@ -110,20 +118,21 @@ func (a *API) registerQemu(app *fiber.App) {
 		return ctx.JSON(list)
 	})
 	a.handle(app, "GET", c+"/images", listImages)
-	a.handle(app, "POST", c+"/images/{filename}", a.qemu(a.uploadImage(fiber.StatusOK)))
-	a.handle(app, "POST", c+"/img", a.qemu(a.createQemuImg))
-	a.handle(app, "PUT", c+"/img", a.qemu(a.resizeQemuImg))
-	a.handle(app, "POST", "/v2/projects/{project_id}/nodes/{node_id}/resize_disk", a.resizeDisk)
+	a.handle(app, "POST", c+"/images/{filename}", qr.qemu(qr.uploadImage(fiber.StatusOK)))
+	a.handle(app, "POST", c+"/img", qr.qemu(qr.createQemuImg))
+	a.handle(app, "PUT", c+"/img", qr.qemu(qr.resizeQemuImg))
+	a.handle(app, "POST", "/v2/projects/{project_id}/nodes/{node_id}/resize_disk", qr.resizeDisk)
 	// The compute routes the web UI calls on the controller itself.
 	const local = "/v2/compute/qemu"
 	a.handle(app, "GET", local+"/images", listImages)
-	a.handle(app, "POST", local+"/images/{filename:.+}", a.qemu(a.uploadImage(fiber.StatusNoContent)))
+	a.handle(app, "POST", local+"/images/{filename:.+}", qr.qemu(qr.uploadImage(fiber.StatusNoContent)))
 	// Streamed after the handler returns: its context must outlive it.
-	a.handleStream(app, "GET", local+"/images/{filename:.+}", a.qemu(a.downloadImage))
-	a.handle(app, "POST", local+"/img", a.qemu(a.createQemuImg))
-	a.handle(app, "PUT", local+"/img", a.qemu(a.resizeQemuImg))
-	a.handle(app, "GET", "/v2/compute/docker/images", a.dockerImages)
-	a.handle(app, "GET", c+"/binaries", a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
+	a.handleStream(app, "GET", local+"/images/{filename:.+}", qr.qemu(qr.downloadImage))
+	a.handle(app, "POST", local+"/img", qr.qemu(qr.createQemuImg))
+	a.handle(app, "PUT", local+"/img", qr.qemu(qr.resizeQemuImg))
+	cmr := computeRoutes{a.resource(), a.computes, a.cfg.Agents, a.cfg.Version}
+	a.handle(app, "GET", "/v2/compute/docker/images", cmr.dockerImages)
+	a.handle(app, "GET", c+"/binaries", qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		var archs []string
 		if s := ctx.Query("archs"); s != "" {
 			archs = strings.Split(s, ",")
@@ -140,14 +149,14 @@ func (a *API) registerQemu(app *fiber.App) {
 		}
 		return ctx.JSON(list)
 	}))
-	a.handle(app, "GET", c+"/img-binaries", a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
+	a.handle(app, "GET", c+"/img-binaries", qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		list, err := q.QemuImgBinaries(ctx.UserContext(), ctx.Params("compute_id"))
 		if err != nil {
 			return err
 		}
 		return ctx.JSON(list)
 	}))
-	a.handle(app, "GET", c+"/capabilities", a.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
+	a.handle(app, "GET", c+"/capabilities", qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		caps, err := q.QemuCapabilities(ctx.UserContext(), ctx.Params("compute_id"))
 		if err != nil {
 			return err
@@ -157,18 +166,18 @@ func (a *API) registerQemu(app *fiber.App) {
 }
 
 // qemu hands a handler the agents' QEMU side.
-func (a *API) qemu(h func(QemuComputes, *fiber.Ctx) error) fiber.Handler {
+func (h qemuRoutes) qemu(handler func(QemuComputes, *fiber.Ctx) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		q := a.cfg.Agents
+		q := h.agents
 		if q == nil {
 			return &project.Error{Kind: project.ErrConflict, Msg: "This controller has no QEMU support"}
 		}
 		if id := c.Params("compute_id"); id != "" {
-			if _, ok := a.computes.Get(id); !ok {
+			if _, ok := h.computes.Get(id); !ok {
 				return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
 			}
 		}
-		return h(q, c)
+		return handler(q, c)
 	}
 }
 
@@ -195,7 +204,7 @@ func imageName(c *fiber.Ctx) (string, error) {
 // answering status: GNS3's controller answers 200 with {}, its compute
 // (the web UI's /v2/compute route) 204. A name that would leave the
 // folder is 403.
-func (a *API) uploadImage(status int) func(QemuComputes, *fiber.Ctx) error {
+func (h qemuRoutes) uploadImage(status int) func(QemuComputes, *fiber.Ctx) error {
 	return func(q QemuComputes, c *fiber.Ctx) error {
 		name, err := imageName(c)
 		if err != nil {
@@ -222,7 +231,7 @@ func (a *API) uploadImage(status int) func(QemuComputes, *fiber.Ctx) error {
 
 // downloadImage streams an image back (the web UI reads an appliance
 // file it uploaded).
-func (a *API) downloadImage(q QemuComputes, c *fiber.Ctx) error {
+func (h qemuRoutes) downloadImage(q QemuComputes, c *fiber.Ctx) error {
 	name, err := imageName(c)
 	if err != nil {
 		return err
@@ -240,9 +249,9 @@ func (a *API) downloadImage(q QemuComputes, c *fiber.Ctx) error {
 
 // createQemuImg has the compute run qemu-img create (GNS3's image
 // wizard): 201.
-func (a *API) createQemuImg(q QemuComputes, c *fiber.Ctx) error {
+func (h qemuRoutes) createQemuImg(q QemuComputes, c *fiber.Ctx) error {
 	var r proto.QemuImgCreate
-	if err := a.decode(c, "qemu_img_create", &r); err != nil {
+	if err := h.decode(c, "qemu_img_create", &r); err != nil {
 		return err
 	}
 	if err := q.CreateQemuImg(c.UserContext(), computeOf(c), r); err != nil {
@@ -252,9 +261,9 @@ func (a *API) createQemuImg(q QemuComputes, c *fiber.Ctx) error {
 }
 
 // resizeQemuImg has the compute run qemu-img resize: 201.
-func (a *API) resizeQemuImg(q QemuComputes, c *fiber.Ctx) error {
+func (h qemuRoutes) resizeQemuImg(q QemuComputes, c *fiber.Ctx) error {
 	var r proto.QemuImgResize
-	if err := a.decode(c, "qemu_img_resize", &r); err != nil {
+	if err := h.decode(c, "qemu_img_resize", &r); err != nil {
 		return err
 	}
 	if err := q.ResizeQemuImg(c.UserContext(), computeOf(c), r); err != nil {
@@ -264,12 +273,12 @@ func (a *API) resizeQemuImg(q QemuComputes, c *fiber.Ctx) error {
 }
 
 // resizeDisk grows a disk of a stopped QEMU node: 201, no body (GNS3).
-func (a *API) resizeDisk(c *fiber.Ctx) error {
+func (h qemuRoutes) resizeDisk(c *fiber.Ctx) error {
 	var r proto.ResizeDisk
-	if err := a.decode(c, "resize_disk", &r); err != nil {
+	if err := h.decode(c, "resize_disk", &r); err != nil {
 		return err
 	}
-	if err := a.projects.ResizeDisk(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.DriveName, r.Extend); err != nil {
+	if err := h.projects.Nodes.ResizeDisk(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.DriveName, r.Extend); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusCreated)

@@ -26,6 +26,12 @@ type settingsStore struct {
 	broken error // the file could not be read: never written over
 }
 
+// settingsRoutes answer the GNS3 VM and IOU license settings routes.
+type settingsRoutes struct {
+	resource
+	settings *settingsStore
+}
+
 func newSettingsStore(path string) *settingsStore {
 	s := &settingsStore{path: path, values: map[string]map[string]any{}}
 	if path == "" {
@@ -89,21 +95,21 @@ func iouLicenseDefaults() map[string]any {
 	return map[string]any{"iourc_content": "", "license_check": true}
 }
 
-func (a *API) getGNS3VM(c *fiber.Ctx) error {
-	return c.JSON(a.settings.get("gns3vm", gns3VMDefaults()))
+func (h settingsRoutes) getGNS3VM(c *fiber.Ctx) error {
+	return c.JSON(h.settings.get("gns3vm", gns3VMDefaults()))
 }
 
 // putGNS3VM stores GNS3 VM settings (validated and merged: GNS3 replaced
 // them whole, and its next PUT crashed). labtap runs no GNS3 VM.
-func (a *API) putGNS3VM(c *fiber.Ctx) error {
+func (h settingsRoutes) putGNS3VM(c *fiber.Ctx) error {
 	var req map[string]any
-	if err := a.decode(c, "gns3vm", &req); err != nil {
+	if err := h.decode(c, "gns3vm", &req); err != nil {
 		return err
 	}
 	if req["enable"] == true {
 		return &project.Error{Kind: project.ErrConflict, Msg: "labtap does not run a GNS3 VM"}
 	}
-	out, err := a.settings.merge("gns3vm", gns3VMDefaults(), req)
+	out, err := h.settings.merge("gns3vm", gns3VMDefaults(), req)
 	if err != nil {
 		return err
 	}
@@ -113,7 +119,7 @@ func (a *API) putGNS3VM(c *fiber.Ctx) error {
 // gns3VMEngines are the engines GNS3 knows; each lists no VM here.
 var gns3VMEngines = []string{"vmware", "virtualbox", "hyper-v", "remote"}
 
-func (a *API) gns3VMEngineVMs(c *fiber.Ctx) error {
+func (h settingsRoutes) gns3VMEngineVMs(c *fiber.Ctx) error {
 	engine := c.Params("engine")
 	for _, e := range gns3VMEngines {
 		if e == engine {
@@ -123,16 +129,16 @@ func (a *API) gns3VMEngineVMs(c *fiber.Ctx) error {
 	return &project.Error{Kind: project.ErrNotFound, Msg: "Unknown GNS3 VM engine " + engine}
 }
 
-func (a *API) getIOULicense(c *fiber.Ctx) error {
-	return c.JSON(a.settings.get("iou_license", iouLicenseDefaults()))
+func (h settingsRoutes) getIOULicense(c *fiber.Ctx) error {
+	return c.JSON(h.settings.get("iou_license", iouLicenseDefaults()))
 }
 
-func (a *API) putIOULicense(c *fiber.Ctx) error {
+func (h settingsRoutes) putIOULicense(c *fiber.Ctx) error {
 	var req map[string]any
-	if err := a.decode(c, "iou_license", &req); err != nil {
+	if err := h.decode(c, "iou_license", &req); err != nil {
 		return err
 	}
-	out, err := a.settings.merge("iou_license", iouLicenseDefaults(), req)
+	out, err := h.settings.merge("iou_license", iouLicenseDefaults(), req)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 type snapshotRoutes struct{ resource }
 
 func (h snapshotRoutes) listSnapshots(c *fiber.Ctx) error {
-	list, err := h.projects.Snapshots(c.Params("project_id"))
+	list, err := h.projects.Archives.Snapshots(c.Params("project_id"))
 	if err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func (h snapshotRoutes) createSnapshot(c *fiber.Ctx) error {
 	if err := h.decode(c, "snapshot_create", &req); err != nil {
 		return err
 	}
-	s, err := h.projects.CreateSnapshot(c.UserContext(), c.Params("project_id"), project.SnapshotCreate{Name: req.Name, Description: req.Description})
+	s, err := h.projects.Archives.CreateSnapshot(c.UserContext(), c.Params("project_id"), project.SnapshotCreate{Name: req.Name, Description: req.Description})
 	if err != nil {
 		return err
 	}
@@ -34,14 +34,14 @@ func (h snapshotRoutes) createSnapshot(c *fiber.Ctx) error {
 }
 
 func (h snapshotRoutes) deleteSnapshot(c *fiber.Ctx) error {
-	if err := h.projects.DeleteSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id")); err != nil {
+	if err := h.projects.Archives.DeleteSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
 func (h snapshotRoutes) restoreSnapshot(c *fiber.Ctx) error {
-	p, err := h.projects.RestoreSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id"))
+	p, err := h.projects.Archives.RestoreSnapshot(c.UserContext(), c.Params("project_id"), c.Params("snapshot_id"))
 	if err != nil {
 		return err
 	}

@@ -9,41 +9,44 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
+// templateRoutes answer the template routes.
+type templateRoutes struct{ resource }
+
 // createTemplate answers POST /v2/templates: 201 and the whole template;
 // the GUI waits for template.created on the controller stream.
-func (a *API) createTemplate(c *fiber.Ctx) error {
+func (h templateRoutes) createTemplate(c *fiber.Ctx) error {
 	var req map[string]any
-	if err := a.decode(c, "template", &req); err != nil {
+	if err := h.decode(c, "template", &req); err != nil {
 		return err
 	}
-	t, err := a.projects.CreateTemplate(req)
+	t, err := h.projects.Templates.Create(req)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(templateFrom(t))
 }
 
-func (a *API) updateTemplate(c *fiber.Ctx) error {
+func (h templateRoutes) updateTemplate(c *fiber.Ctx) error {
 	var req map[string]any
-	if err := a.decode(c, "template_update", &req); err != nil {
+	if err := h.decode(c, "template_update", &req); err != nil {
 		return err
 	}
-	t, err := a.projects.UpdateTemplate(c.Params("template_id"), req)
+	t, err := h.projects.Templates.Update(c.Params("template_id"), req)
 	if err != nil {
 		return err
 	}
 	return c.JSON(templateFrom(t))
 }
 
-func (a *API) deleteTemplate(c *fiber.Ctx) error {
-	if err := a.projects.DeleteTemplate(c.Params("template_id")); err != nil {
+func (h templateRoutes) deleteTemplate(c *fiber.Ctx) error {
+	if err := h.projects.Templates.Delete(c.Params("template_id")); err != nil {
 		return err
 	}
 	return noContent(c)
 }
 
-func (a *API) duplicateTemplate(c *fiber.Ctx) error {
-	t, err := a.projects.DuplicateTemplate(c.Params("template_id"))
+func (h templateRoutes) duplicateTemplate(c *fiber.Ctx) error {
+	t, err := h.projects.Templates.Duplicate(c.Params("template_id"))
 	if err != nil {
 		return err
 	}
@@ -76,14 +79,14 @@ func templateFrom(t project.Template) any {
 	}
 }
 
-func (a *API) listTemplates(c *fiber.Ctx) error {
-	return c.JSON(mapAll(a.projects.Templates(), templateFrom))
+func (h templateRoutes) listTemplates(c *fiber.Ctx) error {
+	return c.JSON(mapAll(h.projects.Templates.List(), templateFrom))
 }
 
 // getTemplate answers one template, with an ETag; a client that already
 // holds it (If-None-Match) gets 304.
-func (a *API) getTemplate(c *fiber.Ctx) error {
-	t, err := a.projects.Template(c.Params("template_id"))
+func (h templateRoutes) getTemplate(c *fiber.Ctx) error {
+	t, err := h.projects.Templates.Get(c.Params("template_id"))
 	if err != nil {
 		return err
 	}
@@ -102,20 +105,20 @@ func (a *API) getTemplate(c *fiber.Ctx) error {
 	return c.Send(body)
 }
 
-func (a *API) createFromTemplate(c *fiber.Ctx) error {
+func (h templateRoutes) createFromTemplate(c *fiber.Ctx) error {
 	var r struct {
 		X         int     `json:"x"`
 		Y         int     `json:"y"`
 		Name      *string `json:"name"`
 		ComputeID *string `json:"compute_id"`
 	}
-	if err := a.decode(c, "template_create", &r); err != nil {
+	if err := h.decode(c, "template_create", &r); err != nil {
 		return err
 	}
 	req := project.FromTemplate{X: r.X, Y: r.Y}
 	set(&req.Name, r.Name)
 	set(&req.ComputeID, r.ComputeID)
-	n, err := a.projects.CreateFromTemplate(c.UserContext(), c.Params("project_id"), c.Params("template_id"), req)
+	n, err := h.projects.Templates.CreateNode(c.UserContext(), c.Params("project_id"), c.Params("template_id"), req)
 	if err != nil {
 		return err
 	}

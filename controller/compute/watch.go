@@ -16,7 +16,7 @@ import (
 )
 
 // Listener hears what agents report by themselves, and when an agent is
-// lost or comes back. *project.Service satisfies it. Calls for one compute
+// lost or comes back. project.Service.Reports satisfies it. Calls for one compute
 // come one at a time, in order.
 type Listener interface {
 	CaptureEnded(ctx context.Context, computeID, projectID, linkID string, st capspec.State)
@@ -29,7 +29,7 @@ type Listener interface {
 }
 
 // Warner is a Listener that also hears what an agent tells a node's users
-// in words (a VM that runs without KVM). *project.Service satisfies it.
+// in words (a VM that runs without KVM). project.Service.Reports satisfies it.
 type Warner interface {
 	NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string)
 }

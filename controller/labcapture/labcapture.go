@@ -38,7 +38,7 @@ import (
 )
 
 // Projects is what a project capture needs of the projects.
-// *project.Service satisfies it.
+// ServiceProjects adapts a *project.Service to it.
 type Projects interface {
 	Project(id string) (project.Project, error)
 	Links(projectID string) ([]project.Link, error)

@@ -46,7 +46,7 @@ func (s *Service) Adopt(ctx context.Context, reports []Running) []error {
 			errs = append(errs, err)
 			continue
 		}
-		s.log.Info("project adopted from its computes", "project", pid)
+		s.core.log.Info("project adopted from its computes", "project", pid)
 	}
 	return errs
 }

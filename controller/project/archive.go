@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -48,13 +49,22 @@ const SnapshotRestored = "snapshot.restored"
 
 var errBusy = &Error{Kind: ErrConflict, Msg: "Another operation is running on this project"}
 
+// Archives are projects as zip archives: exports, imports, duplicates, and
+// snapshots kept in the project's snapshots/ folder.
+type Archives struct {
+	core     *core
+	builder  *builder
+	drawings *Drawings
+	running  sync.Map // project id → an archive operation runs
+}
+
 // beginArchiveOp marks project id as running an archive operation; the
 // returned func ends it.
-func (s *Service) beginArchiveOp(id string) (func(), error) {
-	if _, busy := s.archiving.LoadOrStore(id, true); busy {
+func (s *Archives) beginArchiveOp(id string) (func(), error) {
+	if _, busy := s.running.LoadOrStore(id, true); busy {
 		return nil, errBusy
 	}
-	return func() { s.archiving.Delete(id) }, nil
+	return func() { s.running.Delete(id) }, nil
 }
 
 // refusal turns package archive's refusals into API errors: a refused
@@ -106,7 +116,7 @@ func (st *state) checkStoppedLocked(what string) error {
 type Export struct {
 	// Name is the project's name, for the file name clients save.
 	Name string
-	s    *Service
+	s    *Archives
 	st   *state
 	end  func()
 	dir  string
@@ -116,10 +126,10 @@ type Export struct {
 	announce bool
 }
 
-// ExportProject checks that a project can be exported (every node stopped)
+// Export checks that a project can be exported (every node stopped)
 // and returns the export, which holds the project until its WriteTo runs.
 // The caller must call WriteTo exactly once.
-func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptions) (*Export, error) {
+func (s *Archives) Export(ctx context.Context, id string, opts ExportOptions) (*Export, error) {
 	switch opts.Compression {
 	case archive.Store, archive.Deflate, archive.Bzip2, archive.LZMA:
 	default:
@@ -136,10 +146,10 @@ func (s *Service) ExportProject(ctx context.Context, id string, opts ExportOptio
 	return exp, err
 }
 
-// export is ExportProject for a caller that marked the archive operation;
+// export is Export for a caller that marked the archive operation;
 // end, called after WriteTo, ends it.
-func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, error) {
-	st, err := s.lockProject(id)
+func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, error) {
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		end()
 		return nil, err
@@ -157,10 +167,10 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 		return fail(err)
 	}
 	if opts.Warn == nil {
-		log := s.log.With("project", id)
+		log := s.core.log.With("project", id)
 		opts.Warn = func(msg string) {
 			log.Warn("export", "msg", msg)
-			s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
+			s.core.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
 		}
 	}
 	// Images come only from the image directories, never from a path a
@@ -181,7 +191,7 @@ func (s *Service) export(id string, opts ExportOptions, end func()) (*Export, er
 	// The file as saved: every change is saved before it is acknowledged,
 	// and it holds what labtap does not model (drawings, unknown members).
 	// The changes still in the Store's journal go into it first.
-	if err := s.fold(&p); err != nil {
+	if err := s.core.fold(&p); err != nil {
 		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
 	}
 	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
@@ -199,9 +209,9 @@ func (e *Export) WriteTo(w io.Writer) (int64, error) {
 	err := archive.Export(cw, e.dir, e.file, e.opts)
 	id := e.st.project().ID
 	if err != nil {
-		e.s.log.Warn("export ended early", "project", id, "err", err)
+		e.s.core.log.Warn("export ended early", "project", id, "err", err)
 	} else if e.announce {
-		e.s.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
+		e.s.core.cfg.Events.Emit(Event{Action: LogInfo, ProjectID: id, Message: fmt.Sprintf("Project %s exported (%d bytes)", e.Name, cw.n)})
 	}
 	return cw.n, err
 }
@@ -226,7 +236,7 @@ type importSpec struct {
 	withSnapshots bool
 }
 
-// ImportProject makes project id from a .gns3project archive read from
+// Import makes project id from a .gns3project archive read from
 // body, which is first written to a temporary file beside the projects
 // (never held in memory): every node, link and drawing gets a new id, every node is placed
 // on the local compute, and the project is registered closed with
@@ -235,17 +245,17 @@ type importSpec struct {
 // types labtap cannot run are kept as they are (they stay stopped). An id
 // in use is 409, the archive is refused whole for any entry that could
 // leave the project (section 3.1), and a failure leaves nothing behind.
-func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, name string) (Project, error) {
+func (s *Archives) Import(ctx context.Context, id string, body io.Reader, name string) (Project, error) {
 	if err := uuid.Validate(id); err != nil {
 		return Project{}, errorf(ErrInvalid, "Invalid project ID %s", id)
 	}
-	if _, err := s.lookup(id); err == nil {
+	if _, err := s.core.lookup(id); err == nil {
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
-	if err := os.MkdirAll(s.cfg.ProjectsDir, 0o755); err != nil {
+	if err := os.MkdirAll(s.core.cfg.ProjectsDir, 0o755); err != nil {
 		return Project{}, refusal(err)
 	}
-	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".upload-*.gns3project")
+	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".upload-*.gns3project")
 	if err != nil {
 		return Project{}, refusal(err)
 	}
@@ -262,20 +272,20 @@ func (s *Service) ImportProject(ctx context.Context, id string, body io.Reader, 
 	return s.importArchive(ctx, id, tmp, size, importSpec{name: name, set: set, withSnapshots: true})
 }
 
-func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, size int64, spec importSpec) (Project, error) {
+func (s *Archives) importArchive(ctx context.Context, id string, r io.ReaderAt, size int64, spec importSpec) (Project, error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
 	}
 	defer end()
-	if _, err := s.lookup(id); err == nil {
+	if _, err := s.core.lookup(id); err == nil {
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
 	zr, err := archive.Open(r, size)
 	if err != nil {
 		return Project{}, refusal(err)
 	}
-	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+	if err := archive.Check(zr, s.core.cfg.ArchiveLimits); err != nil {
 		return Project{}, refusal(err)
 	}
 	data, err := archive.ReadProjectFile(zr)
@@ -290,7 +300,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	if err := checkProjectName(spec.name); err != nil {
 		return Project{}, err
 	}
-	root, err := filepath.Abs(s.cfg.ProjectsDir)
+	root, err := filepath.Abs(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return Project{}, refusal(err)
 	}
@@ -322,7 +332,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 		return entry == archive.ProjectFile || entry == "images" || strings.HasPrefix(entry, "images/") ||
 			!spec.withSnapshots && (entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/"))
 	}
-	if err := archive.Extract(zr, tmp, s.cfg.ArchiveLimits, skip); err != nil {
+	if err := archive.Extract(zr, tmp, s.core.cfg.ArchiveLimits, skip); err != nil {
 		return Project{}, refusal(err)
 	}
 	s.installImages(id, zr)
@@ -338,7 +348,7 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	if err := atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644); err != nil {
 		return Project{}, refusal(err)
 	}
-	snap, err := s.cfg.Store.Load(&p)
+	snap, err := s.core.cfg.Store.Load(&p)
 	if err != nil {
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
 	}
@@ -347,22 +357,22 @@ func (s *Service) importArchive(ctx context.Context, id string, r io.ReaderAt, s
 	}
 	done = true
 	snap.Project.Path, snap.Project.Status = final, Closed
-	s.mu.Lock()
-	if _, taken := s.projects[id]; taken {
-		s.mu.Unlock()
+	s.core.mu.Lock()
+	if _, taken := s.core.projects[id]; taken {
+		s.core.mu.Unlock()
 		os.RemoveAll(final)
 		return Project{}, errorf(ErrConflict, "Project ID %s already exists", id)
 	}
 	st := newState(snap.Project)
 	st.setStoredLocked(snap)
-	s.projects[id] = st
-	s.order = append(s.order, id)
+	s.core.projects[id] = st
+	s.core.order = append(s.core.order, id)
 	out := st.p
-	s.mu.Unlock()
-	s.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: id, Project: &out})
-	s.log.Info("project imported", "project", id, "name", name, "nodes", len(snap.Nodes), "links", len(snap.Links))
+	s.core.mu.Unlock()
+	s.core.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: id, Project: &out})
+	s.core.log.Info("project imported", "project", id, "name", name, "nodes", len(snap.Nodes), "links", len(snap.Links))
 	if unrun := s.unrunnable(snap.Nodes); len(unrun) > 0 {
-		s.log.Warn("imported project has node types this server cannot run; they stay stopped", "project", id, "types", unrun)
+		s.core.log.Warn("imported project has node types this server cannot run; they stay stopped", "project", id, "types", unrun)
 	}
 	return out, nil
 }
@@ -392,7 +402,7 @@ func retagSnapshots(dir, id string) error {
 }
 
 // unrunnable lists the node types of nodes labtap cannot run.
-func (s *Service) unrunnable(nodes []Node) []string {
+func (s *Archives) unrunnable(nodes []Node) []string {
 	var out []string
 	for _, n := range nodes {
 		if !runnable(n.Type) && !slices.Contains(out, n.Type) {
@@ -413,11 +423,11 @@ func checkProjectName(name string) error {
 
 // freeProjectName is name, or the first of "name-1", "name-2", ... that no
 // project has (GNS3's get_free_project_name).
-func (s *Service) freeProjectName(name string) string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *Archives) freeProjectName(name string) string {
+	s.core.mu.RLock()
+	defer s.core.mu.RUnlock()
 	taken := func(n string) bool {
-		for _, st := range s.projects {
+		for _, st := range s.core.projects {
 			st.mu.RLock()
 			same := st.p.Name == n
 			st.mu.RUnlock()
@@ -443,14 +453,14 @@ type DuplicateRequest struct {
 	ResetMACs bool
 }
 
-// DuplicateProject copies a project under a new id: its export (snapshots
+// Duplicate copies a project under a new id: its export (snapshots
 // included, compute ids kept, MACs reset if asked) imported as a new,
 // closed project with new node, link and drawing ids. The copy keeps the
 // source's auto_close; auto_start and auto_open are off. Every node must be
 // stopped (GNS3 copies running files as they are); the source is left as
 // it is, opened or closed, and a failure leaves nothing behind.
-func (s *Service) DuplicateProject(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
-	src, err := s.Project(id)
+func (s *Archives) Duplicate(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
+	src, err := s.core.project(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -466,7 +476,7 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 	}
 	exp, err := s.export(id, ExportOptions{
 		IncludeSnapshots: true, KeepComputeIDs: true, ResetMACs: req.ResetMACs, Compression: archive.Store,
-		Warn: func(msg string) { s.log.Warn("duplicate", "project", id, "msg", msg) },
+		Warn: func(msg string) { s.core.log.Warn("duplicate", "project", id, "msg", msg) },
 	}, end)
 	if err != nil {
 		if pe, ok := errors.AsType[*Error](err); ok && strings.HasPrefix(pe.Msg, "Project must be stopped") {
@@ -474,7 +484,7 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 		}
 		return Project{}, err
 	}
-	tmp, err := os.CreateTemp(s.cfg.ProjectsDir, ".duplicate-*.gns3project")
+	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".duplicate-*.gns3project")
 	if err != nil {
 		exp.WriteTo(io.Discard)
 		return Project{}, refusal(err)
@@ -494,8 +504,8 @@ func (s *Service) DuplicateProject(ctx context.Context, id string, req Duplicate
 
 // Snapshots lists a project's snapshots by creation time, then name. A
 // closed project's too.
-func (s *Service) Snapshots(id string) ([]SnapshotInfo, error) {
-	p, err := s.Project(id)
+func (s *Archives) Snapshots(id string) ([]SnapshotInfo, error) {
+	p, err := s.core.project(id)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +532,7 @@ type SnapshotCreate struct {
 // snapshots/<snapshot_id>.gns3snapshot (uncompressed, compute ids kept)
 // and adds it to snapshots.conf. Names are 1 to 255 printable characters,
 // unique in the project; they never name a file.
-func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCreate) (SnapshotInfo, error) {
+func (s *Archives) CreateSnapshot(ctx context.Context, id string, req SnapshotCreate) (SnapshotInfo, error) {
 	if req.Name == "" || utf8.RuneCountInString(req.Name) > MaxSnapshotName || strings.ContainsFunc(req.Name, unicode.IsControl) {
 		return SnapshotInfo{}, errorf(ErrInvalid, "Snapshot name must be 1 to %d printable characters", MaxSnapshotName)
 	}
@@ -534,7 +544,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		return SnapshotInfo{}, err
 	}
 	defer end()
-	p, err := s.Project(id)
+	p, err := s.core.project(id)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -549,7 +559,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		return SnapshotInfo{}, errorf(ErrConflict, "The snapshot name %s already exists", req.Name)
 	}
 	exp, err := s.export(id, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
-		Warn: func(msg string) { s.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
+		Warn: func(msg string) { s.core.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -585,13 +595,13 @@ func (s *Service) CreateSnapshot(ctx context.Context, id string, req SnapshotCre
 		os.Remove(filepath.Join(dir, snap.Filename))
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not write snapshot list: " + pathless(err), Err: err}
 	}
-	s.log.Info("snapshot created", "project", id, "snapshot", snap.SnapshotID)
+	s.core.log.Info("snapshot created", "project", id, "snapshot", snap.SnapshotID)
 	return snap, nil
 }
 
 // snapshot finds one snapshot of an opened project.
-func (s *Service) snapshot(id, snapshotID string) (Project, []SnapshotInfo, SnapshotInfo, error) {
-	p, err := s.Project(id)
+func (s *Archives) snapshot(id, snapshotID string) (Project, []SnapshotInfo, SnapshotInfo, error) {
+	p, err := s.core.project(id)
 	if err != nil {
 		return Project{}, nil, SnapshotInfo{}, err
 	}
@@ -610,7 +620,7 @@ func (s *Service) snapshot(id, snapshotID string) (Project, []SnapshotInfo, Snap
 }
 
 // DeleteSnapshot forgets a snapshot and deletes its file.
-func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) error {
+func (s *Archives) DeleteSnapshot(ctx context.Context, id, snapshotID string) error {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return err
@@ -626,7 +636,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) err
 	}
 	if f := archive.SnapshotPath(p.Path, snap); f != "" {
 		if err := os.Remove(f); err != nil {
-			s.log.Warn("delete snapshot file", "project", id, "snapshot", snapshotID, "err", err)
+			s.core.log.Warn("delete snapshot file", "project", id, "snapshot", snapshotID, "err", err)
 		}
 	}
 	return nil
@@ -643,13 +653,13 @@ func (s *Service) DeleteSnapshot(ctx context.Context, id, snapshotID string) err
 // everything restored, then
 // snapshot.restored (the GUI reloads the project on it); never
 // project.closed.
-func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
+func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
 	}
 	defer end()
-	st, err := s.lockOpened(id)
+	st, err := s.core.lockOpened(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -680,36 +690,36 @@ func (s *Service) RestoreSnapshot(ctx context.Context, id, snapshotID string) (P
 	gone := *old
 	gone.Drawings = slices.Clone(old.Drawings)
 	for i := range gone.Drawings {
-		gone.Drawings[i].SVG = s.resolveSVG(p, gone.Drawings[i].SVG)
+		gone.Drawings[i].SVG = s.drawings.resolveSVG(p, gone.Drawings[i].SVG)
 	}
-	s.closeOn(ctx, id, computes, "close project for a snapshot restore")
+	s.core.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
 		s.reopen(ctx, st, old, nil)
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
 	}
 	snap.Project.Path = p.Path
 	if err := s.reopen(ctx, st, snap, &gone); err != nil {
-		s.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
+		s.core.log.Warn("snapshot restore failed; putting the project back", "project", id, "err", err)
 		if serr := exchange(p.Path, aside, tmp); serr != nil {
-			s.log.Error("put back the project directory", "project", id, "err", serr)
+			s.core.log.Error("put back the project directory", "project", id, "err", serr)
 		}
 		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
-			s.log.Error("reopen the project as it was", "project", id, "err", rerr)
+			s.core.log.Error("reopen the project as it was", "project", id, "err", rerr)
 		}
 		return Project{}, errorf(ErrConflict, "Cannot restore snapshot: %v", err) // 409 whatever the cause, as GNS3
 	}
 	out := st.project()
 	info := snapInfo
-	s.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
-	s.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
-	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
-	s.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
+	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
+	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
+	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
 	return out, nil
 }
 
 // unpackSnapshot unpacks a snapshot file beside project p into a new
 // directory holding its files and p's project file, and reads it back.
-func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
+func (s *Archives) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return "", nil, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
@@ -723,7 +733,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 	if err != nil {
 		return "", nil, refusal(err)
 	}
-	if err := archive.Check(zr, s.cfg.ArchiveLimits); err != nil {
+	if err := archive.Check(zr, s.core.cfg.ArchiveLimits); err != nil {
 		return "", nil, refusal(err)
 	}
 	data, err := archive.ReadProjectFile(zr)
@@ -744,7 +754,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 		return entry == archive.ProjectFile || entry == archive.SnapshotsDir || strings.HasPrefix(entry, archive.SnapshotsDir+"/") ||
 			entry == "images" || strings.HasPrefix(entry, "images/") || entry == "project-files/captures" || strings.HasPrefix(entry, "project-files/captures/")
 	}
-	err = archive.Extract(zr, tmp, s.cfg.ArchiveLimits, keep)
+	err = archive.Extract(zr, tmp, s.core.cfg.ArchiveLimits, keep)
 	if err == nil {
 		err = atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644)
 	}
@@ -752,7 +762,7 @@ func (s *Service) unpackSnapshot(p Project, file string) (string, *Snapshot, err
 		os.RemoveAll(tmp)
 		return "", nil, refusal(err)
 	}
-	snap, err := s.cfg.Store.Load(&Project{ID: p.ID, Name: p.Name, Path: tmp, Filename: p.Filename, Settings: p.Settings})
+	snap, err := s.core.cfg.Store.Load(&Project{ID: p.ID, Name: p.Name, Path: tmp, Filename: p.Filename, Settings: p.Settings})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", nil, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
@@ -821,24 +831,24 @@ func exchange(dir, incoming, outgoing string) error {
 // unpacked imports (never registered), and restores, each finished as far
 // as it got: the project directory is whichever of its old and new files
 // were in place, with its kept entries wherever they were.
-func (s *Service) sweepArchiveLeftovers() {
-	entries, err := os.ReadDir(s.cfg.ProjectsDir)
+func (s *Archives) sweepArchiveLeftovers() {
+	entries, err := os.ReadDir(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		name := e.Name()
-		p := filepath.Join(s.cfg.ProjectsDir, name)
+		p := filepath.Join(s.core.cfg.ProjectsDir, name)
 		switch {
 		case strings.HasPrefix(name, ".upload-"), strings.HasPrefix(name, ".duplicate-"), strings.HasPrefix(name, ".import-"):
-			s.log.Warn("removing what an interrupted import left", "path", p)
+			s.core.log.Warn("removing what an interrupted import left", "path", p)
 			os.RemoveAll(p)
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-old"):
-			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
-			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+			recoverRestore(filepath.Join(s.core.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-old")))
+			s.core.log.Warn("finished an interrupted snapshot restore", "path", p)
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".restore-new"):
-			recoverRestore(filepath.Join(s.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
-			s.log.Warn("finished an interrupted snapshot restore", "path", p)
+			recoverRestore(filepath.Join(s.core.cfg.ProjectsDir, strings.TrimSuffix(strings.TrimPrefix(name, "."), ".restore-new")))
+			s.core.log.Warn("finished an interrupted snapshot restore", "path", p)
 		}
 	}
 }
@@ -873,7 +883,7 @@ func recoverRestore(dir string) {
 // on their computes, saves it and announces the change: deletions of
 // what was (before, if not nil; its drawings' SVG as it was), then
 // creations. st.ops must be held.
-func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
+func (s *Archives) reopen(ctx context.Context, st *state, snap *Snapshot, before *Snapshot) error {
 	p := st.project()
 	opened := newState(p)
 	opened.p.Status = Opened
@@ -882,19 +892,19 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 		d.ProjectID = p.ID
 		opened.drawings = append(opened.drawings, d)
 	}
-	if err := s.build(ctx, opened, snap, nil); err != nil {
-		s.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
+	if err := s.builder.build(ctx, opened, snap, nil); err != nil {
+		s.core.closeOn(context.WithoutCancel(ctx), p.ID, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed restore")
 		return err
 	}
 	if before != nil {
 		for i := range before.Links {
-			s.emitLocked(st, Event{Action: LinkDeleted, Link: &before.Links[i]})
+			s.core.emitLocked(st, Event{Action: LinkDeleted, Link: &before.Links[i]})
 		}
 		for i := range before.Nodes {
-			s.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
+			s.core.emitLocked(st, Event{Action: NodeDeleted, Node: &before.Nodes[i]})
 		}
 		for i := range before.Drawings {
-			s.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &before.Drawings[i]})
+			s.core.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &before.Drawings[i]})
 		}
 	}
 	st.mu.Lock()
@@ -905,29 +915,23 @@ func (s *Service) reopen(ctx context.Context, st *state, snap *Snapshot, before 
 	st.onComputes = opened.onComputes
 	snapNow := st.snapshotLocked()
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", p.ID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", p.ID, "err", err)
 	}
 	if before != nil {
 		for i := range snapNow.Nodes {
-			s.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
+			s.core.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
 		}
 		for i := range snapNow.Links {
-			s.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
+			s.core.emitLocked(st, Event{Action: LinkCreated, Link: &snapNow.Links[i]})
 		}
 		for i := range snapNow.Drawings {
 			d := snapNow.Drawings[i]
-			d.SVG = s.resolveSVG(snapNow.Project, d.SVG)
-			s.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
+			d.SVG = s.drawings.resolveSVG(snapNow.Project, d.SVG)
+			s.core.emitLocked(st, Event{Action: DrawingCreated, Drawing: &d})
 		}
 	}
 	return nil
-}
-
-// emitLocked sends ev about st's project. st.ops must be held.
-func (s *Service) emitLocked(st *state, ev Event) {
-	ev.ProjectID = st.project().ID
-	s.cfg.Events.Emit(ev)
 }
 
 // runnable says whether labtap can run a node type at all.
@@ -939,58 +943,4 @@ func inertRefusal(n *Node, status string) error {
 		return nil
 	}
 	return errorf(ErrConflict, "Node type %s is not supported by this server", n.Type)
-}
-
-// deleteFromCompute deletes a node on its compute; an inert node is on
-// none, and a node its compute does not know is gone already.
-func (s *Service) deleteFromCompute(ctx context.Context, n Node) error {
-	if n.Inert {
-		return nil
-	}
-	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
-		return err
-	}
-	return nil
-}
-
-// keepInert keeps a stored node of a type labtap cannot run (a GNS3
-// project's iou, dynamips, virtualbox, ... node, or one its compute says
-// it does not run) as it is, stopped, on no compute, so the project opens
-// and its file keeps the node (spec 6.7). It reports whether n was such a
-// node. st is being built.
-func (s *Service) keepInert(st *state, n Node) bool {
-	if runnable(n.Type) && (!s.cfg.Computes.Exists(n.ComputeID) || s.mayRun(n.ComputeID, n.Type)) {
-		return false
-	}
-	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
-	if n.Width == 0 || n.Height == 0 {
-		n.Width, n.Height = s.cfg.Symbols(n.Symbol)
-	}
-	if n.Label == nil {
-		n.Label = nodeLabel(nil, n.Name, n.Height)
-	}
-	st.nodes[n.ID] = &n
-	st.nodeOrder = append(st.nodeOrder, n.ID)
-	s.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
-	return true
-}
-
-// keepUnwired keeps a stored link to an inert node as the file has it,
-// not wired (it carries no frames), so saving the project keeps it. It
-// reports whether l was such a link. st is being built.
-func (s *Service) keepUnwired(st *state, l Link) bool {
-	inert := slices.ContainsFunc(l.Endpoints, func(e Endpoint) bool {
-		n, ok := st.nodes[e.NodeID]
-		return ok && n.Inert
-	})
-	if !inert {
-		return false
-	}
-	l.ProjectID, l.Wired, l.Computes, l.Tunnel, l.Capture = st.p.ID, false, nil, nil, Capture{}
-	if l.LinkType == "" {
-		l.LinkType = Ethernet
-	}
-	st.links[l.ID] = &l
-	st.linkOrder = append(st.linkOrder, l.ID)
-	return true
 }

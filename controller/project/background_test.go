@@ -34,7 +34,7 @@ func TestCloseCancelsAndWaitsForAProjectsAutoStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBlocks{f.computes, make(chan struct{}), make(chan struct{})}
-	f.svc.cfg.Computes = b
+	f.svc.core.cfg.Computes = b
 	if _, err := f.svc.OpenProject(t.Context(), f.project.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -63,14 +63,21 @@ func (st *state) captureUsing(name, except string, ring bool) string {
 	return ""
 }
 
-// StartCapture starts capturing a link's frames into a pcap file on the
+// Captures are the captures of links: started and stopped on the compute
+// that writes them, their files, streams and counts.
+type Captures struct {
+	core  *core
+	links *Links
+}
+
+// Start starts capturing a link's frames into a pcap file on the
 // compute of the chosen side and returns the link, now capturing. The spec
 // was checked at the API edge (capspec.Spec.Check); its FileName is the
 // client's, which gets the vocabulary's naming rule here (capspec
 // CleanFileName), or "" for GNS3's default name.
-func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
+func (s *Captures) Start(ctx context.Context, projectID, linkID string, req capspec.Spec) (Link, error) {
 	req = req.WithDefaults()
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -112,7 +119,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		// file shows every frame after them, both ways (placement.go).
 		moved := *l
 		moved.FilterSide = side
-		if err := s.push(ctx, &moved, nodes); err != nil {
+		if err := s.links.push(ctx, &moved, nodes); err != nil {
 			return Link{}, err
 		}
 		st.mu.Lock()
@@ -120,7 +127,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 		st.mu.Unlock()
 	}
 	computeID := nodes[side].ComputeID
-	res, err := s.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, req)
+	res, err := s.core.cfg.Computes.StartCapture(ctx, computeID, projectID, linkID, req)
 	if err != nil {
 		return Link{}, err
 	}
@@ -135,7 +142,7 @@ func (s *Service) StartCapture(ctx context.Context, projectID, linkID string, re
 	l.Capture = Capture{State: res, ComputeID: computeID, Side: side}
 	out := *l
 	st.mu.Unlock()
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 	return out, nil
 }
 
@@ -143,10 +150,10 @@ func portOf(n *Node, ep Endpoint) capturePort {
 	return capturePort{node: n.Name, adapter: ep.Adapter, port: ep.Port}
 }
 
-// StopCapture stops a link's capture, if any, and returns the link. The
+// Stop stops a link's capture, if any, and returns the link. The
 // file keeps everything captured; the link keeps its name and path.
-func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Link, error) {
-	st, err := s.lockOpened(projectID)
+func (s *Captures) Stop(ctx context.Context, projectID, linkID string) (Link, error) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -157,14 +164,14 @@ func (s *Service) StopCapture(ctx context.Context, projectID, linkID string) (Li
 	if err != nil {
 		return Link{}, err
 	}
-	return s.stopCaptureLocked(ctx, st, linkID), nil
+	return s.stopLocked(ctx, st, linkID), nil
 }
 
-// stopCaptureLocked stops a link's capture and announces the link. A
+// stopLocked stops a link's capture and announces the link. A
 // compute that cannot stop it is logged, not obeyed: the link reports what
 // the user asked for, and a compute that lost the capture has nothing left
 // to stop. st.ops must be held.
-func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID string) Link {
+func (s *Captures) stopLocked(ctx context.Context, st *state, linkID string) Link {
 	st.mu.RLock()
 	l := st.links[linkID]
 	c := l.Capture
@@ -172,22 +179,22 @@ func (s *Service) stopCaptureLocked(ctx context.Context, st *state, linkID strin
 	var final capspec.State
 	if c.Active {
 		var err error
-		final, err = s.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID)
+		final, err = s.core.cfg.Computes.StopCapture(ctx, c.ComputeID, l.ProjectID, linkID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			s.log.Warn("stop capture", "link", linkID, "compute", c.ComputeID, "err", err)
+			s.core.log.Warn("stop capture", "link", linkID, "compute", c.ComputeID, "err", err)
 		}
 	}
 	st.mu.Lock()
 	l.Capture.end(final)
 	out := *l
 	st.mu.Unlock()
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 	return out
 }
 
-// stopCapturesOf stops the captures whose side is a node that is no longer
+// stopOf stops the captures whose side is a node that is no longer
 // started. st.ops must be held.
-func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) {
+func (s *Captures) stopOf(ctx context.Context, st *state, nodeID string) {
 	st.mu.RLock()
 	var ids []string
 	for _, id := range st.linkOrder {
@@ -198,7 +205,7 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 	}
 	st.mu.RUnlock()
 	for _, id := range ids {
-		s.stopCaptureLocked(ctx, st, id)
+		s.stopLocked(ctx, st, id)
 	}
 }
 
@@ -206,17 +213,17 @@ func (s *Service) stopCapturesOf(ctx context.Context, st *state, nodeID string) 
 // its capture as its compute reports them now (frames, bytes, dropped,
 // filtered, files; the file being written). A compute that does not
 // answer leaves the counts it reported last.
-func (s *Service) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
-	l, err := s.Link(projectID, linkID)
+func (s *Captures) LinkWithCounts(ctx context.Context, projectID, linkID string) (Link, error) {
+	l, err := s.links.Get(projectID, linkID)
 	if err != nil || !l.Capture.Active {
 		return l, err
 	}
-	now, err := s.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
+	now, err := s.core.cfg.Computes.CaptureState(ctx, l.Capture.ComputeID, projectID, linkID)
 	if err != nil {
-		s.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
+		s.core.log.Debug("capture counts", "link", linkID, "compute", l.Capture.ComputeID, "err", err)
 		return l, nil
 	}
-	st, err := s.opened(projectID)
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -241,19 +248,19 @@ type CaptureFile struct {
 	Body io.ReadCloser
 }
 
-// CaptureFile returns the file a link's running capture writes, as it is
+// File returns the file a link's running capture writes, as it is
 // now. The caller closes its Body.
-func (s *Service) CaptureFile(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
-	c, err := s.runningCapture(projectID, linkID)
+func (s *Captures) File(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
+	c, err := s.running(projectID, linkID)
 	if err != nil {
 		return CaptureFile{}, err
 	}
-	return s.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
+	return s.core.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
 }
 
-// runningCapture returns a link's capture, a conflict when none runs.
-func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
-	st, err := s.opened(projectID)
+// running returns a link's capture, a conflict when none runs.
+func (s *Captures) running(projectID, linkID string) (Capture, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Capture{}, err
 	}
@@ -273,13 +280,13 @@ func (s *Service) runningCapture(projectID, linkID string) (Capture, error) {
 	return c, nil
 }
 
-// CaptureStream returns a link's running capture as a stream: the file
+// Stream returns a link's running capture as a stream: the file
 // from its first byte, then each record as it is written, ending when the
 // capture stops. The caller closes it.
-func (s *Service) CaptureStream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
-	c, err := s.runningCapture(projectID, linkID)
+func (s *Captures) Stream(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
+	c, err := s.running(projectID, linkID)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
+	return s.core.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
 }

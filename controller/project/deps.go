@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Computes runs nodes and links on compute agents. *compute.Registry
+// Computes runs nodes and links on compute agents. *compute.Agents
 // satisfies it. Errors from an agent match this package's sentinels
 // (ErrNotFound, ErrConflict, ...) and carry the agent's message.
 type Computes interface {
@@ -100,7 +100,7 @@ type NodeRuntime struct {
 
 // MACScheme is the MAC address arithmetic shared with computes
 // (nodes-docker-qemu.md 2.3); a Computes that implements it gives the
-// ports of nodes with adapters their MAC addresses. *compute.Registry does.
+// ports of nodes with adapters their MAC addresses. *compute.Agents does.
 type MACScheme interface {
 	// AdapterMACs returns the MACs of adapters 0..count-1: base plus n,
 	// base "" being the node type's default derived from the node id.

@@ -74,11 +74,16 @@ type DrawingUpdate struct {
 	SVG               *string
 }
 
-// Drawings lists a project's drawings in creation order. An opened
+// Drawings are the notes, shapes and pictures of projects.
+type Drawings struct {
+	core *core
+}
+
+// List lists a project's drawings in creation order. An opened
 // project's carry their SVG text; a closed project's are as stored (the
 // SVG may be a file name), as GNS3 answers.
-func (s *Service) Drawings(projectID string) ([]Drawing, error) {
-	st, err := s.lookup(projectID)
+func (s *Drawings) List(projectID string) ([]Drawing, error) {
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +98,9 @@ func (s *Service) Drawings(projectID string) ([]Drawing, error) {
 	return list, nil
 }
 
-// Drawing returns one drawing of an opened project.
-func (s *Service) Drawing(projectID, id string) (Drawing, error) {
-	st, err := s.opened(projectID)
+// Get returns one drawing of an opened project.
+func (s *Drawings) Get(projectID, id string) (Drawing, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -123,11 +128,11 @@ func (st *state) drawingLocked(id string) int {
 	return slices.IndexFunc(st.drawings, func(d Drawing) bool { return d.ID == id })
 }
 
-// CreateDrawing adds a drawing to an opened project (id "" picks one). An
+// Create adds a drawing to an opened project (id "" picks one). An
 // id that exists returns that drawing unchanged, as GNS3 does (the GUI
 // re-sends drawings it believes lost).
-func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
-	st, err := s.lockOpened(projectID)
+func (s *Drawings) Create(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -148,14 +153,14 @@ func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u Dra
 		return existing, nil
 	}
 	d := Drawing{ID: id, ProjectID: projectID, Z: 2, SVG: "<svg></svg>"}
-	full, err := s.applyDrawing(p, &d, u)
+	full, err := s.apply(p, &d, u)
 	if err != nil {
 		return Drawing{}, err
 	}
 	st.mu.Lock()
 	st.drawings = append(st.drawings, d)
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings = slices.DeleteFunc(st.drawings, func(x Drawing) bool { return x.ID == id })
 		st.mu.Unlock()
@@ -163,15 +168,15 @@ func (s *Service) CreateDrawing(ctx context.Context, projectID, id string, u Dra
 	}
 	out := d
 	out.SVG = full
-	s.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
+	s.core.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
 	return out, nil
 }
 
-// UpdateDrawing changes a drawing. A change announces drawing.updated,
+// Update changes a drawing. A change announces drawing.updated,
 // with the SVG only when it changed (GNS3); a request that changes nothing
 // announces nothing (the GUI sends one for every mouse release).
-func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
-	st, err := s.lockOpened(projectID)
+func (s *Drawings) Update(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -188,7 +193,7 @@ func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u Dra
 		return Drawing{}, drawingNotFound(id)
 	}
 	d := old
-	full, err := s.applyDrawing(p, &d, u)
+	full, err := s.apply(p, &d, u)
 	if err != nil {
 		return Drawing{}, err
 	}
@@ -200,20 +205,20 @@ func (s *Service) UpdateDrawing(ctx context.Context, projectID, id string, u Dra
 	st.mu.Lock()
 	st.drawings[st.drawingLocked(id)] = d
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings[st.drawingLocked(id)] = old
 		st.mu.Unlock()
 		return Drawing{}, err
 	}
 	ev := out
-	s.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
+	s.core.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
 	return out, nil
 }
 
-// DeleteDrawing removes a drawing that is not locked.
-func (s *Service) DeleteDrawing(ctx context.Context, projectID, id string) error {
-	st, err := s.lockOpened(projectID)
+// Delete removes a drawing that is not locked.
+func (s *Drawings) Delete(ctx context.Context, projectID, id string) error {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
@@ -236,20 +241,20 @@ func (s *Service) DeleteDrawing(ctx context.Context, projectID, id string) error
 	st.mu.Lock()
 	st.drawings = slices.Delete(slices.Clone(st.drawings), i, i+1)
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.mu.Lock()
 		st.drawings = before
 		st.mu.Unlock()
 		return err
 	}
 	old.SVG = s.resolveSVG(p, old.SVG)
-	s.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
+	s.core.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
 	return nil
 }
 
-// applyDrawing sets u's members on d, checking and storing a new SVG; it
+// apply sets u's members on d, checking and storing a new SVG; it
 // returns d's SVG text (d.SVG may be a file name).
-func (s *Service) applyDrawing(p Project, d *Drawing, u DrawingUpdate) (string, error) {
+func (s *Drawings) apply(p Project, d *Drawing, u DrawingUpdate) (string, error) {
 	if u.Rotation != nil && (*u.Rotation < -359 || *u.Rotation > 360) {
 		return "", errorf(ErrInvalid, "rotation %d is not within -359..360", *u.Rotation)
 	}
@@ -370,7 +375,7 @@ func embeddedPicture(text string) ([]byte, string, bool) {
 // a file name (GNS3 offloads pictures and long SVGs) the file's SVG, a
 // picture wrapped in an SVG of its size, or "<svg></svg>" when the file is
 // missing or unreadable.
-func (s *Service) resolveSVG(p Project, stored string) string {
+func (s *Drawings) resolveSVG(p Project, stored string) string {
 	if strings.Contains(stored, "<svg") {
 		return stored
 	}
@@ -386,7 +391,7 @@ func (s *Service) resolveSVG(p Project, stored string) string {
 	defer root.Close()
 	f, err := root.Open(name)
 	if err != nil {
-		s.log.Warn("drawing picture missing", "project", p.ID, "file", name)
+		s.core.log.Warn("drawing picture missing", "project", p.ID, "file", name)
 		return empty
 	}
 	defer f.Close()

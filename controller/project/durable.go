@@ -68,7 +68,7 @@ func (o *opsLock) waitAtUnlock(w func() error) bool {
 // save writes the project through the Store. st.ops must be held
 // (shared will do). Under an exclusive hold, the save is on disk when
 // st.ops.Unlock returns; under a shared one, when save returns.
-func (s *Service) save(st *state) error {
+func (s *core) save(st *state) error {
 	st.saveMu.Lock()
 	st.mu.RLock()
 	snap := st.snapshotLocked()
@@ -100,7 +100,7 @@ func (s *Service) save(st *state) error {
 // is released. Its change was written, so only a failed flush can fail
 // it: then the project file is written whole (with its own flushes)
 // before the change answers.
-func (s *Service) durable(p *Project, wait func() error) error {
+func (s *core) durable(p *Project, wait func() error) error {
 	err := wait()
 	if err == nil {
 		return nil
@@ -114,7 +114,7 @@ func (s *Service) durable(p *Project, wait func() error) error {
 }
 
 // fold makes the project's file hold every change saved.
-func (s *Service) fold(p *Project) error {
+func (s *core) fold(p *Project) error {
 	if f, ok := s.cfg.Store.(folder); ok {
 		return f.Fold(p)
 	}

@@ -49,7 +49,7 @@ func TestAChangeAnswersOnceDurableWithoutHoldingItsProject(t *testing.T) {
 		t.Fatalf("the change answered (%v) before its save was on disk", err)
 	default:
 	}
-	st, err := svc.lookup(p.ID)
+	st, err := svc.core.lookup(p.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

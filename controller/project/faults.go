@@ -11,13 +11,23 @@ import (
 // about it. Each is announced on the project stream like any other change,
 // in order with the changes made through the API.
 
+// Reports hear what computes report by themselves (captures that ended or
+// rotated, nodes that changed or warn) and computes that are lost or come
+// back, and bring the projects in line. It satisfies compute.Listener and
+// compute.Warner.
+type Reports struct {
+	core  *core
+	nodes *Nodes
+	links *Links
+}
+
 // CaptureEnded records that a compute ended a link's capture by itself (its
 // disk filled, or it reached a limit it was given): the link stops
 // capturing, keeping its file name and path (the file holds every whole
 // record written), and a log.warning (a failure) or log.info (a limit)
 // says why. A report about a capture that is not running there is ignored.
-func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID string, last capspec.State) {
-	st, err := s.lockOpened(projectID)
+func (s *Reports) CaptureEnded(ctx context.Context, computeID, projectID, linkID string, last capspec.State) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
 	}
@@ -26,20 +36,20 @@ func (s *Service) CaptureEnded(ctx context.Context, computeID, projectID, linkID
 	if !ok {
 		return
 	}
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 	if last.Limit != "" && last.Err == "" {
-		s.log.Info("capture ended at its limit", "project", projectID, "link", linkID, "compute", computeID, "why", last.Limit)
-		s.emitLogAt(st, LogInfo, fmt.Sprintf("The capture %s on link %s stopped: %s", out.Capture.FileName, linkID, last.Limit))
+		s.core.log.Info("capture ended at its limit", "project", projectID, "link", linkID, "compute", computeID, "why", last.Limit)
+		s.core.emitLogAt(st, LogInfo, fmt.Sprintf("The capture %s on link %s stopped: %s", out.Capture.FileName, linkID, last.Limit))
 		return
 	}
-	s.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", last.Err)
-	s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped on compute %s: %s", out.Capture.FileName, linkID, computeID, last.Err))
+	s.core.log.Warn("capture ended by itself", "project", projectID, "link", linkID, "compute", computeID, "reason", last.Err)
+	s.core.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped on compute %s: %s", out.Capture.FileName, linkID, computeID, last.Err))
 }
 
 // CaptureRotated records that a link's capture began its next file (a
 // ring of files): the link shows that file, and is announced.
-func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, linkID string, now capspec.State) {
-	st, err := s.lockOpened(projectID)
+func (s *Reports) CaptureRotated(ctx context.Context, computeID, projectID, linkID string, now capspec.State) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
 	}
@@ -48,7 +58,7 @@ func (s *Service) CaptureRotated(ctx context.Context, computeID, projectID, link
 	if !ok {
 		return
 	}
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.emit(st, LinkUpdated, nil, &out)
 }
 
 // changeCapture applies change to a link's capture if it is running on
@@ -67,8 +77,8 @@ func (st *state) changeCapture(computeID, linkID string, change func(*Capture)) 
 
 // NodeWarning relays what a compute tells a node's users (a VM that runs
 // without KVM) as a log.warning notification of the node's project.
-func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string) {
-	st, err := s.opened(projectID)
+func (s *Reports) NodeWarning(ctx context.Context, computeID, projectID, nodeID, message string) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return
 	}
@@ -78,19 +88,7 @@ func (s *Service) NodeWarning(ctx context.Context, computeID, projectID, nodeID,
 	if !ok || n.ComputeID != computeID {
 		return
 	}
-	s.emitLog(st, message)
-}
-
-// emitLog announces, after the change it explains, why something happened
-// by itself.
-func (s *Service) emitLog(st *state, msg string) { s.emitLogAt(st, LogWarning, msg) }
-
-// emitLogAt is emitLog with the log action: LogWarning or LogInfo.
-func (s *Service) emitLogAt(st *state, action, msg string) {
-	st.mu.RLock()
-	id := st.p.ID
-	st.mu.RUnlock()
-	s.cfg.Events.Emit(Event{Action: action, ProjectID: id, Message: msg})
+	s.core.emitLog(st, message)
 }
 
 // NodeChanged records that a compute reports a node changed by itself (an
@@ -101,13 +99,13 @@ func (s *Service) emitLogAt(st *state, action, msg string) {
 // again through the API meanwhile), so the node is asked for again, in turn
 // with the API's operations, and that answer is what counts; rt is only
 // used if the compute cannot answer now.
-func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
-	st, err := s.lockOpened(projectID)
+func (s *Reports) NodeChanged(ctx context.Context, computeID, projectID, nodeID string, rt NodeRuntime) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return
 	}
 	defer st.ops.Unlock()
-	now, err := s.cfg.Computes.Node(ctx, computeID, projectID, nodeID)
+	now, err := s.core.cfg.Computes.Node(ctx, computeID, projectID, nodeID)
 	switch {
 	case err == nil:
 		rt = now
@@ -119,15 +117,15 @@ func (s *Service) NodeChanged(ctx context.Context, computeID, projectID, nodeID 
 
 // applyReported updates a node from a compute's report and announces it.
 // st.ops must be held.
-func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
+func (s *Reports) applyReported(ctx context.Context, st *state, computeID, nodeID string, rt NodeRuntime) {
 	st.mu.RLock()
 	n, ok := st.nodes[nodeID]
 	st.mu.RUnlock()
 	if !ok || n.ComputeID != computeID {
 		return
 	}
-	if before, after := s.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
-		s.emit(st, NodeUpdated, &after, nil)
+	if before, after := s.nodes.updateRuntime(ctx, st, n, rt); shownChanged(before, after) {
+		s.core.emit(st, NodeUpdated, &after, nil)
 	}
 }
 
@@ -136,9 +134,9 @@ func (s *Service) applyReported(ctx context.Context, st *state, computeID, nodeI
 // anyone can tell, and the links say so at once. The files on that compute
 // keep every whole record written before. Nodes keep their last known
 // status until the compute is back and tells.
-func (s *Service) ComputeLost(ctx context.Context, computeID string) {
-	for _, p := range s.Projects() {
-		st, err := s.lockOpened(p.ID)
+func (s *Reports) ComputeLost(ctx context.Context, computeID string) {
+	for _, p := range s.core.all() {
+		st, err := s.core.lockOpened(p.ID)
 		if err != nil {
 			continue
 		}
@@ -154,9 +152,9 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 		}
 		st.mu.Unlock()
 		for i := range ended {
-			s.log.Warn("capture lost with its compute", "project", p.ID, "link", ended[i].ID, "compute", computeID)
-			s.emit(st, LinkUpdated, nil, &ended[i])
-			s.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped: compute %s cannot be reached (the file on it keeps every whole frame written)", ended[i].Capture.FileName, ended[i].ID, computeID))
+			s.core.log.Warn("capture lost with its compute", "project", p.ID, "link", ended[i].ID, "compute", computeID)
+			s.core.emit(st, LinkUpdated, nil, &ended[i])
+			s.core.emitLog(st, fmt.Sprintf("The capture %s on link %s stopped: compute %s cannot be reached (the file on it keeps every whole frame written)", ended[i].Capture.FileName, ended[i].ID, computeID))
 		}
 		st.ops.Unlock()
 	}
@@ -172,8 +170,8 @@ func (s *Service) ComputeLost(ctx context.Context, computeID string) {
 // still writing is taken back: the link says capturing again. A link it
 // lost is built again; one that crosses to another compute is rebuilt on
 // both sides, since a restarted agent's tunnel ports are new.
-func (s *Service) ComputeBack(ctx context.Context, computeID string, running []Running) {
-	for _, p := range s.Projects() {
+func (s *Reports) ComputeBack(ctx context.Context, computeID string, running []Running) {
+	for _, p := range s.core.all() {
 		kept := map[string]RunningLink{}
 		for _, r := range running {
 			if r.ComputeID == computeID && r.ProjectID == p.ID {
@@ -182,7 +180,7 @@ func (s *Service) ComputeBack(ctx context.Context, computeID string, running []R
 				}
 			}
 		}
-		st, err := s.lockOpened(p.ID)
+		st, err := s.core.lockOpened(p.ID)
 		if err != nil {
 			continue
 		}
@@ -193,7 +191,7 @@ func (s *Service) ComputeBack(ctx context.Context, computeID string, running []R
 
 // reconcile brings one project back on a compute, which still runs the
 // relays in kept. st.ops must be held.
-func (s *Service) reconcile(ctx context.Context, st *state, computeID string, kept map[string]RunningLink) {
+func (s *Reports) reconcile(ctx context.Context, st *state, computeID string, kept map[string]RunningLink) {
 	st.mu.RLock()
 	uses := slices.Contains(st.openComputesLocked(), computeID)
 	var nodes []Node
@@ -213,19 +211,19 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 	if !uses {
 		return
 	}
-	if err := s.openOn(ctx, st, computeID); err != nil {
-		s.log.Warn("reconcile: open project", "project", pid, "compute", computeID, "err", err)
+	if err := s.core.openOn(ctx, st, computeID); err != nil {
+		s.core.log.Warn("reconcile: open project", "project", pid, "compute", computeID, "err", err)
 		return
 	}
 	for _, n := range nodes {
-		spec, err := s.nodeSpec(&n, vars)
+		spec, err := s.nodes.nodeSpec(&n, vars)
 		if err != nil {
-			s.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
+			s.core.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
 			continue
 		}
-		rt, err := s.cfg.Computes.CreateNode(ctx, computeID, pid, spec)
+		rt, err := s.core.cfg.Computes.CreateNode(ctx, computeID, pid, spec)
 		if err != nil {
-			s.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
+			s.core.log.Warn("reconcile: node", "project", pid, "node", n.ID, "err", err)
 			continue
 		}
 		s.applyReported(ctx, st, computeID, n.ID, rt)
@@ -241,38 +239,38 @@ func (s *Service) reconcile(ctx context.Context, st *state, computeID string, ke
 		rl, still := kept[l.ID]
 		side := slices.IndexFunc(ends, func(n *Node) bool { return n.ComputeID == computeID })
 		if cur.Tunnel == nil || still && side >= 0 && rl.Tunnel != nil && rl.Tunnel.LocalPort == cur.Tunnel.Ports[side] {
-			if err := s.push(ctx, &cur, ends); err != nil {
-				s.log.Warn("reconcile: link", "project", pid, "link", l.ID, "err", err)
+			if err := s.links.push(ctx, &cur, ends); err != nil {
+				s.core.log.Warn("reconcile: link", "project", pid, "link", l.ID, "err", err)
 			}
 			if still && rl.Capture != nil {
 				s.retakeCapture(ctx, st, l, ends, computeID, rl.Capture)
 			}
 			continue
 		}
-		s.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
+		s.links.unwire(ctx, &cur) // the surviving side's half, with its old tunnel
 		cur.Wired, cur.Computes, cur.Tunnel = false, nil, nil
-		if err := s.wire(ctx, &cur, ends); err != nil {
-			s.log.Warn("reconcile: cross-compute link", "project", pid, "link", l.ID, "err", err)
+		if err := s.links.wire(ctx, &cur, ends); err != nil {
+			s.core.log.Warn("reconcile: cross-compute link", "project", pid, "link", l.ID, "err", err)
 		}
 		st.mu.Lock()
 		l.Wired, l.Computes, l.Tunnel, l.FilterSide = cur.Wired, cur.Computes, cur.Tunnel, cur.FilterSide
 		st.mu.Unlock()
 	}
-	s.log.Info("compute reconciled", "project", pid, "compute", computeID, "nodes", len(nodes), "links", len(links))
+	s.core.log.Info("compute reconciled", "project", pid, "compute", computeID, "nodes", len(nodes), "links", len(links))
 }
 
 // retakeCapture takes back a capture a compute kept writing while it could
 // not be reached, unless the link captures elsewhere meanwhile: then the
 // compute's is stopped, so the file the link names is the only one
 // growing. st.ops must be held.
-func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *capspec.State) {
+func (s *Reports) retakeCapture(ctx context.Context, st *state, l *Link, ends []*Node, computeID string, c *capspec.State) {
 	st.mu.Lock()
 	if l.Capture.Active {
 		other := l.Capture.ComputeID != computeID
 		st.mu.Unlock()
 		if other {
-			if _, err := s.cfg.Computes.StopCapture(ctx, computeID, l.ProjectID, l.ID); err != nil && !isNotFound(err) {
-				s.log.Warn("reconcile: stop a stale capture", "project", l.ProjectID, "link", l.ID, "compute", computeID, "err", err)
+			if _, err := s.core.cfg.Computes.StopCapture(ctx, computeID, l.ProjectID, l.ID); err != nil && !isNotFound(err) {
+				s.core.log.Warn("reconcile: stop a stale capture", "project", l.ProjectID, "link", l.ID, "compute", computeID, "err", err)
 			}
 		}
 		return
@@ -285,6 +283,6 @@ func (s *Service) retakeCapture(ctx context.Context, st *state, l *Link, ends []
 	l.Capture = taken
 	out := *l
 	st.mu.Unlock()
-	s.log.Info("capture taken back from a compute that was cut off", "project", l.ProjectID, "link", l.ID, "compute", computeID)
-	s.emit(st, LinkUpdated, nil, &out)
+	s.core.log.Info("capture taken back from a compute that was cut off", "project", l.ProjectID, "link", l.ID, "compute", computeID)
+	s.core.emit(st, LinkUpdated, nil, &out)
 }

@@ -15,12 +15,12 @@ func capturingPair(t *testing.T) (*fixture, Node, Node, Link) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	for _, n := range []Node{a, b} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l := f.link(t, a, b)
-	l, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	l, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || !l.Capture.Active {
 		t.Fatalf("capture: %+v, %v", l.Capture, err)
 	}
@@ -56,9 +56,9 @@ func TestAStaleNodeReportDoesNotUndoALaterStart(t *testing.T) {
 	before := len(f.events.actions())
 	// The compute reported A stopped, but A runs (started again since):
 	// what the compute says now wins, and nothing changes.
-	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
-	n, _ := f.svc.Node(f.project.ID, a.ID)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Reports.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Started || !got.Capture.Active || len(f.events.actions()) != before {
 		t.Fatalf("node %s, capture %+v, events %v", n.Status, got.Capture, f.events.actions()[before:])
 	}
@@ -69,9 +69,9 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 	f.computes.mu.Lock()
 	f.computes.nodes[a.ID] = Stopped // VPCS died
 	f.computes.mu.Unlock()
-	f.svc.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
-	n, _ := f.svc.Node(f.project.ID, a.ID)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Reports.NodeChanged(t.Context(), "local", f.project.ID, a.ID, NodeRuntime{Status: Stopped})
+	n, _ := f.svc.Nodes.Get(f.project.ID, a.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if n.Status != Stopped || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("node %s, capture %+v", n.Status, got.Capture)
 	}
@@ -79,12 +79,12 @@ func TestANodeThatDiedStopsTheCapturesThatNeedIt(t *testing.T) {
 
 func TestACaptureThatEndedByItselfIsReportedOnlyFromItsCompute(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
-	if got, _ := f.svc.Link(f.project.ID, l.ID); !got.Capture.Active {
+	f.svc.Reports.CaptureEnded(t.Context(), "remote", f.project.ID, l.ID, capspec.State{Err: "not this one"})
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); !got.Capture.Active {
 		t.Fatal("a report from another compute ended the capture")
 	}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Reports.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, capspec.State{Err: "no space left on device"})
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.ComputeID != "" || got.Capture.FilePath == "" {
 		t.Fatalf("after the capture ended: %+v", got.Capture)
 	}
@@ -101,8 +101,8 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 	f, _, _, l := capturingPair(t)
 	final := capspec.State{FileName: l.Capture.FileName, FilePath: l.Capture.FilePath, Frames: 812, Bytes: 131000, Files: 1,
 		Limit: "it reached capture_max_bytes (131072 bytes)"}
-	f.svc.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Reports.CaptureEnded(t.Context(), "local", f.project.ID, l.ID, final)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if got.Capture.Active || got.Capture.Frames != 812 || got.Capture.Bytes != 131000 || got.Capture.Limit == "" {
 		t.Fatalf("after the capture reached its limit: %+v", got.Capture)
 	}
@@ -116,22 +116,22 @@ func TestACaptureThatReachedItsLimitSaysWhyAtInfoAndKeepsItsCounts(t *testing.T)
 
 func TestALinkReadWithCountsShowsWhatItsCaptureWroteSoFar(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	if before, _ := f.svc.Link(f.project.ID, l.ID); before.Capture.Frames != 0 {
+	if before, _ := f.svc.Links.Get(f.project.ID, l.ID); before.Capture.Frames != 0 {
 		t.Fatalf("counts at start: %+v", before.Capture)
 	}
-	got, err := f.svc.LinkWithCounts(t.Context(), f.project.ID, l.ID)
+	got, err := f.svc.Captures.LinkWithCounts(t.Context(), f.project.ID, l.ID)
 	if err != nil || !got.Capture.Active || got.Capture.Frames != 7 {
 		t.Fatalf("LinkWithCounts: %+v, %v", got.Capture, err)
 	}
-	if kept, _ := f.svc.Link(f.project.ID, l.ID); kept.Capture.Frames != 7 {
+	if kept, _ := f.svc.Links.Get(f.project.ID, l.ID); kept.Capture.Frames != 7 {
 		t.Fatalf("the counts were not kept: %+v", kept.Capture)
 	}
 }
 
 func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 	f, _, _, l := capturingPair(t)
-	f.svc.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Reports.CaptureRotated(t.Context(), "local", f.project.ID, l.ID, capspec.State{Active: true, FileName: "x-00002.pcap", FilePath: "/captures/x-00002.pcap", Files: 2})
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.FileName != "x-00002.pcap" || got.Capture.Files != 2 {
 		t.Fatalf("after the next file began: %+v", got.Capture)
 	}
@@ -143,8 +143,8 @@ func TestACaptureThatBeganItsNextFileShowsIt(t *testing.T) {
 func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.T) {
 	f, _, _, l := capturingPair(t)
 	path := l.Capture.FilePath
-	f.svc.ComputeLost(t.Context(), "local")
-	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+	f.svc.Reports.ComputeLost(t.Context(), "local")
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatal("the capture of a lost compute still shows")
 	}
 	if ev := f.lastLinkEvent(t); ev.Capture.Active {
@@ -155,10 +155,10 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 	}
 	// It was cut off, not restarted: it still runs the relay and writes
 	// the file.
-	f.svc.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
+	f.svc.Reports.ComputeBack(t.Context(), "local", []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
 		{ID: l.ID, Capture: &capspec.State{FilePath: path}},
 	}}})
-	got, _ := f.svc.Link(f.project.ID, l.ID)
+	got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != path {
 		t.Fatalf("after the compute came back: %+v", got.Capture)
 	}
@@ -166,12 +166,12 @@ func TestACutOffComputeLosesItsCapturesAndTakesThemBackWhenItAnswers(t *testing.
 		t.Fatalf("link.updated says %+v", ev.Capture)
 	}
 	// A compute that restarted runs nothing: the capture stays over.
-	f.svc.ComputeLost(t.Context(), "local")
+	f.svc.Reports.ComputeLost(t.Context(), "local")
 	f.computes.mu.Lock()
 	f.computes.nodes, f.computes.links = map[string]string{}, map[string]Wiring{} // forgotten, as by a restart
 	f.computes.mu.Unlock()
-	f.svc.ComputeBack(t.Context(), "local", nil)
-	if got, _ := f.svc.Link(f.project.ID, l.ID); got.Capture.Active {
+	f.svc.Reports.ComputeBack(t.Context(), "local", nil)
+	if got, _ := f.svc.Links.Get(f.project.ID, l.ID); got.Capture.Active {
 		t.Fatalf("a restarted compute's capture came back: %+v", got.Capture)
 	}
 	f.computes.mu.Lock()
@@ -186,12 +186,12 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 	f := newFixture(t)
 	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
 	for _, n := range []Node{a, b, c, d} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ringLink, other := f.link(t, a, b), f.link(t, c, d)
-	ring, err := f.svc.StartCapture(t.Context(), f.project.ID, ringLink.ID, capspec.Spec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 3})
+	ring, err := f.svc.Captures.Start(t.Context(), f.project.ID, ringLink.ID, capspec.Spec{FileName: "ring.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 3})
 	if err != nil || !ring.Capture.Active {
 		t.Fatalf("the ring: %+v, %v", ring.Capture, err)
 	}
@@ -201,7 +201,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 		{FileName: "ring-00042.pcap"}, // a file it will write
 		{FileName: "ring-00002.pcap", RingFiles: 2, MaxBytes: capspec.MinMaxBytes}, // a ring named after one of its files
 	} {
-		_, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, spec)
+		_, err := f.svc.Captures.Start(t.Context(), f.project.ID, other.ID, spec)
 		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), ringLink.ID) {
 			t.Fatalf("capture named %s beside the running ring: %v, want a conflict naming link %s", spec.FileName, err, ringLink.ID)
 		}
@@ -214,7 +214,7 @@ func TestANameARunningRingWritesIsAConflictWithoutReachingTheCompute(t *testing.
 		t.Fatalf("%d captures on the compute, want the ring alone", n)
 	}
 	// A name the ring never writes is fine: ring-1.pcap is not ring-00001.
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, other.ID, capspec.Spec{FileName: "ring-1.pcap"}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, other.ID, capspec.Spec{FileName: "ring-1.pcap"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,15 +223,15 @@ func TestARingWhoseFilesWouldBeAnotherCapturesFileIsAConflict(t *testing.T) {
 	f := newFixture(t)
 	a, b, c, d := f.node(t, "A"), f.node(t, "B"), f.node(t, "C"), f.node(t, "D")
 	for _, n := range []Node{a, b, c, d} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	first, second := f.link(t, a, b), f.link(t, c, d)
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, first.ID, capspec.Spec{FileName: "cap-00003.pcap"}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, first.ID, capspec.Spec{FileName: "cap-00003.pcap"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.StartCapture(t.Context(), f.project.ID, second.ID, capspec.Spec{FileName: "cap.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 5})
+	_, err := f.svc.Captures.Start(t.Context(), f.project.ID, second.ID, capspec.Spec{FileName: "cap.pcap", MaxBytes: capspec.MinMaxBytes, RingFiles: 5})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("a ring whose third file is a running capture's: %v", err)
 	}

@@ -39,12 +39,12 @@ func imageProperty(key string) bool {
 // that are in the local QEMU images folder (a name, or a path inside the
 // folder; links may not lead out of it). Anything else is left out, with
 // a warning.
-func (s *Service) exportImages(nodes []Node, warn func(string)) []archive.Image {
-	if s.cfg.ImagesDir == "" {
+func (s *Archives) exportImages(nodes []Node, warn func(string)) []archive.Image {
+	if s.core.cfg.ImagesDir == "" {
 		warn("include_images: this server has no images folder; the export holds no images")
 		return nil
 	}
-	dir, err := filepath.Abs(filepath.Join(s.cfg.ImagesDir, qemuImagesSub))
+	dir, err := filepath.Abs(filepath.Join(s.core.cfg.ImagesDir, qemuImagesSub))
 	if err == nil {
 		if real, rerr := filepath.EvalSymlinks(dir); rerr == nil {
 			dir = real
@@ -107,8 +107,8 @@ func (s *Service) exportImages(nodes []Node, warn func(string)) []archive.Image 
 // image already there with the same content is kept; one with other
 // content is never overwritten: the archive's is left out, with a
 // warning. Other images/ entries are not installed.
-func (s *Service) installImages(projectID string, zr *zip.Reader) {
-	log := s.log.With("project", projectID)
+func (s *Archives) installImages(projectID string, zr *zip.Reader) {
+	log := s.core.log.With("project", projectID)
 	var entries []*zip.File
 	for _, f := range zr.File {
 		if strings.HasPrefix(f.Name, "images/") && !strings.HasSuffix(f.Name, "/") {
@@ -118,11 +118,11 @@ func (s *Service) installImages(projectID string, zr *zip.Reader) {
 	if len(entries) == 0 {
 		return
 	}
-	if s.cfg.ImagesDir == "" {
+	if s.core.cfg.ImagesDir == "" {
 		log.Warn("import: the archive's images are not installed: this server has no images folder")
 		return
 	}
-	dir := filepath.Join(s.cfg.ImagesDir, qemuImagesSub)
+	dir := filepath.Join(s.core.cfg.ImagesDir, qemuImagesSub)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Warn("import: images not installed", "err", err)
 		return
@@ -150,7 +150,7 @@ func (s *Service) installImages(projectID string, zr *zip.Reader) {
 		case err == nil:
 			msg := fmt.Sprintf("Image %s was not installed: an image of that name with other content is there", name)
 			log.Warn("import: "+msg, "entry", f.Name)
-			s.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: projectID, Message: msg})
+			s.core.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: projectID, Message: msg})
 			continue
 		case !errors.Is(err, fs.ErrNotExist):
 			log.Warn("import: image not installed", "entry", f.Name, "err", err)

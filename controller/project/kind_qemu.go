@@ -302,8 +302,8 @@ const maxDiskExtendMB = 2 << 20
 
 // ResizeDisk grows a disk of a stopped QEMU node by extendMB (GNS3's
 // resize_disk): the node's own disk on its compute, never the base image.
-func (s *Service) ResizeDisk(ctx context.Context, projectID, nodeID, drive string, extendMB int) error {
-	n, err := s.nodeOf(projectID, nodeID)
+func (s *Nodes) ResizeDisk(ctx context.Context, projectID, nodeID, drive string, extendMB int) error {
+	n, err := s.Get(projectID, nodeID)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (s *Service) ResizeDisk(ctx context.Context, projectID, nodeID, drive strin
 	if n.Status != Stopped {
 		return errorf(ErrConflict, "Cannot resize %s while the VM is running", drive)
 	}
-	dr, ok := s.cfg.Computes.(DiskResizer)
+	dr, ok := s.core.cfg.Computes.(DiskResizer)
 	if !ok {
 		return errorf(ErrConflict, "This controller cannot resize disks")
 	}

@@ -14,27 +14,27 @@ import (
 // it met: projects that could not be read are skipped, projects that could
 // not be opened stay closed.
 func (s *Service) Load(ctx context.Context, running []Running) []error {
-	s.sweepArchiveLeftovers()
-	snaps, errs := s.cfg.Store.LoadAll()
+	s.Archives.sweepArchiveLeftovers()
+	snaps, errs := s.core.cfg.Store.LoadAll()
 	var autoOpen []string
-	s.mu.Lock()
+	s.core.mu.Lock()
 	for _, snap := range snaps {
 		id := snap.Project.ID
-		if _, dup := s.projects[id]; dup {
+		if _, dup := s.core.projects[id]; dup {
 			errs = append(errs, fmt.Errorf("project %s in %s: the id is used by another project", id, snap.Project.Path))
 			continue
 		}
 		st := newState(snap.Project)
 		st.p.Status = Closed
 		st.setStoredLocked(snap)
-		s.projects[id] = st
-		s.order = append(s.order, id)
+		s.core.projects[id] = st
+		s.core.order = append(s.core.order, id)
 		if snap.Project.Settings.AutoOpen {
 			autoOpen = append(autoOpen, id)
 		}
 	}
-	s.mu.Unlock()
-	s.log.Info("projects loaded", "count", len(snaps), "errors", len(errs))
+	s.core.mu.Unlock()
+	s.core.log.Info("projects loaded", "count", len(snaps), "errors", len(errs))
 	for _, id := range autoOpen {
 		var rs []Running
 		for _, r := range running {
@@ -85,7 +85,7 @@ func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
 // openProject opens a project, adopting what computes report they still
 // run for it (nil: nothing).
 func (s *Service) openProject(ctx context.Context, id string, running []Running) (Project, error) {
-	st, err := s.lockProject(id)
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -94,7 +94,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	if p.Status == Opened {
 		return p, nil
 	}
-	snap, err := s.cfg.Store.Load(&p)
+	snap, err := s.core.cfg.Store.Load(&p)
 	if err != nil {
 		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not load project %s: %v", p.Name, err), Err: err}
 	}
@@ -105,8 +105,8 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 		d.ProjectID = id
 		opened.drawings = append(opened.drawings, d)
 	}
-	if err := s.build(ctx, opened, snap, running); err != nil {
-		s.closeOn(context.WithoutCancel(ctx), id, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed open")
+	if err := s.builder.build(ctx, opened, snap, running); err != nil {
+		s.core.closeOn(context.WithoutCancel(ctx), id, slices.Collect(maps.Keys(opened.onComputes)), "close project after a failed open")
 		return Project{}, err
 	}
 	st.mu.Lock()
@@ -117,113 +117,27 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	st.onComputes = opened.onComputes
 	out := st.p
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", id, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", id, "err", err)
 	}
-	s.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
-	s.log.Info("project opened", "project", id, "nodes", len(opened.nodeOrder), "links", len(opened.linkOrder))
+	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.log.Info("project opened", "project", id, "nodes", len(opened.nodeOrder), "links", len(opened.linkOrder))
 	if out.Settings.AutoStart {
-		s.log.Info("auto-starting nodes", "project", id)
-		s.background(func(ctx context.Context) {
-			if err := s.StartAll(ctx, id); err != nil {
-				s.log.Warn("auto-start", "project", id, "err", err)
+		s.core.log.Info("auto-starting nodes", "project", id)
+		s.core.background(func(ctx context.Context) {
+			if err := s.Nodes.StartAll(ctx, id); err != nil {
+				s.core.log.Warn("auto-start", "project", id, "err", err)
 			}
 		})
 	}
 	return out, nil
 }
 
-// build creates a stored project's nodes and links on their computes into
-// st, which nobody else sees yet. Links whose endpoints are missing or
-// taken are dropped, with a log line, as GNS3 does.
-func (s *Service) build(ctx context.Context, st *state, snap *Snapshot, running []Running) (err error) {
-	for _, stored := range snap.Nodes {
-		n := stored
-		if s.keepInert(st, n) {
-			continue
-		}
-		if !s.cfg.Computes.Exists(n.ComputeID) {
-			return computeNotFound(n.ComputeID)
-		}
-		if !s.mayRun(n.ComputeID, n.Type) {
-			return errorf(ErrConflict, "Node type %s is not supported by compute %s", n.Type, n.ComputeID)
-		}
-		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
-			return err
-		}
-		n.ProjectID = st.p.ID
-		n.MACIndex = -1
-		if usesMAC(n.Type) {
-			n.MACIndex = st.freeMACLocked()
-		}
-		spec, err := s.nodeSpec(&n, st.p.Settings.Variables)
-		if err != nil {
-			return err
-		}
-		rt, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, st.p.ID, spec)
-		if err != nil {
-			return err
-		}
-		n.applyRuntime(rt)
-		if n.Width == 0 || n.Height == 0 {
-			n.Width, n.Height = s.cfg.Symbols(n.Symbol)
-		}
-		if n.Label == nil {
-			n.Label = nodeLabel(nil, n.Name, n.Height)
-		}
-		st.nodes[n.ID] = &n
-		st.nodeOrder = append(st.nodeOrder, n.ID)
-	}
-	for _, stored := range snap.Links {
-		if s.keepUnwired(st, stored) {
-			continue
-		}
-		filters, err := normalizeFilters(stored.Filters)
-		if err != nil {
-			s.log.Warn("link filters ignored", "link", stored.ID, "err", err)
-			filters = map[string][]any{}
-		}
-		l := &Link{ID: stored.ID, ProjectID: st.p.ID, Filters: filters, Style: stored.Style, Suspend: stored.Suspend, LinkType: Ethernet, Extra: stored.Extra}
-		var nodes []*Node
-		for _, ep := range stored.Endpoints {
-			got, err := st.attachLocked(l, []Endpoint{ep})
-			if err != nil {
-				s.log.Warn("link endpoint skipped", "link", l.ID, "node", ep.NodeID, "err", err)
-				continue
-			}
-			// attachLocked checks against the endpoints already in l.
-			nodes = append(nodes, got...)
-		}
-		if len(l.Endpoints) != 2 {
-			s.log.Warn("link dropped: it does not have two endpoints", "link", l.ID)
-			continue
-		}
-		if t := adoptedTunnel(l.ID, nodes, running); t != nil && nodes[0].ComputeID != nodes[1].ComputeID {
-			// The relays run: set them up again as they are (idempotent).
-			l.Tunnel, l.Wired, l.Computes = t, true, []string{nodes[0].ComputeID, nodes[1].ComputeID}
-			if c, ok := adoptedCapture(l, nodes, running); ok {
-				l.Capture = c
-			}
-			l.FilterSide = filterSide(nodes, l.Capture)
-			if err := s.push(ctx, l, nodes); err != nil {
-				return err
-			}
-		} else if err := s.wire(ctx, l, nodes); err != nil {
-			return err
-		} else if c, ok := adoptedCapture(l, nodes, running); ok {
-			l.Capture = c
-		}
-		st.links[l.ID] = l
-		st.linkOrder = append(st.linkOrder, l.ID)
-	}
-	return nil
-}
-
 // CloseProject closes a project (api-v2.md 6.4): its computes stop its
 // nodes and captures (files stay valid) and forget it; the controller keeps
 // only what the project file holds. Closing a closed project does nothing.
 func (s *Service) CloseProject(ctx context.Context, id string) error {
-	st, err := s.lockProject(id)
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		return err
 	}
@@ -235,10 +149,10 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	if p.Status == Closed {
 		return nil
 	}
-	s.closeOn(ctx, id, computes, "close project on compute")
+	s.core.closeOn(ctx, id, computes, "close project on compute")
 	// A closed project is its file: GNS3's tools may read it now.
-	if err := s.fold(&p); err != nil {
-		s.log.Error("write the project file whole at close", "project", id, "err", err)
+	if err := s.core.fold(&p); err != nil {
+		s.core.log.Error("write the project file whole at close", "project", id, "err", err)
 	}
 	st.mu.Lock()
 	snap := st.snapshotLocked()
@@ -250,8 +164,8 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	}
 	out := st.p
 	st.mu.Unlock()
-	s.cfg.Events.Emit(Event{Action: ProjectClosed, ProjectID: id, Project: &out})
-	s.log.Info("project closed", "project", id)
+	s.core.cfg.Events.Emit(Event{Action: ProjectClosed, ProjectID: id, Project: &out})
+	s.core.log.Info("project closed", "project", id)
 	return nil
 }
 
@@ -307,7 +221,7 @@ func set[T any](dst *T, v *T) {
 // not rename the file (GNS3 does the same). A new path only creates that
 // directory; files do not move.
 func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate) (Project, error) {
-	st, err := s.lockProject(id)
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
@@ -333,13 +247,13 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 	st.change(func() {
 		st.p = next
 	})
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.change(func() {
 			st.p = p
 		})
 		return Project{}, err
 	}
-	s.cfg.Events.Emit(Event{Action: ProjectUpdated, ProjectID: id, Project: &next})
+	s.core.cfg.Events.Emit(Event{Action: ProjectUpdated, ProjectID: id, Project: &next})
 	return next, nil
 }
 
@@ -364,7 +278,7 @@ type Stats struct {
 
 // ProjectStats returns a project's counts.
 func (s *Service) ProjectStats(id string) (Stats, error) {
-	st, err := s.lookup(id)
+	st, err := s.core.lookup(id)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -385,9 +299,9 @@ func (s *Service) AutoCloseIdle(ctx context.Context, id string) {
 	if err != nil || p.Status != Opened || !p.Settings.AutoClose {
 		return
 	}
-	s.log.Info("auto-closing a project with no listener left", "project", id)
+	s.core.log.Info("auto-closing a project with no listener left", "project", id)
 	if err := s.CloseProject(ctx, id); err != nil {
-		s.log.Warn("auto-close", "project", id, "err", err)
+		s.core.log.Warn("auto-close", "project", id, "err", err)
 	}
 }
 
@@ -395,7 +309,7 @@ func (s *Service) AutoCloseIdle(ctx context.Context, id string) {
 // (before the compute is removed). Failures are logged.
 func (s *Service) CloseProjectsOn(ctx context.Context, computeID string) {
 	for _, p := range s.Projects() {
-		st, err := s.lookup(p.ID)
+		st, err := s.core.lookup(p.ID)
 		if err != nil {
 			continue
 		}
@@ -404,7 +318,7 @@ func (s *Service) CloseProjectsOn(ctx context.Context, computeID string) {
 		st.mu.RUnlock()
 		if uses {
 			if err := s.CloseProject(ctx, p.ID); err != nil {
-				s.log.Warn("close project of a removed compute", "project", p.ID, "err", err)
+				s.core.log.Warn("close project of a removed compute", "project", p.ID, "err", err)
 			}
 		}
 	}

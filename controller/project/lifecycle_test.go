@@ -62,7 +62,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
-	up := func(u LinkUpdate) (Link, error) { return f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, u) }
+	up := func(u LinkUpdate) (Link, error) { return f.svc.Links.Update(t.Context(), f.project.ID, l.ID, u) }
 	got, err := up(LinkUpdate{Filters: map[string][]any{"delay": {100.0}, "packet_loss": {5.0}}})
 	if err != nil || len(got.Filters) != 2 || f.computes.links[l.ID].Filters.Delay == nil {
 		t.Fatalf("set filters: %+v, %v", got.Filters, err)
@@ -78,7 +78,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	// A refused update changes nothing, even its valid parts (GNS3
 	// applies the steps before the failing one).
 	yes := true
-	before, _ := f.svc.Link(f.project.ID, l.ID)
+	before, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	_, err = up(LinkUpdate{Suspend: &yes, Labels: []Endpoint{{NodeID: "00000000-0000-4000-8000-000000000009"}}})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("label for an unknown node: %v", err)
@@ -87,7 +87,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("out-of-range filter: %v", err)
 	}
-	after, _ := f.svc.Link(f.project.ID, l.ID)
+	after, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if !reflect.DeepEqual(before, after) || f.computes.links[l.ID].Suspend {
 		t.Fatalf("a refused update changed the link: %+v", after)
 	}
@@ -97,7 +97,7 @@ func TestUpdateLinkReplacesFiltersAndChangesNothingWhenRefused(t *testing.T) {
 		t.Fatalf("bad bpf: %v", err)
 	}
 	delete(f.computes.failOn, "put_link")
-	if after, _ := f.svc.Link(f.project.ID, l.ID); !reflect.DeepEqual(before, after) {
+	if after, _ := f.svc.Links.Get(f.project.ID, l.ID); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a refused bpf changed the link: %+v", after.Filters)
 	}
 	// Suspend reaches the relay; the filters stay as they were.
@@ -116,25 +116,25 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	yes := true
-	if _, err := f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes, Filters: map[string][]any{"delay": {20.0}}}); err != nil {
+	if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes, Filters: map[string][]any{"delay": {20.0}}}); err != nil {
 		t.Fatal(err)
 	}
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.CloseProject(t.Context(), f.project.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.Node(f.project.ID, a.ID)
+	_, err := f.svc.Nodes.Get(f.project.ID, a.ID)
 	wantErr(t, err, ErrForbidden, "The project is not opened")
-	_, err = f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{})
+	_, err = f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{})
 	wantErr(t, err, ErrForbidden, "The project is not opened")
 	if st, _ := f.svc.ProjectStats(f.project.ID); st != (Stats{}) {
 		t.Fatalf("stats of a closed project %+v", st)
 	}
-	nodes, _ := f.svc.Nodes(f.project.ID)
-	links, _ := f.svc.Links(f.project.ID)
+	nodes, _ := f.svc.Nodes.List(f.project.ID)
+	links, _ := f.svc.Links.List(f.project.ID)
 	if len(nodes) != 2 || len(links) != 1 || links[0].Capture.Active {
 		t.Fatalf("closed project lists %d nodes, %d links (%+v)", len(nodes), len(links), links)
 	}
@@ -144,13 +144,13 @@ func TestCloseAndReopenRebuildTheProjectFromItsFile(t *testing.T) {
 	if err != nil || p.Status != Opened {
 		t.Fatalf("open: %+v, %v", p, err)
 	}
-	re, _ := f.svc.Link(f.project.ID, l.ID)
+	re, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	w := f.computes.links[l.ID]
 	// suspend is restored (GNS3 forgets it), filters too; captures are not.
 	if !re.Suspend || !w.Suspend || w.Filters.Delay == nil || re.Capture.Active || re.Capture.FileName != "" || len(f.computes.nodes) != 2 {
 		t.Fatalf("reopened link %+v, relay %+v", re, w)
 	}
-	if n, _ := f.svc.Node(f.project.ID, a.ID); n.Status != Stopped || n.Name != "A" {
+	if n, _ := f.svc.Nodes.Get(f.project.ID, a.ID); n.Status != Stopped || n.Name != "A" {
 		t.Fatalf("reopened node %+v", n)
 	}
 }
@@ -166,7 +166,7 @@ func TestOpenDropsLinksWhoseEndpointsAreGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if links, _ := f.svc.Links(p.ID); len(links) != 0 {
+	if links, _ := f.svc.Links.List(p.ID); len(links) != 0 {
 		t.Fatalf("a link with a missing endpoint survived: %+v", links)
 	}
 }
@@ -192,7 +192,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new controller on the same store.
-	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
+	svc := NewService(Config{ProjectsDir: f.svc.core.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
 	if errs := svc.Load(t.Context(), nil); len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -201,7 +201,7 @@ func TestLoadListsStoredProjectsClosedAndOpensAutoOpenOnes(t *testing.T) {
 	if p.Status != Closed || a.Status != Opened {
 		t.Fatalf("after load: %s %s, want closed and opened", p.Status, a.Status)
 	}
-	if nodes, _ := svc.Nodes(p.ID); len(nodes) != 1 {
+	if nodes, _ := svc.Nodes.List(p.ID); len(nodes) != 1 {
 		t.Fatalf("the closed project lists %d nodes", len(nodes))
 	}
 }
@@ -218,11 +218,11 @@ func TestLoadTakesOverTheCapturesOfAutoOpenProjects(t *testing.T) {
 	running := []Running{{ComputeID: "local", ProjectID: f.project.ID, Links: []RunningLink{
 		{ID: l.ID, Capture: &capspec.State{FilePath: l.Capture.FilePath}},
 	}}}
-	svc := NewService(Config{ProjectsDir: f.svc.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
+	svc := NewService(Config{ProjectsDir: f.svc.core.cfg.ProjectsDir, Computes: f.computes, Store: f.store})
 	if errs := svc.Load(t.Context(), running); len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	got, err := svc.Link(f.project.ID, l.ID)
+	got, err := svc.Links.Get(f.project.ID, l.ID)
 	if err != nil || !got.Capture.Active || got.Capture.ComputeID != "local" || got.Capture.FilePath != l.Capture.FilePath {
 		t.Fatalf("after load: %+v, %v; want the running capture taken over", got.Capture, err)
 	}
@@ -235,26 +235,26 @@ func TestUpdateNodeFollowsGNS3RenameAndLabelRules(t *testing.T) {
 	// GNS3 frees the node's own name first: PC1 renamed to the taken PC2
 	// gets the first free number, which is its own.
 	name, x := "PC2", 40
-	n, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name, X: &x})
+	n, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name, X: &x})
 	if err != nil || n.Name != "PC1" || n.X != 40 {
 		t.Fatalf("rename to a taken name: %+v, %v", n, err)
 	}
 	name = "Edge Router"
-	n, err = f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name})
+	n, err = f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Name: &name})
 	if err != nil || n.Name != "EdgeRouter" || string(n.Label["text"]) != `"EdgeRouter"` || string(n.Label["x"]) != "null" {
 		t.Fatalf("renamed node %+v, %v", n, err)
 	}
 	lbl := Label{"text": []byte(`"ignored"`), "x": []byte("5"), "y": []byte("7")}
-	n, _ = f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Label: lbl})
+	n, _ = f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Label: lbl})
 	if len(n.Label) != 3 || string(n.Label["text"]) != `"EdgeRouter"` || string(n.Label["y"]) != "7" {
 		t.Fatalf("label %v: stored as given but for its text", n.Label)
 	}
 	console := n.Console + 1
-	if _, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &console}); !errors.Is(err, ErrConflict) {
+	if _, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &console}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("console change: %v", err)
 	}
 	same := n.Console
-	if _, err := f.svc.UpdateNode(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &same}); err != nil {
+	if _, err := f.svc.Nodes.Update(t.Context(), f.project.ID, a.ID, NodeUpdate{Console: &same}); err != nil {
 		t.Fatalf("the same console: %v", err)
 	}
 }
@@ -288,12 +288,12 @@ func TestBuiltinTemplatesHaveGNS3sIDs(t *testing.T) {
 		}
 	}
 	f := newFixture(t)
-	n, err := f.svc.CreateFromTemplate(t.Context(), f.project.ID, want["vpcs"], FromTemplate{X: 10, Y: 20, ComputeID: "local"})
+	n, err := f.svc.Templates.CreateNode(t.Context(), f.project.ID, want["vpcs"], FromTemplate{X: 10, Y: 20, ComputeID: "local"})
 	if err != nil || n.Name != "PC1" || n.TemplateID != want["vpcs"] || n.Symbol != ":/symbols/vpcs_guest.svg" || n.X != 10 {
 		t.Fatalf("node from template: %+v, %v", n, err)
 	}
-	_, err = f.svc.CreateFromTemplate(t.Context(), f.project.ID, want["vpcs"], FromTemplate{})
+	_, err = f.svc.Templates.CreateNode(t.Context(), f.project.ID, want["vpcs"], FromTemplate{})
 	wantErr(t, err, ErrNotFound, "Compute ID None doesn't exist")
-	_, err = f.svc.CreateFromTemplate(t.Context(), f.project.ID, "nope", FromTemplate{ComputeID: "local"})
+	_, err = f.svc.Templates.CreateNode(t.Context(), f.project.ID, "nope", FromTemplate{ComputeID: "local"})
 	wantErr(t, err, ErrNotFound, "Template nope doesn't exist")
 }

@@ -31,10 +31,16 @@ func defaultEndpointLabel(adapter, port int) Label {
 	}
 }
 
-// Links returns a project's links in creation order. For a closed project
+// Links are the links of projects: their checks, their wiring on
+// computes (UDP tunnels, filters) and their changes.
+type Links struct {
+	core *core
+}
+
+// List returns a project's links in creation order. For a closed project
 // they are the links its file holds.
-func (s *Service) Links(projectID string) ([]Link, error) {
-	st, err := s.lookup(projectID)
+func (s *Links) List(projectID string) ([]Link, error) {
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -47,9 +53,9 @@ func (s *Service) Links(projectID string) ([]Link, error) {
 	return out, nil
 }
 
-// Link returns one link.
-func (s *Service) Link(projectID, linkID string) (Link, error) {
-	st, err := s.opened(projectID)
+// Get returns one link.
+func (s *Links) Get(projectID, linkID string) (Link, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -91,14 +97,14 @@ func (st *state) portUsedLocked(nodeID string, adapter, port int) bool {
 	return false
 }
 
-// CreateLink checks a link (api-v2.md 4.2, in that order), wires it on its
+// Create checks a link (api-v2.md 4.2, in that order), wires it on its
 // compute when it has two endpoints, saves the project and returns it.
 // Nothing changes when a check or the wiring fails.
-func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCreate) (Link, error) {
+func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (Link, error) {
 	if len(req.Endpoints) > 2 {
 		return Link{}, errorf(ErrInvalid, "A link has at most 2 endpoints, got %d", len(req.Endpoints))
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -133,7 +139,7 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 		st.links[l.ID] = l
 		st.linkOrder = append(st.linkOrder, l.ID)
 	})
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.change(func() {
 			delete(st.links, l.ID)
 			st.linkOrder = st.linkOrder[:len(st.linkOrder)-1]
@@ -143,7 +149,7 @@ func (s *Service) CreateLink(ctx context.Context, projectID string, req LinkCrea
 	}
 	out := *l
 	if l.Wired {
-		s.emit(st, LinkCreated, nil, &out)
+		s.core.emit(st, LinkCreated, nil, &out)
 	}
 	return out, nil
 }
@@ -199,21 +205,21 @@ func isCloudOrNAT(t string) bool { return t == "cloud" || t == "nat" }
 // each, joined by a UDP tunnel: a port is reserved on each compute first,
 // then both relays are set up, and if the second fails the first is removed
 // and both reservations released, so nothing is left half-built.
-func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	a, b := nodes[0], nodes[1]
 	if a.ComputeID == b.ComputeID {
-		if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, sameComputeWiring(l, nodes)); err != nil {
 			return err
 		}
 		l.Wired, l.Computes = true, []string{a.ComputeID}
 		return nil
 	}
-	st, err := s.lookup(l.ProjectID)
+	st, err := s.core.lookup(l.ProjectID)
 	if err != nil {
 		return err
 	}
 	for _, n := range nodes { // a compute that has no node yet needs the project
-		if err := s.openOn(ctx, st, n.ComputeID); err != nil {
+		if err := s.core.openOn(ctx, st, n.ComputeID); err != nil {
 			return err
 		}
 	}
@@ -221,31 +227,31 @@ func (s *Service) wire(ctx context.Context, l *Link, nodes []*Node) error {
 	release := func() {
 		for i, n := range nodes {
 			if ports[i] != 0 {
-				if err := s.cfg.Computes.ReleaseTunnelPort(context.WithoutCancel(ctx), n.ComputeID, l.ProjectID, tunnelID(l.ID, i)); err != nil {
-					s.log.Warn("release tunnel port", "link", l.ID, "compute", n.ComputeID, "err", err)
+				if err := s.core.cfg.Computes.ReleaseTunnelPort(context.WithoutCancel(ctx), n.ComputeID, l.ProjectID, tunnelID(l.ID, i)); err != nil {
+					s.core.log.Warn("release tunnel port", "link", l.ID, "compute", n.ComputeID, "err", err)
 				}
 			}
 		}
 	}
 	for i, n := range nodes {
-		p, err := s.cfg.Computes.ReserveTunnelPort(ctx, n.ComputeID, l.ProjectID, tunnelID(l.ID, i))
+		p, err := s.core.cfg.Computes.ReserveTunnelPort(ctx, n.ComputeID, l.ProjectID, tunnelID(l.ID, i))
 		if err != nil {
 			release()
 			return err
 		}
 		ports[i] = p
 	}
-	l.Tunnel = &TunnelPorts{Hosts: [2]string{s.cfg.Computes.TunnelHost(a.ComputeID), s.cfg.Computes.TunnelHost(b.ComputeID)}, Ports: ports}
+	l.Tunnel = &TunnelPorts{Hosts: [2]string{s.core.cfg.Computes.TunnelHost(a.ComputeID), s.core.cfg.Computes.TunnelHost(b.ComputeID)}, Ports: ports}
 	l.FilterSide = filterSide(nodes, l.Capture)
 	ws := crossWirings(l, nodes)
-	if err := s.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, ws[0]); err != nil {
+	if err := s.core.cfg.Computes.PutLink(ctx, a.ComputeID, l.ProjectID, ws[0]); err != nil {
 		release()
 		l.Tunnel = nil
 		return err
 	}
-	if err := s.cfg.Computes.PutLink(ctx, b.ComputeID, l.ProjectID, ws[1]); err != nil {
-		if derr := s.cfg.Computes.DeleteLink(context.WithoutCancel(ctx), a.ComputeID, l.ProjectID, l.ID); derr != nil {
-			s.log.Warn("roll back half a link", "link", l.ID, "compute", a.ComputeID, "err", derr)
+	if err := s.core.cfg.Computes.PutLink(ctx, b.ComputeID, l.ProjectID, ws[1]); err != nil {
+		if derr := s.core.cfg.Computes.DeleteLink(context.WithoutCancel(ctx), a.ComputeID, l.ProjectID, l.ID); derr != nil {
+			s.core.log.Warn("roll back half a link", "link", l.ID, "compute", a.ComputeID, "err", derr)
 		}
 		release()
 		l.Tunnel = nil
@@ -299,16 +305,16 @@ func crossWirings(l *Link, nodes []*Node) [2]Wiring {
 
 // push sends a wired link's current relays to its computes (after its
 // filters, suspend or filter side changed).
-func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) push(ctx context.Context, l *Link, nodes []*Node) error {
 	if !l.Wired {
 		return nil
 	}
 	if l.Tunnel == nil {
-		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+		return s.core.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
 	}
 	ws := crossWirings(l, nodes)
 	for side, n := range nodes {
-		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil {
 			return err
 		}
 	}
@@ -317,17 +323,17 @@ func (s *Service) push(ctx context.Context, l *Link, nodes []*Node) error {
 
 // pushAll is push that tries every compute even when one fails, and
 // returns the first error.
-func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
+func (s *Links) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
 	if !l.Wired {
 		return nil
 	}
 	if l.Tunnel == nil {
-		return s.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
+		return s.core.cfg.Computes.PutLink(ctx, l.Computes[0], l.ProjectID, sameComputeWiring(l, nodes))
 	}
 	ws := crossWirings(l, nodes)
 	var first error
 	for side, n := range nodes {
-		if err := s.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil && first == nil {
+		if err := s.core.cfg.Computes.PutLink(ctx, n.ComputeID, l.ProjectID, ws[side]); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -336,7 +342,7 @@ func (s *Service) pushAll(ctx context.Context, l *Link, nodes []*Node) error {
 
 // checkBPF has every compute of a link compile the bpf filter of an
 // update, without holding the project's lock.
-func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filters map[string][]any) error {
+func (s *Links) checkBPF(ctx context.Context, projectID, linkID string, filters map[string][]any) error {
 	f, err := normalizeFilters(filters)
 	if err != nil {
 		return err
@@ -345,12 +351,12 @@ func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filter
 	if len(exprs) == 0 {
 		return nil
 	}
-	l, err := s.Link(projectID, linkID)
+	l, err := s.Get(projectID, linkID)
 	if err != nil || !l.Wired {
 		return err
 	}
 	for _, c := range slices.Compact(slices.Clone(l.Computes)) {
-		if err := s.cfg.Computes.CheckFilters(ctx, c, dataLinkTypeOf(l.LinkType), exprs); err != nil {
+		if err := s.core.cfg.Computes.CheckFilters(ctx, c, dataLinkTypeOf(l.LinkType), exprs); err != nil {
 			return err
 		}
 	}
@@ -361,7 +367,7 @@ func (s *Service) checkBPF(ctx context.Context, projectID, linkID string, filter
 // compute fails (or times out, and may have applied it anyway), every
 // compute of the link is set back to prev, so that the link's relays do
 // what the link says.
-func (s *Service) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*Node) error {
+func (s *Links) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*Node) error {
 	err := s.push(ctx, next, nodes)
 	if err == nil {
 		return nil
@@ -369,7 +375,7 @@ func (s *Service) pushOrRevert(ctx context.Context, prev, next *Link, nodes []*N
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if rerr := s.pushAll(rctx, prev, nodes); rerr != nil {
-		s.log.Error("set a link's relays back after a failed update", "project", prev.ProjectID, "link", prev.ID, "err", rerr)
+		s.core.log.Error("set a link's relays back after a failed update", "project", prev.ProjectID, "link", prev.ID, "err", rerr)
 	}
 	return err
 }
@@ -393,10 +399,10 @@ func wireEnd(n *Node, ep Endpoint) WireEnd {
 // unwire removes a link's relays (their tunnel sockets go with them); a
 // compute that does not know the link is fine. It returns the first other
 // error.
-func (s *Service) unwire(ctx context.Context, l *Link) error {
+func (s *Links) unwire(ctx context.Context, l *Link) error {
 	var first error
 	for _, c := range l.Computes {
-		if err := s.cfg.Computes.DeleteLink(ctx, c, l.ProjectID, l.ID); err != nil && !isNotFound(err) && first == nil {
+		if err := s.core.cfg.Computes.DeleteLink(ctx, c, l.ProjectID, l.ID); err != nil && !isNotFound(err) && first == nil {
 			first = err
 		}
 	}
@@ -414,11 +420,11 @@ type LinkUpdate struct {
 	Labels []Endpoint
 }
 
-// UpdateLink applies a change to a link in GNS3's order (filters, style,
+// Update applies a change to a link in GNS3's order (filters, style,
 // suspend, labels), announcing each effective step. Everything is checked,
 // and the relay updated, before anything changes: a refused update changes
 // nothing (GNS3 applies the first steps, then fails).
-func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
+func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
 	if u.Filters != nil {
 		// A bpf filter can take its compute seconds to compile: it is
 		// compiled (and kept there) before the project is locked, so the
@@ -427,7 +433,7 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 			return Link{}, err
 		}
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -458,12 +464,12 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 	st.change(func() {
 		*cur = next
 	})
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", projectID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", projectID, "err", err)
 	}
 	for range plan.announce {
 		out := next
-		s.emit(st, LinkUpdated, nil, &out)
+		s.core.emit(st, LinkUpdated, nil, &out)
 	}
 	return next, nil
 }
@@ -471,16 +477,16 @@ func (s *Service) UpdateLink(ctx context.Context, projectID, linkID string, u Li
 // AvailableFilters lists the filters a link can apply: the whole catalogue,
 // whatever its nodes (GNS3 offers none on links between switches and hubs;
 // our relay filters every link).
-func (s *Service) AvailableFilters(projectID, linkID string) ([]FilterType, error) {
-	if _, err := s.Link(projectID, linkID); err != nil {
+func (s *Links) AvailableFilters(projectID, linkID string) ([]FilterType, error) {
+	if _, err := s.Get(projectID, linkID); err != nil {
 		return nil, err
 	}
 	return Filters, nil
 }
 
-// NodeLinks returns the wired links touching a node.
-func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
-	st, err := s.opened(projectID)
+// OfNode returns the wired links touching a node.
+func (s *Links) OfNode(projectID, nodeID string) ([]Link, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -498,35 +504,35 @@ func (s *Service) NodeLinks(projectID, nodeID string) ([]Link, error) {
 	return out, nil
 }
 
-// DeleteLink removes a link: its relays (which ends a capture, leaving a
+// Delete removes a link: its relays (which ends a capture, leaving a
 // valid file) and its entry.
-func (s *Service) DeleteLink(ctx context.Context, projectID, linkID string) error {
-	st, err := s.lockOpened(projectID)
+func (s *Links) Delete(ctx context.Context, projectID, linkID string) error {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
 	defer st.ops.Unlock()
-	return s.deleteLinkLocked(ctx, st, linkID)
+	return s.deleteLocked(ctx, st, linkID)
 }
 
-// deleteLinkLocked removes a link, saves the project and announces it.
+// deleteLocked removes a link, saves the project and announces it.
 // st.ops must be held.
-func (s *Service) deleteLinkLocked(ctx context.Context, st *state, linkID string) error {
-	old, err := s.removeLinkLocked(ctx, st, linkID)
+func (s *Links) deleteLocked(ctx context.Context, st *state, linkID string) error {
+	old, err := s.removeLocked(ctx, st, linkID)
 	if err != nil {
 		return err
 	}
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", st.p.ID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", st.p.ID, "err", err)
 	}
-	s.emitLinkGone(st, old)
+	s.emitGone(st, old)
 	return nil
 }
 
-// removeLinkLocked takes a link down on its computes and out of the
+// removeLocked takes a link down on its computes and out of the
 // project, without saving or announcing it, and returns it as it was.
 // st.ops must be held.
-func (s *Service) removeLinkLocked(ctx context.Context, st *state, linkID string) (Link, error) {
+func (s *Links) removeLocked(ctx context.Context, st *state, linkID string) (Link, error) {
 	st.mu.RLock()
 	l, err := st.linkLocked(linkID)
 	var old Link
@@ -547,14 +553,14 @@ func (s *Service) removeLinkLocked(ctx context.Context, st *state, linkID string
 	return old, nil
 }
 
-// emitLinkGone announces a removed link.
-func (s *Service) emitLinkGone(st *state, old Link) {
+// emitGone announces a removed link.
+func (s *Links) emitGone(st *state, old Link) {
 	if old.Capture.Active {
 		// Its capture ended with the link: say so first, so a client never
 		// believes a deleted link was still capturing.
 		old.Capture.end(capspec.State{})
 		stopped := old
-		s.emit(st, LinkUpdated, nil, &stopped)
+		s.core.emit(st, LinkUpdated, nil, &stopped)
 	}
-	s.emit(st, LinkDeleted, nil, &old)
+	s.core.emit(st, LinkDeleted, nil, &old)
 }

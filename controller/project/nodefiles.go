@@ -2,9 +2,7 @@ package project
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,21 +18,6 @@ const MaxProjectFile = 10 << 20
 // what an agent takes (proto.MaxNodeFile).
 const MaxNodeFile = 512 << 10
 
-// nodeOf returns a copy of a node of an opened project.
-func (s *Service) nodeOf(projectID, nodeID string) (Node, error) {
-	st, err := s.opened(projectID)
-	if err != nil {
-		return Node{}, err
-	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	n, err := st.nodeLocked(nodeID)
-	if err != nil {
-		return Node{}, err
-	}
-	return *n, nil
-}
-
 // nodeFileName checks a client's path of a node file: relative, inside
 // the node's directory (GNS3 refuses names starting with ".").
 func nodeFileName(name string) (string, error) {
@@ -45,120 +28,41 @@ func nodeFileName(name string) (string, error) {
 	return clean, nil
 }
 
-// NodeFile reads a file of a node's directory (VPCS: startup.vpc) from
+// Files are the files of nodes (on their computes) and of projects (in
+// their directories) that clients read and write.
+type Files struct {
+	core  *core
+	nodes *Nodes
+}
+
+// ReadNode reads a file of a node's directory (VPCS: startup.vpc) from
 // its compute.
-func (s *Service) NodeFile(ctx context.Context, projectID, nodeID, name string) ([]byte, error) {
-	n, err := s.nodeOf(projectID, nodeID)
+func (s *Files) ReadNode(ctx context.Context, projectID, nodeID, name string) ([]byte, error) {
+	n, err := s.nodes.Get(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
 	if name, err = nodeFileName(name); err != nil {
 		return nil, err
 	}
-	return s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, name)
+	return s.core.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, name)
 }
 
-// WriteNodeFile replaces a file of a node's directory on its compute; a
+// WriteNode replaces a file of a node's directory on its compute; a
 // VPCS reads startup.vpc at its next start.
-func (s *Service) WriteNodeFile(ctx context.Context, projectID, nodeID, name string, data []byte) error {
-	n, err := s.nodeOf(projectID, nodeID)
+func (s *Files) WriteNode(ctx context.Context, projectID, nodeID, name string, data []byte) error {
+	n, err := s.nodes.Get(projectID, nodeID)
 	if err != nil {
 		return err
 	}
 	if name, err = nodeFileName(name); err != nil {
 		return err
 	}
-	return s.cfg.Computes.WriteNodeFile(ctx, n.ComputeID, projectID, nodeID, name, data)
-}
-
-// ResetConsole disconnects every client of a started node's console (a
-// stuck session); a node without a console is left as it is.
-func (s *Service) ResetConsole(ctx context.Context, projectID, nodeID string) error {
-	n, err := s.nodeOf(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if n.Status != Started || n.Console == 0 || n.ConsoleType != "telnet" {
-		return nil
-	}
-	return s.cfg.Computes.ResetConsole(ctx, n.ComputeID, projectID, nodeID)
-}
-
-// ResetConsoles resets the console of every started node of a project.
-func (s *Service) ResetConsoles(ctx context.Context, projectID string) error {
-	nodes, err := s.Nodes(projectID)
-	if err != nil {
-		return err
-	}
-	if p, _ := s.Project(projectID); p.Status != Opened {
-		return errNotOpened
-	}
-	var errs []error
-	for _, n := range nodes {
-		if err := s.ResetConsole(ctx, projectID, n.ID); err != nil && !isNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// DuplicateNode copies a stopped node (switches, hubs and clouds may run)
-// next to it: the same settings and the original's name through the
-// naming rules, a new id and MAC, unlocked, at x, y, z; a VPCS's
-// startup.vpc comes along. Links are not copied (GNS3).
-func (s *Service) DuplicateNode(ctx context.Context, projectID, nodeID string, x, y, z int) (Node, error) {
-	n, err := s.nodeOf(projectID, nodeID)
-	if err != nil {
-		return Node{}, err
-	}
-	if n.Status != Stopped && !isAlwaysRunning(n.Type) {
-		return Node{}, errorf(ErrConflict, "Cannot duplicate node data while the node is running")
-	}
-	nc := NewNodeCreate()
-	nc.ComputeID, nc.Type, nc.Name, nc.TemplateID = n.ComputeID, n.Type, n.Name, n.TemplateID
-	nc.Symbol, nc.X, nc.Y, nc.Z = n.Symbol, x, y, z
-	nc.ConsoleAutoStart, nc.PortNameFormat, nc.PortSegmentSize = n.ConsoleAutoStart, n.PortNameFormat, n.PortSegmentSize
-	nc.FirstPortName, nc.CustomAdapters, nc.ConsoleType = n.FirstPortName, n.CustomAdapters, n.ConsoleType
-	// Everything the node's entry holds but what names this one node
-	// (GNS3's list), members labtap does not model included.
-	notCopied := func(k string) bool {
-		return k == "mac_address" || k == "mac_addr" || k == "application_id" || k == "dynamips_id"
-	}
-	for k, v := range n.Properties {
-		if !notCopied(k) {
-			nc.Properties[k] = v
-		}
-	}
-	nc.Extra = maps.Clone(n.Extra)
-	maps.DeleteFunc(nc.Extra, func(k string, _ json.RawMessage) bool { return notCopied(k) })
-	dup, err := s.CreateNode(ctx, projectID, nc)
-	if err != nil {
-		return Node{}, err
-	}
-	// The node's files go with it: what it holds that labtap does not
-	// model too (an agent without the copy route gets startup.vpc).
-	if c, ok := s.cfg.Computes.(nodeCopier); ok {
-		err = c.CopyNodeDir(ctx, n.ComputeID, projectID, nodeID, dup.ID)
-	} else if n.Type == "vpcs" {
-		var data []byte
-		data, err = s.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
-		if err == nil {
-			err = s.cfg.Computes.WriteNodeFile(ctx, dup.ComputeID, projectID, dup.ID, "startup.vpc", data)
-		} else if isNotFound(err) {
-			err = nil
-		}
-	}
-	if err != nil {
-		if derr := s.DeleteNode(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
-			s.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
-		}
-		return Node{}, err
-	}
-	return dup, nil
+	return s.core.cfg.Computes.WriteNodeFile(ctx, n.ComputeID, projectID, nodeID, name, data)
 }
 
 // nodeCopier is what Computes adds to copy a node's directory on its
-// compute. *compute.Registry satisfies it.
+// compute. *compute.Agents satisfies it.
 type nodeCopier interface {
 	CopyNodeDir(ctx context.Context, computeID, projectID, fromID, toID string) error
 }
@@ -176,9 +80,9 @@ func projectFileName(p Project, name string, writing bool) (string, error) {
 	return clean, nil
 }
 
-// ProjectFile reads a file of a project's directory (README.txt, ...).
-func (s *Service) ProjectFile(projectID, name string) ([]byte, error) {
-	p, err := s.Project(projectID)
+// ReadProject reads a file of a project's directory (README.txt, ...).
+func (s *Files) ReadProject(projectID, name string) ([]byte, error) {
+	p, err := s.core.project(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +92,7 @@ func (s *Service) ProjectFile(projectID, name string) ([]byte, error) {
 	}
 	if clean == p.Filename {
 		// The file with every change saved, as GNS3 serves it.
-		if err := s.fold(&p); err != nil {
+		if err := s.core.fold(&p); err != nil {
 			return nil, &Error{Kind: ErrConflict, Msg: "Cannot read " + name + ": " + pathless(err), Err: err}
 		}
 	}
@@ -196,9 +100,9 @@ func (s *Service) ProjectFile(projectID, name string) ([]byte, error) {
 	return data, projectFileError(name, err)
 }
 
-// WriteProjectFile replaces a file of a project's directory, atomically.
-func (s *Service) WriteProjectFile(projectID, name string, data []byte) error {
-	p, err := s.Project(projectID)
+// WriteProject replaces a file of a project's directory, atomically.
+func (s *Files) WriteProject(projectID, name string, data []byte) error {
+	p, err := s.core.project(projectID)
 	if err != nil {
 		return err
 	}

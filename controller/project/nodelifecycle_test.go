@@ -36,13 +36,13 @@ func TestStartsOfDifferentNodesOfAProjectRunAtOnce(t *testing.T) {
 	}
 	aDone := make(chan error, 1)
 	go func() {
-		_, err := f.svc.StartNode(context.Background(), f.project.ID, a.ID)
+		_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, a.ID)
 		aDone <- err
 	}()
 	eventually(t, aInCompute, "A's start reaching its compute")
 	bDone := make(chan error, 1)
 	go func() {
-		_, err := f.svc.StartNode(context.Background(), f.project.ID, b.ID)
+		_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, b.ID)
 		bDone <- err
 	}()
 	if err := eventually(t, bDone, "B's start while A's is in its compute's hands"); err != nil {
@@ -53,7 +53,7 @@ func TestStartsOfDifferentNodesOfAProjectRunAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []Node{a, b} {
-		if got, _ := f.svc.Node(f.project.ID, n.ID); got.Status != Started {
+		if got, _ := f.svc.Nodes.Get(f.project.ID, n.ID); got.Status != Started {
 			t.Fatalf("%s is %s, want started", n.Name, got.Status)
 		}
 	}
@@ -76,11 +76,11 @@ func TestStartAllStartsManyNodesAtOnce(t *testing.T) {
 		<-all
 	}
 	done := make(chan error, 1)
-	go func() { done <- f.svc.StartAll(context.Background(), f.project.ID) }()
+	go func() { done <- f.svc.Nodes.StartAll(context.Background(), f.project.ID) }()
 	if err := eventually(t, done, "StartAll of nodes that wait for each other"); err != nil {
 		t.Fatal(err)
 	}
-	list, _ := f.svc.Nodes(f.project.ID)
+	list, _ := f.svc.Nodes.List(f.project.ID)
 	for _, n := range list {
 		if n.Status != Started {
 			t.Fatalf("%s is %s after StartAll", n.Name, n.Status)
@@ -105,13 +105,13 @@ func TestANodeDeletedWhileItStartsEndsConsistent(t *testing.T) {
 	}
 	started := make(chan error, 1)
 	go func() {
-		_, err := f.svc.StartNode(context.Background(), f.project.ID, a.ID)
+		_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, a.ID)
 		started <- err
 	}()
 	eventually(t, inCompute, "the start reaching its compute")
 	waiting := reachesTheLock(f.svc)
 	deleted := make(chan error, 1)
-	go func() { deleted <- f.svc.DeleteNode(context.Background(), f.project.ID, a.ID) }()
+	go func() { deleted <- f.svc.Nodes.Delete(context.Background(), f.project.ID, a.ID) }()
 	eventually(t, waiting, "the delete waiting for the project")
 	select {
 	case err := <-deleted:
@@ -126,7 +126,7 @@ func TestANodeDeletedWhileItStartsEndsConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := f.svc.Node(f.project.ID, a.ID); err == nil {
+	if _, err := f.svc.Nodes.Get(f.project.ID, a.ID); err == nil {
 		t.Fatal("the deleted node is still in the project")
 	}
 	f.computes.mu.Lock()
@@ -146,7 +146,7 @@ func TestANodeDeletedWhileItStartsEndsConsistent(t *testing.T) {
 		t.Fatalf("events %v: want the start's node.updated before node.deleted", acts)
 	}
 	// A start after the delete finds no node.
-	if _, err := f.svc.StartNode(context.Background(), f.project.ID, a.ID); err == nil {
+	if _, err := f.svc.Nodes.Start(context.Background(), f.project.ID, a.ID); err == nil {
 		t.Fatal("the deleted node started")
 	}
 }

@@ -49,10 +49,19 @@ func NewNodeCreate() NodeCreate {
 	}
 }
 
-// Nodes returns a project's nodes in creation order. For a closed project
+// Nodes are the nodes of projects: their creation from a kind's spec,
+// changes, lifecycle (start, stop, suspend, reload) and removal with their
+// links and captures.
+type Nodes struct {
+	core     *core
+	links    *Links
+	captures *Captures
+}
+
+// List returns a project's nodes in creation order. For a closed project
 // they are the nodes its file holds (GNS3 lists them too).
-func (s *Service) Nodes(projectID string) ([]Node, error) {
-	st, err := s.lookup(projectID)
+func (s *Nodes) List(projectID string) ([]Node, error) {
+	st, err := s.core.lookup(projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +74,9 @@ func (s *Service) Nodes(projectID string) ([]Node, error) {
 	return out, nil
 }
 
-// Node returns one node.
-func (s *Service) Node(projectID, nodeID string) (Node, error) {
-	st, err := s.opened(projectID)
+// Get returns one node.
+func (s *Nodes) Get(projectID, nodeID string) (Node, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -89,13 +98,13 @@ func (st *state) nodeLocked(id string) (*Node, error) {
 	return n, nil
 }
 
-// CreateNode creates a node on its compute, saves the project and returns
+// Create creates a node on its compute, saves the project and returns
 // the node. Creating a node whose id exists returns it unchanged.
-func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
-	if !s.cfg.Computes.Exists(req.ComputeID) {
+func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
+	if !s.core.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
-	st, err := s.lockOpened(projectID)
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -113,7 +122,7 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err != nil {
 		return Node{}, err
 	}
-	if !s.mayRun(req.ComputeID, req.Type) {
+	if !s.core.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
 	if k := kindOf(req.Type); k.defaults != nil {
@@ -147,14 +156,14 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 	if err != nil {
 		return Node{}, err
 	}
-	if err := s.openOn(ctx, st, req.ComputeID); err != nil {
+	if err := s.core.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
-	rt, err := s.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, spec)
+	rt, err := s.core.cfg.Computes.CreateNode(ctx, req.ComputeID, projectID, spec)
 	if err != nil {
 		return Node{}, err
 	}
-	n.Width, n.Height = s.cfg.Symbols(n.Symbol)
+	n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
 	n.applyRuntime(rt)
 	n.Label = nodeLabel(req.Label, name, n.Height)
 
@@ -162,19 +171,19 @@ func (s *Service) CreateNode(ctx context.Context, projectID string, req NodeCrea
 		st.nodes[n.ID] = n
 		st.nodeOrder = append(st.nodeOrder, n.ID)
 	})
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		// Nothing stays of a node that could not be saved.
 		st.change(func() {
 			delete(st.nodes, n.ID)
 			st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
 		})
-		if derr := s.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
-			s.log.Warn("roll back node", "node", n.ID, "err", derr)
+		if derr := s.core.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), n.ComputeID, projectID, n.ID); derr != nil {
+			s.core.log.Warn("roll back node", "node", n.ID, "err", derr)
 		}
 		return Node{}, err
 	}
 	out := *n
-	s.emit(st, NodeCreated, &out, nil)
+	s.core.emit(st, NodeCreated, &out, nil)
 	s.warnNode(st, &out, nil)
 	return out, nil
 }
@@ -230,7 +239,7 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 // nodeSpec is what n's compute needs to create it, with every property:
 // it checks n's properties and resolves its adapters (n.Adapters).
 // vars are the project's variables (Settings.Variables).
-func (s *Service) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
+func (s *Nodes) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 	spec := NodeSpec{ID: n.ID, Type: n.Type, Name: n.Name, MACIndex: n.MACIndex}
 	k := kindOf(n.Type)
 	if k == nil {
@@ -305,7 +314,7 @@ func projectVariables(raw json.RawMessage) []Variable {
 // resolveAdapters sets n.Adapters from its properties: names and types as
 // its kind says, MACs from properties.mac_address (or the type's default)
 // through the compute's MAC scheme. An unusable base MAC is a 409.
-func (s *Service) resolveAdapters(n *Node) error {
+func (s *Nodes) resolveAdapters(n *Node) error {
 	k := kindOf(n.Type)
 	if k == nil || k.adapters == nil {
 		return nil
@@ -314,7 +323,7 @@ func (s *Service) resolveAdapters(n *Node) error {
 	if err != nil {
 		return err
 	}
-	if scheme, ok := s.cfg.Computes.(MACScheme); ok {
+	if scheme, ok := s.core.cfg.Computes.(MACScheme); ok {
 		base, _ := n.Properties["mac_address"].(string)
 		if base == "" { // shown as the node's mac_address, as GNS3's compute does
 			macs, err := scheme.AdapterMACs(n.Type, n.ID, "", 1)
@@ -361,19 +370,19 @@ func nodeLabel(given Label, name string, height int) Label {
 	}
 }
 
-// StartNode starts a node and returns it with the status its compute
+// Start starts a node and returns it with the status its compute
 // reports (GNS3 returns before knowing it; clients then race its event).
-func (s *Service) StartNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+func (s *Nodes) Start(ctx context.Context, projectID, nodeID string) (Node, error) {
 	return s.setStatus(ctx, projectID, nodeID, Started)
 }
 
-// StopNode stops a node. Captures that depend on it stop first.
-func (s *Service) StopNode(ctx context.Context, projectID, nodeID string) (Node, error) {
+// Stop stops a node. Captures that depend on it stop first.
+func (s *Nodes) Stop(ctx context.Context, projectID, nodeID string) (Node, error) {
 	return s.setStatus(ctx, projectID, nodeID, Stopped)
 }
 
-func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
-	st, unlock, err := s.lockLifecycle(projectID, nodeID)
+func (s *Nodes) setStatus(ctx context.Context, projectID, nodeID, status string) (Node, error) {
+	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -384,7 +393,7 @@ func (s *Service) setStatus(ctx context.Context, projectID, nodeID, status strin
 // setStatusLocked starts or stops one node. Several run at once for
 // different nodes of a project. st.ops must be held (shared will do), and
 // the node's lifecycle lock.
-func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
+func (s *Nodes) setStatusLocked(ctx context.Context, st *state, nodeID, status string) (Node, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var computeID, projectID string
@@ -396,26 +405,26 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 	if err != nil {
 		return Node{}, err
 	}
-	rt, err := s.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
+	rt, err := s.core.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
 	if err != nil {
 		if status == Started {
 			return Node{}, err
 		}
 		// GNS3 answers a stop with 200 whatever the compute says; the
 		// node's status stays what we last knew.
-		s.log.Warn("stop node", "node", nodeID, "err", err)
+		s.core.log.Warn("stop node", "node", nodeID, "err", err)
 		st.mu.RLock()
 		defer st.mu.RUnlock()
 		return *n, nil
 	}
 	before, after := s.updateRuntime(ctx, st, n, rt)
 	if before.Console != after.Console {
-		if err := s.save(st); err != nil {
-			s.log.Error("save project", "project", projectID, "err", err)
+		if err := s.core.save(st); err != nil {
+			s.core.log.Error("save project", "project", projectID, "err", err)
 		}
 	}
 	if shownChanged(before, after) {
-		s.emit(st, NodeUpdated, &after, nil)
+		s.core.emit(st, NodeUpdated, &after, nil)
 	}
 	return after, nil
 }
@@ -424,14 +433,14 @@ func (s *Service) setStatusLocked(ctx context.Context, st *state, nodeID, status
 // captures that depend on it if it no longer runs. st.ops must be held
 // (shared will do, with n's lifecycle lock: the captures stopped are
 // those on n's side of a link, which only n's operations stop).
-func (s *Service) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
+func (s *Nodes) updateRuntime(ctx context.Context, st *state, n *Node, rt NodeRuntime) (before, after Node) {
 	st.change(func() {
 		before = *n
 		n.applyRuntime(rt)
 		after = *n
 	})
 	if after.Status != Started {
-		s.stopCapturesOf(ctx, st, n.ID)
+		s.captures.stopOf(ctx, st, n.ID)
 	}
 	return before, after
 }
@@ -442,9 +451,9 @@ func shownChanged(before, after Node) bool {
 	return before.Status != after.Status || before.Console != after.Console || derefStr(before.CommandLine) != derefStr(after.CommandLine)
 }
 
-// SuspendNode suspends a node.
-func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	n, err := s.Node(projectID, nodeID)
+// Suspend suspends a node.
+func (s *Nodes) Suspend(ctx context.Context, projectID, nodeID string) (Node, error) {
+	n, err := s.Get(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -454,9 +463,9 @@ func (s *Service) SuspendNode(ctx context.Context, projectID, nodeID string) (No
 	return s.setStatus(ctx, projectID, nodeID, Suspended)
 }
 
-// ReloadNode restarts a node: stop, then start.
-func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Node, error) {
-	st, unlock, err := s.lockLifecycle(projectID, nodeID)
+// Reload restarts a node: stop, then start.
+func (s *Nodes) Reload(ctx context.Context, projectID, nodeID string) (Node, error) {
+	st, unlock, err := s.core.lockLifecycle(projectID, nodeID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -473,7 +482,7 @@ func (s *Service) ReloadNode(ctx context.Context, projectID, nodeID string) (Nod
 const bulkParallel = 32
 
 // StartAll starts every node of a project, bulkParallel at a time.
-func (s *Service) StartAll(ctx context.Context, projectID string) error {
+func (s *Nodes) StartAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Started)
 		return err
@@ -481,7 +490,7 @@ func (s *Service) StartAll(ctx context.Context, projectID string) error {
 }
 
 // StopAll stops every node of a project.
-func (s *Service) StopAll(ctx context.Context, projectID string) error {
+func (s *Nodes) StopAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		_, err := s.setStatusLocked(ctx, st, n.ID, Stopped)
 		return err
@@ -489,7 +498,7 @@ func (s *Service) StopAll(ctx context.Context, projectID string) error {
 }
 
 // SuspendAll suspends every node that can be; the others are left as they are.
-func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
+func (s *Nodes) SuspendAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		if !isSuspendable(n.Type) {
 			return nil
@@ -500,7 +509,7 @@ func (s *Service) SuspendAll(ctx context.Context, projectID string) error {
 }
 
 // ReloadAll restarts every node of a project.
-func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
+func (s *Nodes) ReloadAll(ctx context.Context, projectID string) error {
 	return s.bulk(ctx, projectID, func(ctx context.Context, st *state, n Node) error {
 		if _, err := s.setStatusLocked(ctx, st, n.ID, Stopped); err != nil {
 			return err
@@ -514,11 +523,11 @@ func (s *Service) ReloadAll(ctx context.Context, projectID string) error {
 // operation of its own (so a change, a node deletion, waits only for
 // those running), and returns the first error after all have run. A node
 // deleted before its turn is skipped.
-func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
-	if _, err := s.opened(projectID); err != nil {
+func (s *Nodes) bulk(ctx context.Context, projectID string, op func(context.Context, *state, Node) error) error {
+	if _, err := s.core.opened(projectID); err != nil {
 		return err
 	}
-	nodes, err := s.Nodes(projectID)
+	nodes, err := s.List(projectID)
 	if err != nil {
 		return err
 	}
@@ -529,7 +538,7 @@ func (s *Service) bulk(ctx context.Context, projectID string, op func(context.Co
 			continue // never runs (archive.go)
 		}
 		g.Go(func() error {
-			st, unlock, err := s.lockLifecycle(projectID, n.ID)
+			st, unlock, err := s.core.lockLifecycle(projectID, n.ID)
 			if err != nil {
 				return err
 			}
@@ -571,12 +580,12 @@ type NodeUpdate struct {
 	ConsoleType *string
 }
 
-// UpdateNode applies a change to a node and announces it: planned from
+// Update applies a change to a node and announces it: planned from
 // the node as it is (planNodeUpdate: a refused change changes nothing),
 // then carried out on its compute, then saved. A rename follows the naming
 // rules, sets the label's text and resets its x (as GNS3).
-func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
-	st, err := s.lockOpened(projectID)
+func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -596,7 +605,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	// this one holds st.ops.
 	plan, err := planNodeUpdate(*cur, u, nodePlanEnv{
 		nameTaken: func(name string) bool { return names[name] },
-		symbols:   s.cfg.Symbols,
+		symbols:   s.core.cfg.Symbols,
 		spec:      func(n *Node) (NodeSpec, error) { return s.nodeSpec(n, vars) },
 	})
 	if err != nil {
@@ -604,7 +613,7 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	}
 	next := plan.next
 	if plan.respec != nil {
-		rt, err := s.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
+		rt, err := s.core.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
 		if err != nil {
 			return Node{}, err
 		}
@@ -622,13 +631,13 @@ func (s *Service) UpdateNode(ctx context.Context, projectID, nodeID string, u No
 	prev := *cur
 	*cur = next
 	st.mu.Unlock()
-	if err := s.save(st); err != nil {
+	if err := s.core.save(st); err != nil {
 		st.change(func() {
 			*cur = prev
 		})
 		return Node{}, err
 	}
-	s.emit(st, NodeUpdated, &next, nil)
+	s.core.emit(st, NodeUpdated, &next, nil)
 	s.warnNode(st, &next, &prev)
 	return next, nil
 }
@@ -644,14 +653,14 @@ func derefStr(p *string) string {
 // switch keeps its ports and links when only types and VLANs change; any
 // other change needs the node to have no link (its ports are rebuilt).
 // st.ops must be held.
-func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
+func (s *Nodes) reconfigurePorts(ctx context.Context, st *state, n *Node, ports []PortSpec) error {
 	spec, err := s.nodeSpec(n, nil) // a switch, hub or cloud: no variables
 	if err != nil {
 		return err
 	}
 	spec.Ports = ports
 	err = func() error {
-		_, err := s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
+		_, err := s.core.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec) // in place
 		return err
 	}()
 	if err == nil || !errors.Is(err, ErrConflict) {
@@ -666,16 +675,16 @@ func (s *Service) reconfigurePorts(ctx context.Context, st *state, n *Node, port
 	if linked {
 		return errorf(ErrConflict, "Delete the links of %s before changing the number of its ports", n.Name)
 	}
-	if err := s.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
+	if err := s.core.cfg.Computes.DeleteNode(ctx, n.ComputeID, n.ProjectID, n.ID); err != nil && !isNotFound(err) {
 		return err
 	}
-	_, err = s.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec)
+	_, err = s.core.cfg.Computes.CreateNode(ctx, n.ComputeID, n.ProjectID, spec)
 	return err
 }
 
-// DeleteNode deletes a node's links, then the node. A locked node stays.
-func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	st, err := s.lockOpened(projectID)
+// Delete deletes a node's links, then the node. A locked node stays.
+func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) error {
+	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
@@ -703,22 +712,22 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	// node, and announced after.
 	var gone []Link
 	for _, id := range links {
-		old, err := s.removeLinkLocked(ctx, st, id)
+		old, err := s.links.removeLocked(ctx, st, id)
 		if err != nil {
-			s.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
+			s.core.log.Warn("delete link of deleted node", "link", id, "err", err) // GNS3 ignores these
 			continue
 		}
 		gone = append(gone, old)
 	}
 	announce := func() {
 		for _, old := range gone {
-			s.emitLinkGone(st, old)
+			s.links.emitGone(st, old)
 		}
 	}
-	if err := s.deleteFromCompute(ctx, node); err != nil {
+	if err := s.core.deleteFromCompute(ctx, node); err != nil {
 		if len(gone) > 0 {
-			if err := s.save(st); err != nil {
-				s.log.Error("save project", "project", projectID, "err", err)
+			if err := s.core.save(st); err != nil {
+				s.core.log.Error("save project", "project", projectID, "err", err)
 			}
 			announce()
 		}
@@ -729,22 +738,96 @@ func (s *Service) DeleteNode(ctx context.Context, projectID, nodeID string) erro
 	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
 	st.mu.Unlock()
 	st.forgetLifecycle(nodeID)
-	if err := s.save(st); err != nil {
-		s.log.Error("save project", "project", projectID, "err", err)
+	if err := s.core.save(st); err != nil {
+		s.core.log.Error("save project", "project", projectID, "err", err)
 	}
 	announce()
-	s.emit(st, NodeDeleted, &node, nil)
+	s.core.emit(st, NodeDeleted, &node, nil)
 	return nil
 }
 
-// mayRun says whether a node type can be asked of a compute: labtap must
-// know the type, and the compute must run it, as far as it has said. A
-// compute that has never answered has said nothing: the call is made, and
-// fails with the reason it cannot be reached.
-func (s *Service) mayRun(computeID, nodeType string) bool {
-	if kindOf(nodeType) == nil {
-		return false
+// ResetConsole disconnects every client of a started node's console (a
+// stuck session); a node without a console is left as it is.
+func (s *Nodes) ResetConsole(ctx context.Context, projectID, nodeID string) error {
+	n, err := s.Get(projectID, nodeID)
+	if err != nil {
+		return err
 	}
-	types := s.cfg.Computes.NodeTypes(computeID)
-	return len(types) == 0 || slices.Contains(types, nodeType)
+	if n.Status != Started || n.Console == 0 || n.ConsoleType != "telnet" {
+		return nil
+	}
+	return s.core.cfg.Computes.ResetConsole(ctx, n.ComputeID, projectID, nodeID)
+}
+
+// ResetConsoles resets the console of every started node of a project.
+func (s *Nodes) ResetConsoles(ctx context.Context, projectID string) error {
+	nodes, err := s.List(projectID)
+	if err != nil {
+		return err
+	}
+	if p, _ := s.core.project(projectID); p.Status != Opened {
+		return errNotOpened
+	}
+	var errs []error
+	for _, n := range nodes {
+		if err := s.ResetConsole(ctx, projectID, n.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Duplicate copies a stopped node (switches, hubs and clouds may run)
+// next to it: the same settings and the original's name through the
+// naming rules, a new id and MAC, unlocked, at x, y, z; a VPCS's
+// startup.vpc comes along. Links are not copied (GNS3).
+func (s *Nodes) Duplicate(ctx context.Context, projectID, nodeID string, x, y, z int) (Node, error) {
+	n, err := s.Get(projectID, nodeID)
+	if err != nil {
+		return Node{}, err
+	}
+	if n.Status != Stopped && !isAlwaysRunning(n.Type) {
+		return Node{}, errorf(ErrConflict, "Cannot duplicate node data while the node is running")
+	}
+	nc := NewNodeCreate()
+	nc.ComputeID, nc.Type, nc.Name, nc.TemplateID = n.ComputeID, n.Type, n.Name, n.TemplateID
+	nc.Symbol, nc.X, nc.Y, nc.Z = n.Symbol, x, y, z
+	nc.ConsoleAutoStart, nc.PortNameFormat, nc.PortSegmentSize = n.ConsoleAutoStart, n.PortNameFormat, n.PortSegmentSize
+	nc.FirstPortName, nc.CustomAdapters, nc.ConsoleType = n.FirstPortName, n.CustomAdapters, n.ConsoleType
+	// Everything the node's entry holds but what names this one node
+	// (GNS3's list), members labtap does not model included.
+	notCopied := func(k string) bool {
+		return k == "mac_address" || k == "mac_addr" || k == "application_id" || k == "dynamips_id"
+	}
+	for k, v := range n.Properties {
+		if !notCopied(k) {
+			nc.Properties[k] = v
+		}
+	}
+	nc.Extra = maps.Clone(n.Extra)
+	maps.DeleteFunc(nc.Extra, func(k string, _ json.RawMessage) bool { return notCopied(k) })
+	dup, err := s.Create(ctx, projectID, nc)
+	if err != nil {
+		return Node{}, err
+	}
+	// The node's files go with it: what it holds that labtap does not
+	// model too (an agent without the copy route gets startup.vpc).
+	if c, ok := s.core.cfg.Computes.(nodeCopier); ok {
+		err = c.CopyNodeDir(ctx, n.ComputeID, projectID, nodeID, dup.ID)
+	} else if n.Type == "vpcs" {
+		var data []byte
+		data, err = s.core.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, nodeID, "startup.vpc")
+		if err == nil {
+			err = s.core.cfg.Computes.WriteNodeFile(ctx, dup.ComputeID, projectID, dup.ID, "startup.vpc", data)
+		} else if isNotFound(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		if derr := s.Delete(context.WithoutCancel(ctx), projectID, dup.ID); derr != nil {
+			s.core.log.Warn("remove a failed duplicate", "node", dup.ID, "err", derr)
+		}
+		return Node{}, err
+	}
+	return dup, nil
 }

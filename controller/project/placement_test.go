@@ -35,7 +35,7 @@ func remoteNode(t *testing.T, f *fixture, name string) Node {
 	t.Helper()
 	req := NewNodeCreate()
 	req.ComputeID, req.Type, req.Name = "remote", "vpcs", name
-	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
+	n, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func remoteNode(t *testing.T, f *fixture, name string) Node {
 func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), remoteNode(t, f, "B")
-	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{
 		Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}},
 		Filters:   map[string][]any{"delay": {10.0}},
 	})
@@ -66,8 +66,8 @@ func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 		t.Fatalf("filters on both sides or none: %+v / %+v", ra.Filters, rb.Filters)
 	}
 	// A capture on B's side pulls the filters over.
-	f.svc.StartNode(t.Context(), f.project.ID, b.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	f.svc.Nodes.Start(t.Context(), f.project.ID, b.ID)
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil || got.Capture.ComputeID != "remote" {
 		t.Fatalf("capture: %+v, %v", got.Capture, err)
 	}
@@ -77,11 +77,11 @@ func TestALinkAcrossComputesIsTwoRelaysJoinedByATunnel(t *testing.T) {
 	}
 	// Suspend acts on both sides.
 	yes := true
-	f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes})
+	f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes})
 	if !f.computes.relays["local/"+l.ID].Suspend || !f.computes.relays["remote/"+l.ID].Suspend {
 		t.Fatal("suspend did not reach both relays")
 	}
-	if err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID); err != nil {
+	if err := f.svc.Links.Delete(t.Context(), f.project.ID, l.ID); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.computes.relays) != 0 {
@@ -93,14 +93,14 @@ func TestAHalfBuiltCrossComputeLinkIsRolledBack(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), remoteNode(t, f, "B")
 	f.computes.failOn["put_link@remote"] = &Error{Kind: ErrConflict, Msg: "remote agent refuses"}
-	_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("err = %v", err)
 	}
 	if len(f.computes.relays) != 0 || len(f.computes.reserved) != 0 {
 		t.Fatalf("left behind: relays %v, reservations %v", f.computes.relays, f.computes.reserved)
 	}
-	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 {
+	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 {
 		t.Fatalf("links: %v", links)
 	}
 	delete(f.computes.failOn, "put_link@remote")
@@ -117,7 +117,7 @@ func TestAFailedFilterChangeLeavesEveryRelayAsTheLinkSays(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			f := newFixture(t)
 			a, b := f.node(t, "A"), remoteNode(t, f, "B")
-			l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{
+			l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{
 				Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}},
 				Filters:   map[string][]any{"delay": {10.0}},
 			})
@@ -129,7 +129,7 @@ func TestAFailedFilterChangeLeavesEveryRelayAsTheLinkSays(t *testing.T) {
 			f.computes.failOn[step] = failure
 			f.computes.mu.Unlock()
 			yes := true
-			_, err = f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{
+			_, err = f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{
 				Suspend: &yes, Filters: map[string][]any{"bpf": {"icmp"}, "packet_loss": {50.0}},
 			})
 			if !errors.Is(err, ErrConflict) {
@@ -138,7 +138,7 @@ func TestAFailedFilterChangeLeavesEveryRelayAsTheLinkSays(t *testing.T) {
 			f.computes.mu.Lock()
 			delete(f.computes.failOn, step)
 			f.computes.mu.Unlock()
-			got, _ := f.svc.Link(f.project.ID, l.ID)
+			got, _ := f.svc.Links.Get(f.project.ID, l.ID)
 			if got.Suspend || got.Filters["packet_loss"] != nil || got.Filters["delay"] == nil {
 				t.Fatalf("the link after a failed change: suspend %v, filters %v", got.Suspend, got.Filters)
 			}

@@ -9,7 +9,7 @@ import (
 
 // nodePlan is what a node update does, worked out from the node as it is
 // and the request alone: the node as it will be, and the compute calls
-// that make it so. UpdateNode carries it out.
+// that make it so. Nodes.Update carries it out.
 type nodePlan struct {
 	next Node
 	// respec, when set, goes to the node's compute (CreateNode on a node
@@ -123,7 +123,7 @@ func planNodeUpdate(cur Node, u NodeUpdate, env nodePlanEnv) (nodePlan, error) {
 }
 
 // linkPlan is what a link update does, worked out from the link as it is
-// and the request alone. UpdateLink carries it out.
+// and the request alone. Links.Update carries it out.
 type linkPlan struct {
 	next Link
 	// relay: the link's relays get next's filters and suspend.

@@ -12,7 +12,7 @@ func TestPlanNodeUpdate(t *testing.T) {
 	env := nodePlanEnv{
 		nameTaken: func(name string) bool { return name == "PC1" || name == "PC2" },
 		symbols:   func(string) (int, int) { return 100, 50 },
-		spec:      func(n *Node) (NodeSpec, error) { return svc.nodeSpec(n, nil) },
+		spec:      func(n *Node) (NodeSpec, error) { return svc.Nodes.nodeSpec(n, nil) },
 	}
 	vpcs := Node{ID: "n1", Type: "vpcs", Name: "PC1", Console: 5000, ConsoleType: "telnet", Height: 59,
 		Label: nodeLabel(nil, "PC1", 59), Properties: map[string]any{}}
@@ -21,7 +21,7 @@ func TestPlanNodeUpdate(t *testing.T) {
 	pc5.Name = "PC5"
 	sw := Node{ID: "n2", Type: TypeSwitch, Name: "SW1", Properties: map[string]any{"ports_mapping": defaultPortsMapping(TypeSwitch)}}
 	docker := Node{ID: "n3", Type: TypeDocker, Name: "D1", Properties: map[string]any{"image": "alpine", "adapters": 1, "start_command": "sh"}}
-	if err := svc.resolveAdapters(&docker); err != nil {
+	if err := svc.Nodes.resolveAdapters(&docker); err != nil {
 		t.Fatal(err)
 	}
 	twoPorts := []any{

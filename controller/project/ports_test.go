@@ -47,11 +47,11 @@ func TestPortsMappingIsChecked(t *testing.T) {
 		req := NewNodeCreate()
 		req.ComputeID, req.Type, req.Name = "local", b.typ, "X"
 		req.Properties = map[string]any{"ports_mapping": b.mapping}
-		if _, err := f.svc.CreateNode(t.Context(), f.project.ID, req); !errors.Is(err, ErrInvalid) {
+		if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s with %v: %v, want invalid", b.typ, b.mapping, err)
 		}
 	}
-	if nodes, _ := f.svc.Nodes(f.project.ID); len(nodes) != 0 {
+	if nodes, _ := f.svc.Nodes.List(f.project.ID); len(nodes) != 0 {
 		t.Fatalf("refused nodes were created: %d", len(nodes))
 	}
 }
@@ -81,12 +81,12 @@ func TestTwoCloudsCanBeLinkedThroughTheirUDPPorts(t *testing.T) {
 func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 	f := newFixture(t)
 	pc, sw := f.node(t, "PC1"), f.nodeOf(t, TypeSwitch, "SW1", nil)
-	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: pc.ID}, {NodeID: sw.ID, Port: 3}}})
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: pc.ID}, {NodeID: sw.ID, Port: 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The PC is stopped, the switch always runs: it can capture.
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{Format: capspec.FormatPcapng})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{Format: capspec.FormatPcapng})
 	if err != nil || got.Capture.Side != 1 || got.Capture.FileName != "PC1_0-0_to_SW1_0-3.pcapng" {
 		t.Fatalf("capture %+v, %v", got.Capture, err)
 	}
@@ -94,12 +94,12 @@ func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 		t.Fatalf("the agent got format %q", f.computes.captures[l.ID].Format)
 	}
 	// Stopping the PC does not stop a capture that depends on the switch.
-	f.svc.StartNode(t.Context(), f.project.ID, pc.ID)
-	f.svc.StopNode(t.Context(), f.project.ID, pc.ID)
-	if l, _ := f.svc.Link(f.project.ID, l.ID); !l.Capture.Active {
+	f.svc.Nodes.Start(t.Context(), f.project.ID, pc.ID)
+	f.svc.Nodes.Stop(t.Context(), f.project.ID, pc.ID)
+	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("the capture stopped with the PC")
 	}
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, "nope", capspec.Spec{}); !errors.Is(err, ErrNotFound) {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, "nope", capspec.Spec{}); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
 }
@@ -110,7 +110,7 @@ func TestChangingASwitchsPortsKeepsItsLinksWhenTheCountStays(t *testing.T) {
 	f.link(t, pc, sw)
 	mapping := defaultPortsMapping(TypeSwitch)
 	mapping[0].(map[string]any)["vlan"] = 10
-	n, err := f.svc.UpdateNode(t.Context(), f.project.ID, sw.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": mapping}})
+	n, err := f.svc.Nodes.Update(t.Context(), f.project.ID, sw.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": mapping}})
 	if err != nil || f.computes.specs[sw.ID].Ports[0].VLAN != 10 {
 		t.Fatalf("VLAN change: %v, agent %+v", err, f.computes.specs[sw.ID].Ports[0])
 	}
@@ -118,16 +118,16 @@ func TestChangingASwitchsPortsKeepsItsLinksWhenTheCountStays(t *testing.T) {
 		t.Fatalf("ports after the change: %d", len(n.Ports()))
 	}
 	// Fewer ports while linked: refused, nothing changes.
-	_, err = f.svc.UpdateNode(t.Context(), f.project.ID, sw.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": mapping[:4]}})
+	_, err = f.svc.Nodes.Update(t.Context(), f.project.ID, sw.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": mapping[:4]}})
 	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "links") {
 		t.Fatalf("port count change with a link: %v", err)
 	}
-	if got, _ := f.svc.Node(f.project.ID, sw.ID); len(got.Ports()) != 8 {
+	if got, _ := f.svc.Nodes.Get(f.project.ID, sw.ID); len(got.Ports()) != 8 {
 		t.Fatal("a refused change changed the ports")
 	}
 	// Without links it is rebuilt.
 	hub := f.nodeOf(t, TypeHub, "HUB1", nil)
-	n, err = f.svc.UpdateNode(t.Context(), f.project.ID, hub.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": defaultPortsMapping(TypeHub)[:2]}})
+	n, err = f.svc.Nodes.Update(t.Context(), f.project.ID, hub.ID, NodeUpdate{Properties: map[string]any{"ports_mapping": defaultPortsMapping(TypeHub)[:2]}})
 	if err != nil || len(n.Ports()) != 2 || len(f.computes.specs[hub.ID].Ports) != 2 {
 		t.Fatalf("hub rebuilt: %v, %d ports", err, len(n.Ports()))
 	}
@@ -148,7 +148,7 @@ func TestBuiltinTemplatesOfEveryTypeWeRun(t *testing.T) {
 		}
 	}
 	f := newFixture(t)
-	n, err := f.svc.CreateFromTemplate(t.Context(), f.project.ID, want[TypeSwitch], FromTemplate{ComputeID: "local"})
+	n, err := f.svc.Templates.CreateNode(t.Context(), f.project.ID, want[TypeSwitch], FromTemplate{ComputeID: "local"})
 	if err != nil || n.Name != "Switch1" || len(n.Ports()) != 8 || n.Symbol != ":/symbols/ethernet_switch.svg" {
 		t.Fatalf("switch from template: %+v, %v", n, err)
 	}

@@ -34,8 +34,8 @@ type rendering struct {
 // bytes for the same link every time (the API's JSON encoding), and the
 // caller must not change them. A running capture's counts change on their
 // own, so its link is rendered each time.
-func (s *Service) RenderedLink(ctx context.Context, projectID, linkID string, render func(Link) ([]byte, error)) ([]byte, error) {
-	st, err := s.opened(projectID)
+func (s *Captures) RenderedLink(ctx context.Context, projectID, linkID string, render func(Link) ([]byte, error)) ([]byte, error) {
+	st, err := s.core.opened(projectID)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ func TestARenderedLinkIsMadeAgainOnlyAfterAChange(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	for _, n := range []Node{a, b} {
-		if _, err := f.svc.StartNode(t.Context(), f.project.ID, n.ID); err != nil {
+		if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -27,7 +27,7 @@ func TestARenderedLinkIsMadeAgainOnlyAfterAChange(t *testing.T) {
 	}
 	get := func() string {
 		t.Helper()
-		b, err := f.svc.RenderedLink(t.Context(), f.project.ID, l.ID, render)
+		b, err := f.svc.Captures.RenderedLink(t.Context(), f.project.ID, l.ID, render)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,19 +37,19 @@ func TestARenderedLinkIsMadeAgainOnlyAfterAChange(t *testing.T) {
 		t.Fatalf("two GETs of an unchanged link: %q, %q", a, b)
 	}
 	suspend := true
-	if _, err := f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &suspend}); err != nil {
+	if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &suspend}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := get(), get(); a != "suspend=true frames=0 #2" || b != a {
 		t.Fatalf("after the update: %q, %q", a, b)
 	}
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := get(), get(); a != "suspend=true frames=7 #3" || b != "suspend=true frames=7 #4" {
 		t.Fatalf("while capturing: %q, %q", a, b)
 	}
-	if _, err := f.svc.RenderedLink(t.Context(), f.project.ID, "nope", render); err == nil {
+	if _, err := f.svc.Captures.RenderedLink(t.Context(), f.project.ID, "nope", render); err == nil {
 		t.Fatal("a link that does not exist was rendered")
 	}
 }
@@ -63,7 +63,7 @@ func TestARenderedLinkFollowsConcurrentChanges(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 200 {
-				if _, err := f.svc.RenderedLink(t.Context(), f.project.ID, l.ID, render); err != nil {
+				if _, err := f.svc.Captures.RenderedLink(t.Context(), f.project.ID, l.ID, render); err != nil {
 					t.Error(err)
 					return
 				}
@@ -72,12 +72,12 @@ func TestARenderedLinkFollowsConcurrentChanges(t *testing.T) {
 	}
 	for i := range 101 {
 		suspend := i%2 == 0
-		if _, err := f.svc.UpdateLink(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &suspend}); err != nil {
+		if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &suspend}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wg.Wait()
-	b, err := f.svc.RenderedLink(t.Context(), f.project.ID, l.ID, render)
+	b, err := f.svc.Captures.RenderedLink(t.Context(), f.project.ID, l.ID, render)
 	if err != nil || string(b) != "suspend=true" {
 		t.Fatalf("after the last change (suspend): %q, %v", b, err)
 	}

@@ -30,7 +30,7 @@ type Config struct {
 	Store Store
 	// Events receives what happens; nil discards it.
 	Events Emitter
-	// TemplatesFile keeps user templates (Service.LoadTemplates reads
+	// TemplatesFile keeps user templates (Service.Templates.Load reads
 	// it); "" keeps them in memory only.
 	TemplatesFile string
 	// Symbols sizes node symbols; nil uses 65×59, the default computer icon.
@@ -53,32 +53,18 @@ type Config struct {
 // those of different nodes run at once (one at a time per node), and
 // exclude every other change. Reads never wait for a change in progress.
 type Service struct {
-	cfg Config
-	log *slog.Logger
+	core *core
 
-	mu       sync.RWMutex // guards projects and order
-	projects map[string]*state
-	order    []string // creation order of project ids
+	Drawings  *Drawings
+	Links     *Links
+	Captures  *Captures
+	Nodes     *Nodes
+	Files     *Files
+	Templates *Templates
+	Reports   *Reports
+	Archives  *Archives
 
-	archiving sync.Map // project id → an archive operation runs (archive.go)
-	templates templateStore
-
-	// Work a request starts and does not wait for (a project's
-	// auto-start) runs in bg, on bgCtx, and Close waits for it.
-	bg       sync.WaitGroup
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
-	bgClosed bool
-
-	hooks hooks // tests open race windows with them
-}
-
-// hooks are called at points where tests need to act; nil ones are not.
-type hooks struct {
-	// beforeOpsLock runs when a change has found its project and is about
-	// to wait for the project's ops lock.
-	beforeOpsLock func()
+	builder *builder
 }
 
 // state is one project and everything in it.
@@ -130,156 +116,35 @@ func NewService(cfg Config) *Service {
 	if cfg.Symbols == nil {
 		cfg.Symbols = func(string) (int, int) { return 65, 59 }
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state), templates: templateStore{path: cfg.TemplatesFile}}
-	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	s := &Service{core: c}
+	s.Drawings = &Drawings{core: c}
+	s.Links = &Links{core: c}
+	s.Captures = &Captures{core: c, links: s.Links}
+	s.Nodes = &Nodes{core: c, links: s.Links, captures: s.Captures}
+	s.Files = &Files{core: c, nodes: s.Nodes}
+	s.builder = &builder{core: c, nodes: s.Nodes, links: s.Links}
+	s.Archives = &Archives{core: c, builder: s.builder, drawings: s.Drawings}
+	s.Reports = &Reports{core: c, nodes: s.Nodes, links: s.Links}
+	s.Templates = &Templates{core: c, nodes: s.Nodes, store: templateStore{path: cfg.TemplatesFile}}
 	return s
-}
-
-// background runs f in the Service's own goroutine group, on a context
-// that Close cancels; after Close it runs nothing.
-func (s *Service) background(f func(ctx context.Context)) {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgClosed {
-		return
-	}
-	s.bg.Go(func() { f(s.bgCtx) })
 }
 
 // Close cancels the work requests left running in the background (a
 // project's auto-start) and waits for it to end. Projects stay as they
 // are. It is safe to call more than once.
 func (s *Service) Close() {
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	s.bgCancel()
-	s.bg.Wait()
+	s.core.bgMu.Lock()
+	s.core.bgClosed = true
+	s.core.bgMu.Unlock()
+	s.core.bgCancel()
+	s.core.bg.Wait()
 }
 
 func newState(p Project) *state {
 	return &state{p: p, nodes: make(map[string]*Node), links: make(map[string]*Link), onComputes: make(map[string]bool),
 		lifecycle: make(map[string]*sync.Mutex)}
-}
-
-// openOn opens the project on a compute unless it is open there already.
-// st.ops must be held.
-func (s *Service) openOn(ctx context.Context, st *state, computeID string) error {
-	st.mu.RLock()
-	done := st.onComputes[computeID]
-	ref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
-	st.mu.RUnlock()
-	if done {
-		return nil
-	}
-	if err := s.cfg.Computes.OpenProject(ctx, computeID, ref); err != nil {
-		return err
-	}
-	st.change(func() {
-		st.onComputes[computeID] = true
-	})
-	return nil
-}
-
-// lookup returns a project's state.
-func (s *Service) lookup(id string) (*state, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st, ok := s.projects[id]
-	if !ok {
-		return nil, projectNotFound(id)
-	}
-	return st, nil
-}
-
-// opened returns the state of an opened project, for node and link work.
-func (s *Service) opened(id string) (*state, error) {
-	st, err := s.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.p.Status != Opened {
-		return nil, errNotOpened
-	}
-	return st, nil
-}
-
-// lockProject returns a project's state with st.ops held, for a change;
-// the caller unlocks it. The project is looked up again once the lock is
-// taken: a change that waited behind a delete must not act on the deleted
-// project (a save would write its file back).
-func (s *Service) lockProject(id string) (*state, error) {
-	return s.lockState(id, false)
-}
-
-// lockState is lockProject holding st.ops shared (the caller RUnlocks it)
-// or exclusively.
-func (s *Service) lockState(id string, shared bool) (*state, error) {
-	for {
-		st, err := s.lookup(id)
-		if err != nil {
-			return nil, err
-		}
-		if s.hooks.beforeOpsLock != nil {
-			s.hooks.beforeOpsLock()
-		}
-		lock, unlock := st.ops.Lock, st.ops.Unlock
-		if shared {
-			lock, unlock = st.ops.RLock, st.ops.RUnlock
-		}
-		lock()
-		now, err := s.lookup(id)
-		if err == nil && now == st {
-			return st, nil
-		}
-		unlock()
-		if err != nil {
-			return nil, err
-		}
-		// Deleted and made again under the same id meanwhile: take the new one.
-	}
-}
-
-// lockOpened is lockProject for a change that needs the project opened. It
-// checks once the lock is taken: a close that held it first must not be
-// undone by a change that was waiting (a node started in a closed project
-// would open it on its compute again).
-func (s *Service) lockOpened(id string) (*state, error) {
-	st, err := s.lockProject(id)
-	if err != nil {
-		return nil, err
-	}
-	if st.project().Status != Opened {
-		st.ops.Unlock()
-		return nil, errNotOpened
-	}
-	return st, nil
-}
-
-// lockLifecycle is lockOpened for a lifecycle operation on one node: it
-// holds st.ops shared and the node's lifecycle lock, so that operations on
-// other nodes run meanwhile and every other change waits. The caller calls
-// the returned unlock.
-func (s *Service) lockLifecycle(projectID, nodeID string) (*state, func(), error) {
-	st, err := s.lockState(projectID, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	if st.project().Status != Opened {
-		st.ops.RUnlock()
-		return nil, nil, errNotOpened
-	}
-	st.lifeMu.Lock()
-	m := st.lifecycle[nodeID]
-	if m == nil {
-		m = new(sync.Mutex)
-		st.lifecycle[nodeID] = m
-	}
-	st.lifeMu.Unlock()
-	m.Lock()
-	return st, func() { m.Unlock(); st.ops.RUnlock() }, nil
 }
 
 // forgetLifecycle drops a deleted node's lifecycle lock. st.ops must be
@@ -316,27 +181,10 @@ func (st *state) project() Project {
 }
 
 // Projects returns every project, in creation order.
-func (s *Service) Projects() []Project {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]Project, 0, len(s.order))
-	for _, id := range s.order {
-		st := s.projects[id]
-		st.read(func() {
-			out = append(out, st.p)
-		})
-	}
-	return out
-}
+func (s *Service) Projects() []Project { return s.core.all() }
 
 // Project returns one project.
-func (s *Service) Project(id string) (Project, error) {
-	st, err := s.lookup(id)
-	if err != nil {
-		return Project{}, err
-	}
-	return st.project(), nil
-}
+func (s *Service) Project(id string) (Project, error) { return s.core.project(id) }
 
 // ProjectCreate is a request to create a project.
 type ProjectCreate struct {
@@ -355,10 +203,10 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 	if err := CheckName("Project name", req.Name); err != nil {
 		return Project{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.core.mu.Lock()
+	defer s.core.mu.Unlock()
 	if req.ID != "" {
-		if st, ok := s.projects[req.ID]; ok {
+		if st, ok := s.core.projects[req.ID]; ok {
 			st.mu.RLock()
 			defer st.mu.RUnlock()
 			return st.p, nil
@@ -366,7 +214,7 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 	} else {
 		req.ID = uuid.NewString()
 	}
-	for _, st := range s.projects {
+	for _, st := range s.core.projects {
 		if st.p.Name == req.Name {
 			return Project{}, errorf(ErrConflict, "Project \"%s\" already exists", req.Name)
 		}
@@ -388,17 +236,17 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return Project{}, &Error{Kind: ErrInternal, Msg: fmt.Sprintf("Could not create project directory: %v", err), Err: err}
 	}
-	if err := s.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
+	if err := s.core.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
 		if made {
 			// A refused create leaves nothing behind.
 			os.RemoveAll(path)
 		}
 		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
 	}
-	s.projects[p.ID] = newState(p)
-	s.order = append(s.order, p.ID)
-	s.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: p.ID, Project: &p})
-	s.log.Info("project created", "project", p.ID, "name", p.Name)
+	s.core.projects[p.ID] = newState(p)
+	s.core.order = append(s.core.order, p.ID)
+	s.core.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: p.ID, Project: &p})
+	s.core.log.Info("project created", "project", p.ID, "name", p.Name)
 	return p, nil
 }
 
@@ -406,7 +254,7 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 // asked for, which must be inside the projects directory (GNS3 without
 // --local), or <ProjectsDir>/<id>.
 func (s *Service) projectPath(id, asked string) (string, error) {
-	root, err := filepath.Abs(s.cfg.ProjectsDir)
+	root, err := filepath.Abs(s.core.cfg.ProjectsDir)
 	if err != nil {
 		return "", &Error{Kind: ErrInternal, Msg: err.Error(), Err: err}
 	}
@@ -462,7 +310,7 @@ func fileName(name string) string {
 // DeleteProject closes a project on its computes, removes its directory
 // (only if it is inside the projects directory) and forgets it.
 func (s *Service) DeleteProject(ctx context.Context, id string) error {
-	st, err := s.lockProject(id)
+	st, err := s.core.lockProject(id)
 	if err != nil {
 		return err
 	}
@@ -473,31 +321,21 @@ func (s *Service) DeleteProject(ctx context.Context, id string) error {
 	st.mu.RUnlock()
 	// Refused before anything happens: a project that cannot be deleted
 	// stays open on its computes.
-	root, _ := filepath.Abs(s.cfg.ProjectsDir)
+	root, _ := filepath.Abs(s.core.cfg.ProjectsDir)
 	if !within(root, p.Path) || filepath.Clean(p.Path) == filepath.Clean(root) {
 		return errorf(ErrConflict, "Project '%s' cannot be deleted because it is not in the default project directory: '%s'", p.Name, root)
 	}
-	s.closeOn(ctx, id, computes, "close project on compute")
-	if err := s.cfg.Store.Remove(&p); err != nil {
+	s.core.closeOn(ctx, id, computes, "close project on compute")
+	if err := s.core.cfg.Store.Remove(&p); err != nil {
 		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Cannot delete project directory %s: %v", p.Path, err), Err: err}
 	}
-	s.mu.Lock()
-	delete(s.projects, id)
-	s.order = slices.DeleteFunc(s.order, func(x string) bool { return x == id })
-	s.mu.Unlock()
-	s.cfg.Events.Emit(Event{Action: ProjectDeleted, ProjectID: id, Project: &p})
-	s.log.Info("project deleted", "project", id)
+	s.core.mu.Lock()
+	delete(s.core.projects, id)
+	s.core.order = slices.DeleteFunc(s.core.order, func(x string) bool { return x == id })
+	s.core.mu.Unlock()
+	s.core.cfg.Events.Emit(Event{Action: ProjectDeleted, ProjectID: id, Project: &p})
+	s.core.log.Info("project deleted", "project", id)
 	return nil
-}
-
-// closeOn closes project id on each of computes, logging (with msg) those
-// that fail: the project is closed on the controller either way.
-func (s *Service) closeOn(ctx context.Context, id string, computes []string, msg string) {
-	for _, c := range computes {
-		if err := s.cfg.Computes.CloseProject(ctx, c, id); err != nil {
-			s.log.Warn(msg, "project", id, "compute", c, "err", err)
-		}
-	}
 }
 
 // computesLocked lists the computes the project's nodes run on. st.mu must
@@ -540,7 +378,7 @@ func (st *state) snapshotLocked() *Snapshot {
 // emit sends an event about a project. st.ops must be held, so that events
 // leave in the order things happened (shared, with the node's lifecycle
 // lock, orders the events of one node).
-func (s *Service) emit(st *state, action string, n *Node, l *Link) {
+func (s *core) emit(st *state, action string, n *Node, l *Link) {
 	ev := Event{Action: action, Node: n, Link: l}
 	st.read(func() {
 		ev.ProjectID = st.p.ID

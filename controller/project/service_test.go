@@ -284,7 +284,7 @@ func (f *fixture) nodeOf(t *testing.T, typ, name string, props map[string]any) N
 	if props != nil {
 		req.Properties = props
 	}
-	n, err := f.svc.CreateNode(t.Context(), f.project.ID, req)
+	n, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func (f *fixture) nodeOf(t *testing.T, typ, name string, props map[string]any) N
 
 func (f *fixture) link(t *testing.T, a, b Node) Link {
 	t.Helper()
-	l, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,9 +323,9 @@ func TestCreateNodeNamesAndSavesIt(t *testing.T) {
 	if snap := f.store.Saved(f.project.ID); snap == nil || len(snap.Nodes) != 2 {
 		t.Fatalf("saved snapshot %+v, want 2 nodes", snap)
 	}
-	_, err := f.svc.CreateNode(t.Context(), f.project.ID, NodeCreate{ComputeID: "nowhere", Type: "vpcs", Name: "x"})
+	_, err := f.svc.Nodes.Create(t.Context(), f.project.ID, NodeCreate{ComputeID: "nowhere", Type: "vpcs", Name: "x"})
 	wantErr(t, err, ErrNotFound, "Compute ID nowhere doesn't exist")
-	_, err = f.svc.CreateNode(t.Context(), "missing", NodeCreate{ComputeID: "local", Type: "vpcs", Name: "x"})
+	_, err = f.svc.Nodes.Create(t.Context(), "missing", NodeCreate{ComputeID: "local", Type: "vpcs", Name: "x"})
 	wantErr(t, err, ErrNotFound, "Project ID missing doesn't exist")
 }
 
@@ -334,10 +334,10 @@ func TestNodeThatCannotBeSavedIsRolledBack(t *testing.T) {
 	f.store.fail = true
 	req := NewNodeCreate()
 	req.ComputeID, req.Type, req.Name = "local", "vpcs", "PC1"
-	if _, err := f.svc.CreateNode(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
+	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
 		t.Fatalf("CreateNode with a full disk: %v", err)
 	}
-	nodes, _ := f.svc.Nodes(f.project.ID)
+	nodes, _ := f.svc.Nodes.List(f.project.ID)
 	if len(nodes) != 0 || len(f.computes.nodes) != 0 {
 		t.Fatalf("after a failed save: %d nodes here, %d on the compute", len(nodes), len(f.computes.nodes))
 	}
@@ -367,19 +367,19 @@ func TestLinkChecksInGNS3Order(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.computes.links)
-			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: tt.eps})
+			_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: tt.eps})
 			wantErr(t, err, tt.kind, tt.msg)
-			links, _ := f.svc.Links(f.project.ID)
+			links, _ := f.svc.Links.List(f.project.ID)
 			if len(links) != 1 || len(f.computes.links) != before {
 				t.Fatalf("a refused link changed state: %d links", len(links))
 			}
 		})
 	}
-	if _, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: make([]Endpoint, 3)}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: make([]Endpoint, 3)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("three endpoints: %v, want invalid", err)
 	}
 	// A half link is kept, not wired, and reserves nothing.
-	half, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: c.ID}}})
+	half, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: c.ID}}})
 	if err != nil || half.Wired || len(f.computes.links) != 1 {
 		t.Fatalf("half link: %+v, %v", half, err)
 	}
@@ -389,9 +389,9 @@ func TestFailedWiringLeavesNoLink(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	f.computes.failOn["put_link"] = &Error{Kind: ErrConflict, Msg: "agent says no"}
-	_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
+	_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: b.ID}}})
 	wantErr(t, err, ErrConflict, "agent says no")
-	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 {
+	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 {
 		t.Fatalf("%d links after a failed creation", len(links))
 	}
 	delete(f.computes.failOn, "put_link")
@@ -402,13 +402,13 @@ func TestCaptureLifecycle(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
-	_, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	_, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	wantErr(t, err, ErrConflict, "Cannot capture because there is no running device on this link")
 
-	if _, err := f.svc.StartNode(t.Context(), f.project.ID, b.ID); err != nil {
+	if _, err := f.svc.Nodes.Start(t.Context(), f.project.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,19 +418,19 @@ func TestCaptureLifecycle(t *testing.T) {
 	if got.Capture != want || f.computes.captures[l.ID].DataLinkType != "DLT_EN10MB" {
 		t.Fatalf("capture %+v, want %+v", got.Capture, want)
 	}
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{DataLinkType: "DLT_C_HDLC"})
+	_, err = f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{DataLinkType: "DLT_C_HDLC"})
 	wantErr(t, err, ErrConflict, "Packet capture is already active on this link")
 
 	// Stopping the other node leaves the capture running.
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	f.svc.StopNode(t.Context(), f.project.ID, a.ID)
-	if l, _ := f.svc.Link(f.project.ID, l.ID); !l.Capture.Active {
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
+	f.svc.Nodes.Stop(t.Context(), f.project.ID, a.ID)
+	if l, _ := f.svc.Links.Get(f.project.ID, l.ID); !l.Capture.Active {
 		t.Fatal("stopping the other node stopped the capture")
 	}
 	// Stopping the capture side stops it, announced before the node.
 	f.events.events = nil
-	f.svc.StopNode(t.Context(), f.project.ID, b.ID)
-	after, _ := f.svc.Link(f.project.ID, l.ID)
+	f.svc.Nodes.Stop(t.Context(), f.project.ID, b.ID)
+	after, _ := f.svc.Links.Get(f.project.ID, l.ID)
 	if after.Capture.Active || after.Capture.ComputeID != "" || after.Capture.FileName != want.FileName || len(f.computes.captures) != 0 {
 		t.Fatalf("after the capture node stopped: %+v", after.Capture)
 	}
@@ -438,7 +438,7 @@ func TestCaptureLifecycle(t *testing.T) {
 		t.Fatalf("events %s, want link.updated then node.updated", got)
 	}
 	// Stop when not capturing is fine.
-	if _, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID); err != nil {
+	if _, err := f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -447,16 +447,16 @@ func TestCaptureFileNamesAreSanitised(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	l := f.link(t, a, b)
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	got, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
+	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../../../etc/cron.d/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Capture.FileName != "etccrondx.pcap" || f.computes.captures[l.ID].FileName != "etccrondx.pcap" {
 		t.Fatalf("file name %q", got.Capture.FileName)
 	}
-	f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
-	_, err = f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../.."})
+	f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID)
+	_, err = f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{FileName: "../.."})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a name with nothing usable: %v, want invalid", err)
 	}
@@ -467,16 +467,16 @@ func TestDeleteNodeDeletesItsLinksFirst(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	f.link(t, a, b)
 	f.events.events = nil
-	if err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID); err != nil {
+	if err := f.svc.Nodes.Delete(t.Context(), f.project.ID, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(f.events.actions()); got != "[link.deleted node.deleted]" {
 		t.Fatalf("events %s", got)
 	}
-	if links, _ := f.svc.Links(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
+	if links, _ := f.svc.Links.List(f.project.ID); len(links) != 0 || len(f.computes.links) != 0 {
 		t.Fatal("the node's link survived it")
 	}
-	err := f.svc.DeleteNode(t.Context(), f.project.ID, a.ID)
+	err := f.svc.Nodes.Delete(t.Context(), f.project.ID, a.ID)
 	wantErr(t, err, ErrNotFound, "Node ID "+a.ID+" doesn't exist")
 }
 
@@ -493,7 +493,7 @@ func TestProjectNamesAreUnique(t *testing.T) {
 
 func TestProjectPathMustStayInsideTheProjectsDirectory(t *testing.T) {
 	f := newFixture(t)
-	dir := f.svc.cfg.ProjectsDir
+	dir := f.svc.core.cfg.ProjectsDir
 	for _, path := range []string{"/tmp/outside", dir + "-evil", dir + "/../victim", dir} {
 		_, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "p-" + path, Path: path})
 		if !errors.Is(err, ErrForbidden) {
@@ -510,7 +510,7 @@ func TestDeletingAProjectOutsideTheProjectsDirectoryIsRefusedAndLeavesItOpen(t *
 	// projects directory that moved since; the API cannot create one.
 	f := newFixture(t)
 	f.node(t, "PC1") // opens the project on its compute
-	st, err := f.svc.lookup(f.project.ID)
+	st, err := f.svc.core.lookup(f.project.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			f := newFixture(t)
 			pc := f.node(t, "PC1")
-			st, err := f.svc.lookup(f.project.ID)
+			st, err := f.svc.core.lookup(f.project.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -554,7 +554,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 			waiting := reachesTheLock(f.svc)
 			created := make(chan error, 1)
 			go func() {
-				_, err := f.svc.StartNode(context.Background(), f.project.ID, pc.ID)
+				_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, pc.ID)
 				created <- err
 			}()
 			<-waiting
@@ -563,9 +563,9 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 				st.p.Status = Closed
 				st.mu.Unlock()
 			} else {
-				f.svc.mu.Lock()
-				delete(f.svc.projects, f.project.ID)
-				f.svc.mu.Unlock()
+				f.svc.core.mu.Lock()
+				delete(f.svc.core.projects, f.project.ID)
+				f.svc.core.mu.Unlock()
 			}
 			f.computes.mu.Lock()
 			f.computes.calls = nil
@@ -588,7 +588,7 @@ func TestAChangeWaitingBehindACloseOrADeleteDoesNotUndoIt(t *testing.T) {
 
 func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 	f := newFixture(t)
-	st, err := f.svc.lookup(f.project.ID)
+	st, err := f.svc.core.lookup(f.project.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,9 +601,9 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 		updated <- err
 	}()
 	<-waiting
-	f.svc.mu.Lock()
-	delete(f.svc.projects, f.project.ID)
-	f.svc.mu.Unlock()
+	f.svc.core.mu.Lock()
+	delete(f.svc.core.projects, f.project.ID)
+	f.svc.core.mu.Unlock()
 	f.store.Remove(&f.project)
 	st.ops.Unlock()
 	if err := <-updated; !errors.Is(err, ErrNotFound) {
@@ -619,7 +619,7 @@ func TestAnUpdateWaitingBehindADeleteDoesNotWriteTheProjectBack(t *testing.T) {
 func reachesTheLock(svc *Service) <-chan struct{} {
 	reached := make(chan struct{})
 	var once sync.Once
-	svc.hooks.beforeOpsLock = func() { once.Do(func() { close(reached) }) }
+	svc.core.hooks.beforeOpsLock = func() { once.Do(func() { close(reached) }) }
 	return reached
 }
 
@@ -633,7 +633,7 @@ func TestConcurrentLinksCannotShareAPort(t *testing.T) {
 	var ok atomic.Int32
 	for _, o := range others {
 		wg.Go(func() {
-			_, err := f.svc.CreateLink(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: o.ID}}})
+			_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: a.ID}, {NodeID: o.ID}}})
 			if err == nil {
 				ok.Add(1)
 			} else if !errors.Is(err, ErrConflict) {
@@ -654,13 +654,13 @@ func TestAFailedLinkDeletionKeepsTheLinkAndItsPorts(t *testing.T) {
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
 	f.computes.failOn["delete_link"] = &Error{Kind: ErrConflict, Msg: "agent busy"}
-	err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID)
+	err := f.svc.Links.Delete(t.Context(), f.project.ID, l.ID)
 	wantErr(t, err, ErrConflict, "agent busy")
-	if _, err := f.svc.Link(f.project.ID, l.ID); err != nil {
+	if _, err := f.svc.Links.Get(f.project.ID, l.ID); err != nil {
 		t.Fatalf("the link is gone after a failed deletion: %v", err)
 	}
 	delete(f.computes.failOn, "delete_link")
-	if err := f.svc.DeleteLink(t.Context(), f.project.ID, l.ID); err != nil {
+	if err := f.svc.Links.Delete(t.Context(), f.project.ID, l.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.link(t, a, b) // the ports are free
@@ -671,15 +671,15 @@ func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.node(t, "A"), f.node(t, "B")
 	l := f.link(t, a, b)
-	f.svc.StartNode(t.Context(), f.project.ID, a.ID)
-	f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{})
+	f.svc.Nodes.Start(t.Context(), f.project.ID, a.ID)
+	f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{})
 	f.computes.failOn["stop_capture"] = &Error{Kind: ErrConflict, Msg: "agent lost"}
-	got, err := f.svc.StopCapture(t.Context(), f.project.ID, l.ID)
+	got, err := f.svc.Captures.Stop(t.Context(), f.project.ID, l.ID)
 	if err != nil || got.Capture.Active || got.Capture.FileName == "" {
 		t.Fatalf("stop with a failing compute: %+v, %v", got.Capture, err)
 	}
 	delete(f.computes.failOn, "stop_capture")
-	if _, err := f.svc.StartCapture(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatalf("a new capture after the failed stop: %v", err)
 	}
 }

@@ -49,19 +49,27 @@ func builtinTemplates() []Template {
 	return all
 }
 
-// Templates lists the templates: built-in ones, then the users', in
+// Templates are the node templates: built-in ones, and the users' kept in
+// Config.TemplatesFile.
+type Templates struct {
+	core  *core
+	nodes *Nodes
+	store templateStore
+}
+
+// List lists the templates: built-in ones, then the users', in
 // creation order.
-func (s *Service) Templates() []Template {
+func (s *Templates) List() []Template {
 	out := builtinTemplates()
-	for _, m := range s.templates.all() {
+	for _, m := range s.store.all() {
 		out = append(out, userTemplate(m))
 	}
 	return out
 }
 
-// Template returns one template.
-func (s *Service) Template(id string) (Template, error) {
-	for _, t := range s.Templates() {
+// Get returns one template.
+func (s *Templates) Get(id string) (Template, error) {
+	for _, t := range s.List() {
 		if t.ID == id {
 			return t, nil
 		}
@@ -76,13 +84,13 @@ type FromTemplate struct {
 	ComputeID string // required for built-in templates
 }
 
-// CreateFromTemplate creates a node from a template (api-v2.md 2.4.1),
+// CreateNode creates a node from a template (api-v2.md 2.4.1),
 // checking in GNS3's order: project, opened, template, compute.
-func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID string, req FromTemplate) (Node, error) {
-	if _, err := s.opened(projectID); err != nil {
+func (s *Templates) CreateNode(ctx context.Context, projectID, templateID string, req FromTemplate) (Node, error) {
+	if _, err := s.core.opened(projectID); err != nil {
 		return Node{}, err
 	}
-	t, err := s.Template(templateID)
+	t, err := s.Get(templateID)
 	if err != nil {
 		return Node{}, err
 	}
@@ -111,5 +119,5 @@ func (s *Service) CreateFromTemplate(ctx context.Context, projectID, templateID 
 	if hasAdapters(t.Type) {
 		nc.ConsoleType = t.ConsoleType // a docker template's http console, ...
 	}
-	return s.CreateNode(ctx, projectID, nc)
+	return s.nodes.Create(ctx, projectID, nc)
 }

@@ -304,17 +304,17 @@ func (ts *templateStore) all() []map[string]any {
 	return slices.Clone(ts.list)
 }
 
-// LoadTemplates reads the user templates from Config.TemplatesFile.
-func (s *Service) LoadTemplates() error {
-	s.templates.mu.Lock()
-	defer s.templates.mu.Unlock()
-	return s.templates.load()
+// Load reads the user templates from Config.TemplatesFile.
+func (s *Templates) Load() error {
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	return s.store.load()
 }
 
-// CreateTemplate adds a user template (POST /v2/templates): the client's
+// Create adds a user template (POST /v2/templates): the client's
 // members over the type's defaults, validated whole. A client may choose
 // the id (both GNS3 clients do); one in use is 409.
-func (s *Service) CreateTemplate(req map[string]any) (Template, error) {
+func (s *Templates) Create(req map[string]any) (Template, error) {
 	req = maps.Clone(req)
 	normalizeTemplate(req)
 	typ, _ := req["template_type"].(string)
@@ -336,37 +336,37 @@ func (s *Service) CreateTemplate(req map[string]any) (Template, error) {
 		return Template{}, err
 	}
 	id := t["template_id"].(string)
-	ts := &s.templates
+	ts := &s.store
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if s.templateExistsLocked(id) {
+	if s.existsLocked(id) {
 		return Template{}, errorf(ErrConflict, "Template ID '%s' already exists", id)
 	}
 	if err := ts.saveLocked(append(slices.Clone(ts.list), t)); err != nil {
 		return Template{}, err
 	}
 	out := userTemplate(t)
-	s.cfg.Events.Emit(Event{Action: TemplateCreated, Template: &out})
+	s.core.cfg.Events.Emit(Event{Action: TemplateCreated, Template: &out})
 	return out, nil
 }
 
-func (s *Service) templateExistsLocked(id string) bool {
+func (s *Templates) existsLocked(id string) bool {
 	if slices.ContainsFunc(builtinTemplates(), func(b Template) bool { return b.ID == id }) {
 		return true
 	}
-	return slices.ContainsFunc(s.templates.list, func(m map[string]any) bool { return m["template_id"] == id })
+	return slices.ContainsFunc(s.store.list, func(m map[string]any) bool { return m["template_id"] == id })
 }
 
-// UpdateTemplate merges members into a user template (PUT): the id, type,
+// Update merges members into a user template (PUT): the id, type,
 // compute and builtin flag stay; the result must pass the type's schema,
 // or nothing changes. Built-in templates are read-only.
-func (s *Service) UpdateTemplate(id string, req map[string]any) (Template, error) {
+func (s *Templates) Update(id string, req map[string]any) (Template, error) {
 	if slices.ContainsFunc(builtinTemplates(), func(b Template) bool { return b.ID == id }) {
 		return Template{}, errorf(ErrConflict, "Template ID %s cannot be updated because it is a builtin", id)
 	}
 	req = maps.Clone(req)
 	normalizeTemplate(req)
-	ts := &s.templates
+	ts := &s.store
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	i := slices.IndexFunc(ts.list, func(m map[string]any) bool { return m["template_id"] == id })
@@ -393,16 +393,16 @@ func (s *Service) UpdateTemplate(id string, req map[string]any) (Template, error
 	if err := ts.saveLocked(list); err != nil {
 		return Template{}, err
 	}
-	s.cfg.Events.Emit(Event{Action: TemplateUpdated, Template: &out})
+	s.core.cfg.Events.Emit(Event{Action: TemplateUpdated, Template: &out})
 	return out, nil
 }
 
-// DeleteTemplate removes a user template.
-func (s *Service) DeleteTemplate(id string) error {
+// Delete removes a user template.
+func (s *Templates) Delete(id string) error {
 	if slices.ContainsFunc(builtinTemplates(), func(b Template) bool { return b.ID == id }) {
 		return errorf(ErrConflict, "Template ID %s cannot be deleted because it is a builtin", id)
 	}
-	ts := &s.templates
+	ts := &s.store
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	i := slices.IndexFunc(ts.list, func(m map[string]any) bool { return m["template_id"] == id })
@@ -413,22 +413,22 @@ func (s *Service) DeleteTemplate(id string) error {
 	if err := ts.saveLocked(slices.Delete(slices.Clone(ts.list), i, i+1)); err != nil {
 		return err
 	}
-	s.cfg.Events.Emit(Event{Action: TemplateDeleted, Template: &gone})
+	s.core.cfg.Events.Emit(Event{Action: TemplateDeleted, Template: &gone})
 	return nil
 }
 
-// DuplicateTemplate copies a user template under a new id, same name.
-func (s *Service) DuplicateTemplate(id string) (Template, error) {
+// Duplicate copies a user template under a new id, same name.
+func (s *Templates) Duplicate(id string) (Template, error) {
 	if slices.ContainsFunc(builtinTemplates(), func(b Template) bool { return b.ID == id }) {
 		return Template{}, errorf(ErrConflict, "Template ID %s cannot be duplicated because it is a builtin", id)
 	}
-	t, err := s.Template(id)
+	t, err := s.Get(id)
 	if err != nil {
 		return Template{}, err
 	}
 	c := maps.Clone(t.Settings)
 	delete(c, "template_id")
-	return s.CreateTemplate(c)
+	return s.Create(c)
 }
 
 func equalJSON(a, b any) bool {

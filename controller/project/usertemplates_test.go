@@ -12,18 +12,18 @@ import (
 func TestTemplatesAreKeptInTheirFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "templates.json")
 	s := NewService(Config{ProjectsDir: t.TempDir(), TemplatesFile: file})
-	made, err := s.CreateTemplate(map[string]any{"name": "sw", "template_type": TypeSwitch, "compute_id": "local"})
+	made, err := s.Templates.Create(map[string]any{"name": "sw", "template_type": TypeSwitch, "compute_id": "local"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateTemplate(made.ID, map[string]any{"name": "core switch"}); err != nil {
+	if _, err := s.Templates.Update(made.ID, map[string]any{"name": "core switch"}); err != nil {
 		t.Fatal(err)
 	}
 	again := NewService(Config{ProjectsDir: t.TempDir(), TemplatesFile: file})
-	if err := again.LoadTemplates(); err != nil {
+	if err := again.Templates.Load(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := again.Template(made.ID)
+	got, err := again.Templates.Get(made.ID)
 	if err != nil || got.Name != "core switch" || got.Type != TypeSwitch || len(got.Settings["ports_mapping"].([]any)) != 8 {
 		t.Fatalf("after a restart: %+v, %v", got, err)
 	}
@@ -36,10 +36,10 @@ func TestTemplatesAreKeptInTheirFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := NewService(Config{ProjectsDir: t.TempDir(), TemplatesFile: file})
-	if err := broken.LoadTemplates(); err == nil {
+	if err := broken.Templates.Load(); err == nil {
 		t.Fatal("a broken file loaded")
 	}
-	if _, err := broken.CreateTemplate(map[string]any{"name": "x", "template_type": "vpcs"}); err == nil {
+	if _, err := broken.Templates.Create(map[string]any{"name": "x", "template_type": "vpcs"}); err == nil {
 		t.Fatal("created a template over a file that could not be read")
 	}
 	if data, _ := os.ReadFile(file); string(data) != "[{broken" {
@@ -49,7 +49,7 @@ func TestTemplatesAreKeptInTheirFile(t *testing.T) {
 
 func TestTemplateErrorsNameNoServerPath(t *testing.T) {
 	s := NewService(Config{ProjectsDir: t.TempDir()})
-	_, err := s.CreateTemplate(map[string]any{"name": "x", "template_type": "vpcs", "console_type": "vnc"})
+	_, err := s.Templates.Create(map[string]any{"name": "x", "template_type": "vpcs", "console_type": "vnc"})
 	if err == nil || strings.Contains(err.Error(), "/") && strings.Contains(err.Error(), "file:") {
 		t.Fatalf("error %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 // compute skips, and each adapter whose MAC address another adapter of the
 // project has too (nodes-docker-qemu.md 2.3: derived MACs can collide, and
 // custom_adapters may repeat one). st.ops must be held.
-func (s *Service) warnNode(st *state, n, prev *Node) {
+func (s *Nodes) warnNode(st *state, n, prev *Node) {
 	var msgs []string
 	if n.Type == TypeDocker {
 		env, _ := n.Properties["environment"].(string)
@@ -32,7 +32,7 @@ func (s *Service) warnNode(st *state, n, prev *Node) {
 		msgs = append(msgs, st.duplicateMACs(n)...)
 	}
 	for _, m := range msgs {
-		s.emitLog(st, m)
+		s.core.emitLog(st, m)
 	}
 }
 

@@ -70,7 +70,7 @@ func TestDuplicateMACsAndSkippedEnvironmentLinesAreWarnedAbout(t *testing.T) {
 		t.Fatalf("distinct MACs warned about: %q", got)
 	}
 	// b's base is a's second adapter.
-	if _, err := f.svc.UpdateNode(t.Context(), p.ID, b.ID, NodeUpdate{Properties: map[string]any{"mac_address": a.Adapters[1].MACAddress}}); err != nil {
+	if _, err := f.svc.Nodes.Update(t.Context(), p.ID, b.ID, NodeUpdate{Properties: map[string]any{"mac_address": a.Adapters[1].MACAddress}}); err != nil {
 		t.Fatal(err)
 	}
 	got := warnings(f)
@@ -80,7 +80,7 @@ func TestDuplicateMACsAndSkippedEnvironmentLinesAreWarnedAbout(t *testing.T) {
 	}
 	// Two custom adapters of one node with one MAC.
 	c := docker("c", map[string]any{"adapters": 2.0})
-	_, err = f.svc.UpdateNode(t.Context(), p.ID, c.ID, NodeUpdate{CustomAdapters: rawList(t,
+	_, err = f.svc.Nodes.Update(t.Context(), p.ID, c.ID, NodeUpdate{CustomAdapters: rawList(t,
 		`{"adapter_number": 0, "mac_address": "02:00:00:00:00:07"}`, `{"adapter_number": 1, "mac_address": "02:00:00:00:00:07"}`)})
 	if err != nil {
 		t.Fatal(err)
