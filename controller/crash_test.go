@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,16 +113,7 @@ func post(url string, body any, want int, out any) error {
 
 func put(url string, body any) error {
 	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest("PUT", url, bytes.NewReader(data))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return nil
+	return send("PUT", url, bytes.NewReader(data), 200)
 }
 
 // TestNodeMovesSurviveSIGKILL moves nodes of one project, one after the
@@ -386,14 +378,18 @@ func TestConcurrentChangesSurviveSIGKILL(t *testing.T) {
 	}
 }
 
-func del(url string) error {
-	req, _ := http.NewRequest("DELETE", url, nil)
+func del(url string) error { return send("DELETE", url, nil, 204) }
+
+// send makes a request whose reply has no body the test reads; any
+// failure (the controller killed) or another status is an error.
+func send(method, url string, body io.Reader, want int) error {
+	req, _ := http.NewRequest(method, url, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 204 {
+	if resp.StatusCode != want {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil

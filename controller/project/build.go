@@ -45,14 +45,7 @@ func (s *builder) build(ctx context.Context, st *state, snap *Snapshot, running 
 			return err
 		}
 		n.applyRuntime(rt)
-		if n.Width == 0 || n.Height == 0 {
-			n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
-		}
-		if n.Label == nil {
-			n.Label = nodeLabel(nil, n.Name, n.Height)
-		}
-		st.nodes[n.ID] = &n
-		st.nodeOrder = append(st.nodeOrder, n.ID)
+		s.place(st, &n)
 	}
 	for _, stored := range snap.Links {
 		if s.keepUnwired(st, stored) {
@@ -109,14 +102,7 @@ func (s *builder) keepInert(st *state, n Node) bool {
 		return false
 	}
 	n.ProjectID, n.Inert, n.MACIndex, n.Status = st.p.ID, true, -1, Stopped
-	if n.Width == 0 || n.Height == 0 {
-		n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
-	}
-	if n.Label == nil {
-		n.Label = nodeLabel(nil, n.Name, n.Height)
-	}
-	st.nodes[n.ID] = &n
-	st.nodeOrder = append(st.nodeOrder, n.ID)
+	s.place(st, &n)
 	s.core.log.Warn("node kept stopped: this server cannot run its type", "project", st.p.ID, "node", n.ID, "type", n.Type)
 	return true
 }
@@ -139,4 +125,17 @@ func (s *builder) keepUnwired(st *state, l Link) bool {
 	st.links[l.ID] = &l
 	st.linkOrder = append(st.linkOrder, l.ID)
 	return true
+}
+
+// place adds a stored node to the project being built, with the symbol's
+// size and the default label where its file has none.
+func (s *builder) place(st *state, n *Node) {
+	if n.Width == 0 || n.Height == 0 {
+		n.Width, n.Height = s.core.cfg.Symbols(n.Symbol)
+	}
+	if n.Label == nil {
+		n.Label = nodeLabel(nil, n.Name, n.Height)
+	}
+	st.nodes[n.ID] = n
+	st.nodeOrder = append(st.nodeOrder, n.ID)
 }
