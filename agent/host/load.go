@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -77,7 +78,7 @@ func readCPU() (total, idle uint64, ok bool) {
 
 // readMemory returns the share of memory in use, from /proc/meminfo.
 func readMemory() float64 {
-	m := readMeminfo()
+	m := node.Meminfo()
 	total, avail := float64(m["MemTotal:"]), float64(m["MemAvailable:"])
 	if total == 0 {
 		return 0
@@ -92,7 +93,7 @@ func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
 // as a share of the CPUs, and the use of the disk holding the data
 // directory. A figure the host does not give is 0.
 func (h *Host) Statistics() proto.Statistics {
-	m := readMeminfo()
+	m := node.Meminfo()
 	st := proto.Statistics{
 		CPUPercent:     int(h.load.cpu() + 0.5),
 		MemoryTotal:    m["MemTotal:"],
@@ -130,30 +131,4 @@ func (h *Host) Statistics() proto.Statistics {
 		}
 	}
 	return st
-}
-
-// readMeminfo reads /proc/meminfo's figures, in bytes.
-func readMeminfo() map[string]int64 {
-	out := map[string]int64{}
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fields) > 2 && fields[2] == "kB" {
-			v <<= 10
-		}
-		out[fields[0]] = v
-	}
-	return out
 }

@@ -14,8 +14,9 @@ import (
 // ramWarning is GNS3's warning when the VM wants more RAM than the host
 // has available, "" otherwise.
 func ramWarning(name string, ramMB int) string {
-	avail, total, err := memInfo()
-	if err != nil || total == 0 || int64(ramMB) <= avail {
+	m := Meminfo()
+	avail, total := m["MemAvailable:"]>>20, m["MemTotal:"]>>20
+	if total == 0 || int64(ramMB) <= avail {
 		return ""
 	}
 	host, _ := os.Hostname()
@@ -23,11 +24,13 @@ func ramWarning(name string, ramMB int) string {
 		name, ramMB, avail, avail*100/total, host)
 }
 
-// memInfo reads MemAvailable and MemTotal, in MB.
-func memInfo() (avail, total int64, err error) {
+// Meminfo reads /proc/meminfo's figures, in bytes, by name ("MemTotal:");
+// empty when the file cannot be read. The agent's load report reads it too.
+func Meminfo() map[string]int64 {
+	out := map[string]int64{}
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return 0, 0, err
+		return out
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -36,13 +39,14 @@ func memInfo() (avail, total int64, err error) {
 		if len(fields) < 2 {
 			continue
 		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "MemAvailable:":
-			avail = kb / 1024
-		case "MemTotal:":
-			total = kb / 1024
+		v, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
 		}
+		if len(fields) > 2 && fields[2] == "kB" {
+			v <<= 10
+		}
+		out[fields[0]] = v
 	}
-	return avail, total, sc.Err()
+	return out
 }
