@@ -65,12 +65,12 @@ type projectCache struct {
 // recently used beyond maxCached) if needed.
 func (s *Store) cacheOf(id string) *projectCache {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.cache == nil {
 		s.cache = map[string]*projectCache{}
 	}
 	s.saves++
 	c, ok := s.cache[id]
+	var evicted *projectCache
 	if !ok {
 		if len(s.cache) >= maxCached {
 			oldest := ""
@@ -79,15 +79,21 @@ func (s *Store) cacheOf(id string) *projectCache {
 					oldest = k
 				}
 			}
-			// Folded first: the next save of that project writes it
-			// whole anyway.
-			go s.retire(s.cache[oldest], true)
+			evicted = s.cache[oldest]
 			delete(s.cache, oldest)
 		}
 		c = &projectCache{nodes: map[string]encoded[Node]{}, links: map[string]encoded[Link]{}, drawings: map[string]encoded[Drawing]{}}
 		s.cache[id] = c
 	}
 	c.used = s.saves
+	s.mu.Unlock()
+	if evicted != nil {
+		// Not folded: its journal stays beside the file it follows (a
+		// load replays it), and the project's next save writes the file
+		// whole. A fold here could race that save and write an older
+		// project over it.
+		s.retire(evicted, false)
+	}
 	return c
 }
 
@@ -98,30 +104,21 @@ func (s *Store) cached(id string) *projectCache {
 	return s.cache[id]
 }
 
-// forget drops a project's cache, its journal closed.
-func (s *Store) forget(id string, fold bool) {
+// forget drops a project's cache, its journal closed (not folded), if
+// the cache is of the file at path; "" is any file.
+func (s *Store) forget(id, path string) {
 	s.mu.Lock()
 	c := s.cache[id]
-	delete(s.cache, id)
-	s.mu.Unlock()
-	if c != nil {
-		s.retire(c, fold)
-	}
-}
-
-// forgetAt is forget without a fold, if the cache is of the file at path.
-func (s *Store) forgetAt(id, path string) {
-	s.mu.Lock()
-	c := s.cache[id]
-	if c != nil {
+	if c != nil && path != "" {
 		c.mu.Lock()
 		mine := c.path == path || c.path == ""
 		c.mu.Unlock()
 		if !mine {
 			c = nil
-		} else {
-			delete(s.cache, id)
 		}
+	}
+	if c != nil {
+		delete(s.cache, id)
 	}
 	s.mu.Unlock()
 	if c != nil {
@@ -130,12 +127,14 @@ func (s *Store) forgetAt(id, path string) {
 }
 
 // retire closes a forgotten cache's journal, folding it first if asked
-// (a fold that fails leaves the journal, which a load replays).
-func (s *Store) retire(c *projectCache, fold bool) {
+// (a fold that fails leaves the journal, which a load replays, and is
+// the error retire returns).
+func (s *Store) retire(c *projectCache, fold bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fold {
-		s.foldLocked(c)
+	var err error
+	if fold && !c.gone {
+		err = s.foldLocked(c)
 	}
 	c.gone = true
 	if c.idle != nil {
@@ -145,6 +144,7 @@ func (s *Store) retire(c *projectCache, fold bool) {
 		c.j.close()
 		c.j = nil
 	}
+	return err
 }
 
 // prepared is a project encoded for a save: the file with empty topology

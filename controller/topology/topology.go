@@ -393,12 +393,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range caches {
-		c.mu.Lock()
-		if !c.gone {
-			errs = append(errs, s.foldLocked(c))
-		}
-		c.mu.Unlock()
-		s.retire(c, false)
+		errs = append(errs, s.retire(c, true))
 	}
 	return errors.Join(errs...)
 }
@@ -443,7 +438,7 @@ func (s *Store) Remove(p *project.Project) error {
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return errors.New("project directory is not inside the projects directory")
 	}
-	s.forget(p.ID, false)
+	s.forget(p.ID, "")
 	return os.RemoveAll(dir)
 }
 
@@ -568,7 +563,7 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 // whole.
 func (s *Store) Load(p *project.Project) (*project.Snapshot, error) {
 	path := filepath.Join(p.Path, p.Filename)
-	s.forgetAt(p.ID, path)
+	s.forget(p.ID, path)
 	data, _, err := loadFile(path)
 	if err != nil {
 		return nil, err
