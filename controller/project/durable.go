@@ -77,21 +77,21 @@ func (s *core) save(st *state) error {
 	if !ok {
 		defer st.saveMu.Unlock()
 		if err := s.cfg.Store.Save(snap); err != nil {
-			return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+			return writeFailed(err)
 		}
 		return nil
 	}
 	wait, err := as.SaveAsync(snap)
 	st.saveMu.Unlock()
 	if err != nil {
-		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+		return writeFailed(err)
 	}
 	p := snap.Project
 	if st.ops.waitAtUnlock(func() error { return s.durable(&p, wait) }) {
 		return nil
 	}
 	if err := wait(); err != nil {
-		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+		return writeFailed(err)
 	}
 	return nil
 }
@@ -119,4 +119,9 @@ func (s *core) fold(p *Project) error {
 		return f.Fold(p)
 	}
 	return nil
+}
+
+// writeFailed is the error of a project file write that failed.
+func writeFailed(err error) *Error {
+	return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
 }

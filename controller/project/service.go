@@ -241,7 +241,7 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 			// A refused create leaves nothing behind.
 			os.RemoveAll(path)
 		}
-		return Project{}, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Could not write project file: %v", err), Err: err}
+		return Project{}, writeFailed(err)
 	}
 	s.core.projects[p.ID] = newState(p)
 	s.core.order = append(s.core.order, p.ID)
