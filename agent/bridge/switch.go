@@ -188,16 +188,10 @@ func (s *Switch) Close() {
 		s.closed.Store(true)
 		close(s.done)
 		<-s.ended
-		s.mu.Lock() // wait for a sender switching now
-		defer s.mu.Unlock()
-		for {
-			select {
-			case b := <-s.in:
-				s.queued.Add(-int64(len(b.frames)))
-			default:
-				return
-			}
-		}
+		// Wait for a sender switching now; what is still queued is never
+		// switched (run has ended, and senders see closed).
+		s.mu.Lock()
+		s.mu.Unlock()
 	})
 }
 
@@ -235,11 +229,9 @@ func (p *switchPort) Send(frames [][]byte) int {
 		p.drops.Add(uint64(len(frames)))
 		return 0
 	}
-	n := s.round(p, frames)
-	if len(s.in) > 0 {
-		s.wake() // batches queued while this round ran (a loop of links)
-	}
-	return n
+	// Batches queued while this round ran (a loop of links) woke the
+	// switch's goroutine when they were queued (enqueue).
+	return s.round(p, frames)
 }
 
 // enqueue queues a copy of frames for whoever switches next: the switch is
@@ -326,7 +318,7 @@ func (s *Switch) run() {
 			return
 		case <-s.kick:
 		}
-		for !s.closed.Load() {
+		for {
 			s.mu.Lock()
 			more := len(s.in) > 0 && !s.closed.Load()
 			if more {

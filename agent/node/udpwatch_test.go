@@ -98,3 +98,9 @@ func TestLocalPortParsesProcNetUDPLines(t *testing.T) {
 		}
 	}
 }
+
+// udpBound reports whether a UDP socket of this network namespace is bound
+// to port, from /proc/net/udp and /proc/net/udp6.
+func udpBound(port int) bool {
+	return udpWatcher.scan(map[int]bool{port: true})[port]
+}

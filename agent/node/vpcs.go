@@ -444,9 +444,3 @@ func freeUDPPort() (int, error) {
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
-
-// udpBound reports whether a UDP socket of this network namespace is bound
-// to port, from /proc/net/udp and /proc/net/udp6.
-func udpBound(port int) bool {
-	return udpWatcher.scan(map[int]bool{port: true})[port]
-}
