@@ -144,6 +144,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The profiles' listener is bound before anything starts, so an
+	// address that cannot be bound ends the start-up with nothing running.
+	var pln net.Listener
+	if o.PprofListen != "" {
+		if pln, err = net.Listen("tcp", o.PprofListen); err != nil {
+			tcpLn.Close()
+			return err
+		}
+	}
 	// Past the caps, or out of descriptors, the API refuses or waits;
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
@@ -325,11 +334,7 @@ func run(args []string) error {
 		return err
 	}
 	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
-	if o.PprofListen != "" {
-		pln, err := net.Listen("tcp", o.PprofListen)
-		if err != nil {
-			return err
-		}
+	if pln != nil {
 		servePprof(gctx, g, pln, log)
 	}
 	g.Go(func() error {
