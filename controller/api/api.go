@@ -322,7 +322,7 @@ func (a *API) register(app *fiber.App) {
 	)
 	a.handle(app, "GET", "/v2/version", a.version)
 	a.handle(app, "POST", "/v2/version", a.checkVersion)
-	cmr := computeRoutes{a.resource(), a.computes, a.cfg.Agents, a.cfg.Version}
+	cmr := a.computeRoutes()
 	a.handle(app, "GET", computes, cmr.listComputes)
 	a.handle(app, "POST", computes, cmr.createCompute)
 	a.handle(app, "GET", compute, cmr.getCompute)

@@ -18,6 +18,12 @@ type computeRoutes struct {
 	version  string // Config.Version, the controller's
 }
 
+// computeRoutes returns the handlers of the compute routes, which the
+// compute and QEMU route tables both register.
+func (a *API) computeRoutes() computeRoutes {
+	return computeRoutes{a.resource(), a.computes, a.cfg.Agents, a.cfg.Version}
+}
+
 func (h computeRoutes) listComputes(c *fiber.Ctx) error {
 	return c.JSON(mapAll(h.computes.List(), h.computeJSONOf))
 }

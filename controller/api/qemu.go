@@ -130,7 +130,7 @@ func (a *API) registerQemu(app *fiber.App) {
 	a.handleStream(app, "GET", local+"/images/{filename:.+}", qr.qemu(qr.downloadImage))
 	a.handle(app, "POST", local+"/img", qr.qemu(qr.createQemuImg))
 	a.handle(app, "PUT", local+"/img", qr.qemu(qr.resizeQemuImg))
-	cmr := computeRoutes{a.resource(), a.computes, a.cfg.Agents, a.cfg.Version}
+	cmr := a.computeRoutes()
 	a.handle(app, "GET", "/v2/compute/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", c+"/binaries", qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
 		var archs []string
