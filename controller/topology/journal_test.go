@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -232,5 +233,40 @@ func TestSavesThatWaitTogetherShareOneFsync(t *testing.T) {
 		if loaded.Nodes[i].X != 100+i {
 			t.Fatalf("node %d at x=%d, want %d", i, loaded.Nodes[i].X, 100+i)
 		}
+	}
+}
+
+// A project whose cache is evicted (more than maxCached projects saved
+// since) keeps its acknowledged changes: its journal stays beside its file
+// and replays at a load, and its next save writes the file whole.
+func TestAnEvictedProjectKeepsItsJournaledChanges(t *testing.T) {
+	root := t.TempDir()
+	s := &Store{Dir: root, Version: "2.2.59"}
+	at := func(i int) *project.Snapshot {
+		snap := labSnapshot(root, 2, 1)
+		snap.Project.ID = fmt.Sprintf("5c1e0a52-0d6f-4b7e-9a31-%012d", i)
+		snap.Project.Path = filepath.Join(root, snap.Project.ID)
+		if err := os.MkdirAll(snap.Project.Path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	a := at(0)
+	must(0, s.Save(a))
+	a.Nodes[0].X = 7
+	must(0, s.Save(a))
+	for i := 1; i <= maxCached; i++ {
+		must(0, s.Save(at(i)))
+	}
+	if s.cached(a.Project.ID) != nil {
+		t.Fatalf("%d projects saved after it, and the first is still cached", maxCached)
+	}
+	if x := firstX(t, &Store{Dir: root, Version: "2.2.59"}, &a.Project); x != 7 {
+		t.Fatalf("evicted project loads with x = %d, want 7 (its journaled move)", x)
+	}
+	a.Nodes[0].X = 8
+	must(0, s.Save(a))
+	if x := firstX(t, &Store{Dir: root, Version: "2.2.59"}, &a.Project); x != 8 {
+		t.Fatalf("saved again after its eviction, the project loads with x = %d, want 8", x)
 	}
 }
