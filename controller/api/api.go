@@ -267,8 +267,8 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	app.Add(method, fiberPath(template), func(c *fiber.Ctx) error {
 		c.Set("X-Route", template)
-		ctx, cancel := context.WithTimeout(a.cfg.Context, a.cfg.RequestTimeout)
-		defer cancel()
+		ctx := newRequestContext(a.cfg.Context, a.cfg.RequestTimeout)
+		defer ctx.end()
 		c.SetUserContext(ctx)
 		return h(c)
 	})
