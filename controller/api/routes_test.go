@@ -26,6 +26,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/controller/web"
+	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -551,7 +552,7 @@ func BenchmarkGetLink(b *testing.B) {
 // the same for a trivial fasthttp handler; scripts/bench -api measures it.
 func BenchmarkGetLinkHandler(b *testing.B) {
 	a, app := benchServerWith(b, func(c *api.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)).With("component", "api")
+		c.Logger = cli.NewLogger(io.Discard, "text", slog.LevelInfo).With("component", "api") // cli.Logger's
 		c.Requests = metrics.NewHTTP(prometheus.NewRegistry())
 	})
 	pid, lid := benchProject(b, a, 1)
