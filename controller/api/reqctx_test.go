@@ -106,6 +106,7 @@ func TestAHandlersContextIsTheRequestsAndEndsWithIt(t *testing.T) {
 		got <- c.UserContext()
 		return c.SendString("ok")
 	})
+	a.addRoutes(app)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
 	ctx.Request.Header.SetMethod("GET")
