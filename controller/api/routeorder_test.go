@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,8 +19,11 @@ type stubView struct{ View }
 // placeholders filled by "x" or by the fixed segment another route has
 // there: the paths two routes could share.
 func TestRoutesAnswerAsTheirOrderInTheTableSays(t *testing.T) {
+	var app *fiber.App
 	build := func() (func(method, path string) string, []Route) {
-		app, a, err := New(Config{Context: t.Context(), View: stubView{}, Metrics: http.NotFoundHandler()})
+		var a *API
+		var err error
+		app, a, err = New(Config{Context: t.Context(), View: stubView{}, Metrics: http.NotFoundHandler()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,11 +39,11 @@ func TestRoutesAnswerAsTheirOrderInTheTableSays(t *testing.T) {
 			return string(ctx.Response.Header.Peek("X-Route"))
 		}, a.routes
 	}
-	route, routes := build()
 	saved := polled
 	polled = nil
 	inOrder, _ := build()
 	polled = saved
+	route, routes := build()
 	asked := map[string]bool{}
 	for _, r := range routes {
 		ts := strings.Split(r.Template, "/")
@@ -72,6 +76,17 @@ func TestRoutesAnswerAsTheirOrderInTheTableSays(t *testing.T) {
 	for _, p := range polled {
 		if !slices.Contains(routes, p) {
 			t.Errorf("polled route %v is not a route", p)
+		}
+	}
+	// And Fiber was given the link first: the first /v2 route it tries.
+	for _, stack := range app.Stack() {
+		for _, r := range stack {
+			if r.Method == "GET" && strings.HasPrefix(r.Path, "/v2") {
+				if r.Path != fiberPath(polled[0].Template) {
+					t.Errorf("the first GET route Fiber tries is %s", r.Path)
+				}
+				break
+			}
 		}
 	}
 	if got := route("GET", "/v2/projects/p/links/l"); got != polled[0].Template {
