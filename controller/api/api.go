@@ -269,9 +269,10 @@ func New(cfg Config) (*fiber.App, *API, error) {
 // server stops.
 func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
+	value := []byte(template)
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
-		c.Set("X-Route", template)
-		ctx := newRequestContext(a.cfg.Context, a.cfg.RequestTimeout)
+		c.Response().Header.SetCanonical(xRoute, value) // c.Set's bytes, without its key's normalising
+		ctx := newRequestContext(a.cfg.Context, requestStart(c), a.cfg.RequestTimeout)
 		defer ctx.end()
 		c.SetUserContext(ctx)
 		return h(c)
@@ -283,8 +284,9 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 // deadline; its context ends when the server stops.
 func (a *API) handleStream(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
+	value := []byte(template)
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
-		c.Set("X-Route", template)
+		c.Response().Header.SetCanonical(xRoute, value)
 		c.SetUserContext(a.cfg.Context)
 		return h(c)
 	})
@@ -321,6 +323,18 @@ func (a *API) addRoutes(app *fiber.App) {
 		}
 	}
 	a.handlers = nil
+}
+
+// xRoute is the header naming the route, as c.Set would write its name.
+var xRoute = []byte("X-Route")
+
+// requestStart is when the server began the request (fasthttp notes it
+// before calling the app), or now for a request made in memory.
+func requestStart(c *fiber.Ctx) time.Time {
+	if t := c.Context().Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
 }
 
 // fiberPath turns "{name}" placeholders into Fiber's ":name", and a

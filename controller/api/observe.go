@@ -32,7 +32,7 @@ type View interface {
 // reply here, so what is counted is what the client got. A stream is
 // counted when it begins: its duration is the time to its first byte.
 func (a *API) observe(c *fiber.Ctx) error {
-	start := time.Now()
+	start := requestStart(c)
 	if err := c.Next(); err != nil {
 		if err := a.handleError(c, err); err != nil {
 			c.Status(fiber.StatusInternalServerError)

@@ -28,8 +28,8 @@ type requestContext struct {
 	ended  bool // the request was answered
 }
 
-func newRequestContext(parent context.Context, timeout time.Duration) *requestContext {
-	return &requestContext{parent: parent, deadline: time.Now().Add(timeout)}
+func newRequestContext(parent context.Context, start time.Time, timeout time.Duration) *requestContext {
+	return &requestContext{parent: parent, deadline: start.Add(timeout)}
 }
 
 // real returns the real context, made on first use.

@@ -26,7 +26,7 @@ func done(t *testing.T, ctx context.Context) error {
 
 func TestARequestContextEndsAtItsDeadline(t *testing.T) {
 	before := time.Now()
-	rc := newRequestContext(t.Context(), 20*time.Millisecond)
+	rc := newRequestContext(t.Context(), time.Now(), 20*time.Millisecond)
 	defer rc.end()
 	if d, ok := rc.Deadline(); !ok || d.Before(before.Add(20*time.Millisecond)) || d.After(time.Now().Add(20*time.Millisecond)) {
 		t.Fatalf("deadline %v %v, want 20ms after the request began", d, ok)
@@ -38,7 +38,7 @@ func TestARequestContextEndsAtItsDeadline(t *testing.T) {
 		t.Fatalf("err %v, want the deadline's", err)
 	}
 	// A context first asked after its deadline is done at once.
-	late := newRequestContext(t.Context(), time.Nanosecond)
+	late := newRequestContext(t.Context(), time.Now(), time.Nanosecond)
 	defer late.end()
 	time.Sleep(time.Millisecond)
 	if err := late.Err(); !errors.Is(err, context.DeadlineExceeded) {
@@ -49,7 +49,7 @@ func TestARequestContextEndsAtItsDeadline(t *testing.T) {
 func TestARequestContextEndsWhenTheServerStops(t *testing.T) {
 	for _, askFirst := range []bool{true, false} {
 		server, stop := context.WithCancel(context.WithValue(t.Context(), "k", "v"))
-		rc := newRequestContext(server, time.Hour)
+		rc := newRequestContext(server, time.Now(), time.Hour)
 		if rc.Value("k") != "v" {
 			t.Fatalf("value %v, want the server context's", rc.Value("k"))
 		}
@@ -80,14 +80,14 @@ func TestARequestContextEndsWhenTheServerStops(t *testing.T) {
 
 func TestARequestContextEndsWhenTheRequestIsAnswered(t *testing.T) {
 	// Asked while the request runs, and only after.
-	rc := newRequestContext(t.Context(), time.Hour)
+	rc := newRequestContext(t.Context(), time.Now(), time.Hour)
 	child, cancel := context.WithCancel(rc)
 	defer cancel()
 	rc.end()
 	if err := done(t, child); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
-	rc = newRequestContext(t.Context(), time.Hour)
+	rc = newRequestContext(t.Context(), time.Now(), time.Hour)
 	rc.end()
 	if err := done(t, rc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("asked after the answer: err %v", err)
