@@ -499,6 +499,18 @@ func TestImportRefusalsChangeNothing(t *testing.T) {
 		zw.Close()
 		return b.Bytes()
 	}()
+	dotNode := func(id, typ string) []byte {
+		doc := fixtureProjectFile()
+		topo := doc["topology"].(map[string]any)
+		topo["nodes"] = append(topo["nodes"].([]any), map[string]any{"node_id": id, "node_type": typ, "name": "dots", "compute_id": "local", "properties": map[string]any{}})
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		w, _ := zw.Create("project.gns3")
+		pf, _ := json.Marshal(doc)
+		w.Write(pf)
+		zw.Close()
+		return b.Bytes()
+	}
 	tests := []struct {
 		name   string
 		id     string
@@ -506,6 +518,9 @@ func TestImportRefusalsChangeNothing(t *testing.T) {
 		status int
 		msg    string
 	}{
+		// Their node directory "project-files/../.." was renamed: 500.
+		{"node dir up", "", dotNode("..", ".."), 409, "Invalid data in topology file"},
+		{"node dir dot", "", dotNode(".", "vpcs"), 409, "Invalid data in topology file"},
 		{"not a zip", "", []byte("not a zip at all"), 409, "Cannot import project, not a GNS3 project (invalid zip)"},
 		{"no project file", "", func() []byte {
 			var b bytes.Buffer
