@@ -296,8 +296,35 @@ func (r *run) loop(ctx context.Context, filter string) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if r.projectGone() {
+				// Nothing else stops it: a deleted project's capture held
+				// its deleted file open, a closed one's asked for links
+				// forever.
+				r.s.end(r)
+				return
+			}
 			r.reconcile(ctx, filter)
 		}
+	}
+}
+
+// projectGone reports a project deleted or closed since its capture began.
+func (r *run) projectGone() bool {
+	p, err := r.s.cfg.Projects.Project(r.projectID)
+	return errors.Is(err, project.ErrNotFound) || err == nil && p.Status == project.Closed
+}
+
+// end stops r unless a Stop or Close took it first.
+func (s *Service) end(r *run) {
+	s.mu.Lock()
+	mine := s.running[r.projectID] == r
+	if mine {
+		delete(s.running, r.projectID)
+	}
+	s.mu.Unlock()
+	if mine {
+		r.stop(context.Background())
+		s.log.Info("project capture ended with its project", "project", r.projectID)
 	}
 }
 
