@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -1189,5 +1190,26 @@ func TestImagesTravelWithPortableProjects(t *testing.T) {
 		if strings.HasPrefix(n, "images/") || bytes.Contains(files[n], []byte("not an image")) {
 			t.Errorf("exported %s: a node names a file outside the images folder", n)
 		}
+	}
+}
+
+// An import carries node properties the API bounds (1 MiB of JSON per
+// node): an archive's node over it is refused as a request would be, not
+// loaded into memory and every reply about the node.
+func TestImportRefusesANodeOverThePropertiesBound(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	doc := fixtureProjectFile()
+	noise := make([]byte, 700<<10)
+	for i := range noise {
+		noise[i] = byte(rand.Uint32())
+	}
+	node := doc["topology"].(map[string]any)["nodes"].([]any)[0].(map[string]any)
+	node["properties"] = map[string]any{"a": hex.EncodeToString(noise)}
+	os.MkdirAll(l.projects, 0o755) // any import makes it
+	before := tree(t, l.data)
+	resp, body := l.send("POST", "/v2/projects/0f0e0d0c-0b0a-4909-8807-060504030201/import", "application/octet-stream", bytes.NewReader(gns3Archive(t, doc)))
+	expectError(t, resp, body, 413, "properties are over", rImport)
+	if after := tree(t, l.data); !slices.Equal(before, after) {
+		t.Errorf("a refused import changed files:\nbefore %q\nafter  %q", before, after)
 	}
 }

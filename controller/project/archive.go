@@ -352,6 +352,11 @@ func (s *Archives) importArchive(ctx context.Context, id string, r io.ReaderAt, 
 	if err != nil {
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
 	}
+	for _, n := range snap.Nodes {
+		if err := checkProperties(n.Name, n.Properties); err != nil {
+			return Project{}, err // as a request would be
+		}
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return Project{}, refusal(err)
 	}
