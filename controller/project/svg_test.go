@@ -44,3 +44,38 @@ func TestSVGSanitizerBypasses(t *testing.T) {
 		}
 	}
 }
+
+// A drawing's SVG is cleaned when it is served, not only when a client
+// sends it: a long SVG lives in project-files/images, which the files API
+// writes and an imported archive fills, and an imported project file's
+// inline SVG never went through the drawings API.
+func TestServedDrawingsAreCleanWhateverWroteThem(t *testing.T) {
+	f := newFixture(t)
+	long := `<svg height="10" width="10"><text>` + strings.Repeat("a", 2*inlineSVG) + `</text></svg>`
+	d, err := f.svc.Drawings.Create(t.Context(), f.project.ID, "", DrawingUpdate{SVG: &long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.svc.core.lookup(f.project.ID)
+	st.mu.RLock()
+	stored := st.drawings[0].SVG
+	st.mu.RUnlock()
+	if strings.Contains(stored, "<") {
+		t.Fatalf("a long SVG stayed inline: %.40q", stored)
+	}
+	evil := `<svg onload="alert(1)"><script>alert(2)</script></svg>`
+	if err := f.svc.Files.WriteProject(f.project.ID, imagesDir+"/"+stored, []byte(evil)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.Drawings.Get(f.project.ID, d.ID)
+	if err != nil || strings.Contains(got.SVG, "alert") {
+		t.Fatalf("the drawing of a rewritten file: %q %v", got.SVG, err)
+	}
+	st.mu.Lock()
+	st.drawings[0].SVG = evil // as an imported project file holds it
+	st.mu.Unlock()
+	list, _ := f.svc.Drawings.List(f.project.ID)
+	if len(list) != 1 || strings.Contains(list[0].SVG, "alert") {
+		t.Fatalf("an inline stored SVG served as it was: %q", list[0].SVG)
+	}
+}
