@@ -23,6 +23,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	agentapi "github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
@@ -1211,5 +1212,22 @@ func TestImportRefusesANodeOverThePropertiesBound(t *testing.T) {
 	expectError(t, resp, body, 413, "properties are over", rImport)
 	if after := tree(t, l.data); !slices.Equal(before, after) {
 		t.Errorf("a refused import changed files:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// A taken name an import or a duplicate numbers ("name-1") stays within
+// the bound every name has: a 255-byte name became 257 bytes, which the
+// project's own PUT then refused.
+func TestNumberedProjectNamesStayWithinTheBound(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	long := strings.Repeat("é", 127) + "n" // 255 bytes, 2-byte runes to cut
+	id := l.call("POST", "/v2/projects", map[string]any{"name": long}, 201)["project_id"].(string)
+	for range 2 {
+		d := l.call("POST", "/v2/projects/"+id+"/duplicate", map[string]any{"name": long}, 201)
+		name := d["name"].(string)
+		if len(name) > 255 || !utf8.ValidString(name) || name == long {
+			t.Fatalf("duplicate named %q (%d bytes)", name, len(name))
+		}
+		l.call("PUT", "/v2/projects/"+d["project_id"].(string), map[string]any{"name": name}, 200)
 	}
 }

@@ -446,7 +446,14 @@ func (s *Archives) freeProjectName(name string) string {
 		return name
 	}
 	for i := 1; ; i++ {
-		if n := fmt.Sprintf("%s-%d", name, i); !taken(n) {
+		// Cut name, at a character, so that the numbered name stays within
+		// MaxNameBytes as every name does.
+		suffix, base := fmt.Sprintf("-%d", i), name
+		for len(base)+len(suffix) > MaxNameBytes {
+			_, size := utf8.DecodeLastRuneInString(base)
+			base = base[:len(base)-size]
+		}
+		if n := base + suffix; !taken(n) {
 			return n
 		}
 	}
