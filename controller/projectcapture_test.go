@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -187,4 +188,42 @@ func epochNotBefore(a, b string) bool {
 	}
 	pad := func(f string) string { return (f + "000000000")[:9] }
 	return as+pad(af) >= bs+pad(bf)
+}
+
+// A whole-project capture of a project that is deleted or closed ends: it
+// went on with its file open (a deleted file, for a deleted project) and
+// its goroutines asking for the links of a project that was gone.
+func TestAProjectCaptureEndsWithItsProject(t *testing.T) {
+	testenv.RequireTools(t, "vpcs")
+	if testing.Short() {
+		t.Skip("starts a controller and VPCS")
+	}
+	c := startController(t)
+	c.waitCompute("local", true, 20*time.Second)
+	held := func(project string) []string {
+		var open []string
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.cmd.Process.Pid))
+		for _, fd := range fds {
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.cmd.Process.Pid, fd.Name())); err == nil && strings.Contains(target, project+"/project-files/captures/") {
+				open = append(open, target)
+			}
+		}
+		return open
+	}
+	for _, end := range []struct{ method, suffix string }{{"DELETE", ""}, {"POST", "/close"}} {
+		lab := c.twoPCs("ends"+strings.TrimPrefix(end.suffix, "/"), "local", "local", "10.0.0.1", "10.0.0.2")
+		c.call("POST", lab.base+"/nodes/start", nil, 204, nil)
+		c.call("POST", lab.base+"/start_capture", map[string]any{}, 201, nil)
+		if len(held(lab.projectID)) == 0 {
+			t.Fatalf("the project capture holds no file of project %s", lab.projectID)
+		}
+		c.call(end.method, lab.base+end.suffix, nil, 204, nil)
+		deadline := time.Now().Add(30 * time.Second) // a bound for a loaded machine, not a speed
+		for len(held(lab.projectID)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if open := held(lab.projectID); len(open) > 0 {
+			t.Errorf("%s %s: the controller still holds %q", end.method, lab.base+end.suffix, open)
+		}
+	}
 }

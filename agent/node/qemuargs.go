@@ -279,11 +279,15 @@ var forbiddenOptions = []string{
 	"-smbios", "-fw_cfg", "-usbdevice", "-daemonize", "-runas", "-chroot", "-run-with", "-spice", "-vnc",
 	"-dtb", "-acpitable", "-option-rom", "-gdb", "-s", "-mem-path", "-tpmdev", "-audiodev", "-audio",
 	"-iscsi", "-semihosting-config", "-qtest", "-qtest-log", "-sandbox", "-rtc-td-hack",
+	"-set", "-fda", "-fdb", // -set rewrites any object's member (the agent's chardev, a drive's file)
 }
 
-// forbiddenValues are members of -device or -machine values that name a
-// host path or a backend.
-var forbiddenValues = []string{"chardev=", "netdev=", "drive=", "file=", "path=", "fd=", "addr=unix", "socket", "memory-backend", "vnc", "spice"}
+// forbiddenValues are members of -device, -machine or -boot values that
+// name a host path, a backend or host hardware: machine kernel=, dtb=
+// (dumpdtb= writes), boot splash=, usb-mtp's rootdir=, evdev=, and the
+// devices that pass host devices through.
+var forbiddenValues = []string{"chardev=", "netdev=", "drive=", "file=", "path=", "fd=", "addr=unix", "socket", "memory-backend", "vnc", "spice",
+	"kernel=", "initrd=", "dtb=", "firmware=", "splash=", "rootdir=", "evdev=", "usb-host", "vfio", "vhost", "pci-assign"}
 
 // options checks and substitutes the options property into arguments.
 func (q *Qemu) options() ([]string, error) {
@@ -323,7 +327,7 @@ func QemuOptions(options string, vars map[string]string) ([]string, error) {
 		case opt == "-enable-kvm":
 			continue
 		}
-		if strings.HasPrefix(opt, "-") && (opt == "-device" || opt == "-machine" || opt == "-M" || opt == "-global" || opt == "-display") && i+1 < len(words) {
+		if strings.HasPrefix(opt, "-") && (opt == "-device" || opt == "-machine" || opt == "-M" || opt == "-global" || opt == "-display" || opt == "-boot") && i+1 < len(words) {
 			v := strings.ToLower(words[i+1])
 			for _, bad := range forbiddenValues {
 				if strings.Contains(v, bad) {

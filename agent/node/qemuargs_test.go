@@ -26,3 +26,26 @@ func TestQemuOptionsRefuseHostPathsAndNetworks(t *testing.T) {
 		t.Fatalf("options %q, want %q", got, want)
 	}
 }
+
+// Options the list above let through that still reach the host: -set
+// rewrites the agent's own chardev or drives, floppies and the boot splash
+// read host files, machine properties read (kernel=, dtb=) or write
+// (dumpdtb=) host paths, and devices pass host hardware or folders to the
+// guest (usb-host, vfio, vhost-vsock, usb-mtp's rootdir=, evdev=).
+func TestQemuOptionsRefuseTheOtherWaysToTheHost(t *testing.T) {
+	for _, bad := range []string{
+		"-set chardev.con0.path=/tmp/evil", "-fda /etc/shadow", "-fdb /etc/shadow", "-boot splash=/etc/shadow",
+		"-machine pc,kernel=/etc/shadow", "-M virt,dtb=/etc/shadow", "-machine virt,dumpdtb=/tmp/evil",
+		"-machine pc,initrd=/etc/shadow", "-machine virt,firmware=/etc/shadow",
+		"-device usb-host,hostbus=1,hostaddr=2", "-device vfio-pci,host=01:00.0", "-device vhost-vsock-pci,guest-cid=3",
+		"-device usb-mtp,rootdir=/", "-device virtio-input-host-pci,evdev=/dev/input/event0",
+		"-device guest-loader,addr=0x1000,kernel=/etc/shadow",
+	} {
+		if _, err := QemuOptions(bad, nil); err == nil || !strings.Contains(err.Error(), "Forbidden additional option") {
+			t.Errorf("%q: %v, want Forbidden additional option", bad, err)
+		}
+	}
+	if _, err := QemuOptions("-boot order=dc,menu=on -device e1000,mac=0c:00:00:00:00:01 -machine q35,usb=on", nil); err != nil {
+		t.Fatalf("ordinary options refused: %v", err)
+	}
+}

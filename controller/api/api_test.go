@@ -640,3 +640,26 @@ func TestInputIsBoundedAndARefusedCreateLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A compute id is a path segment of its routes, which take it as sent
+// (escaped): an id that only reads the same escaped ("../../etc", "a b",
+// "50%", "ü") made a compute no GET, PUT or DELETE could reach (DELETE
+// answered 204 and left it, polled for ever). Such ids are refused.
+func TestComputeIDsAreReachableByTheirRoutes(t *testing.T) {
+	s := newServer(t)
+	for i, id := range []string{"../../etc", "a/b", "a b", "50%", "q?x", "h#x", "ü"} {
+		r := s.do("POST", "/v2/computes", map[string]any{"compute_id": id, "protocol": "http", "host": "127.0.0.1", "port": 9, "name": fmt.Sprint("c", i)})
+		if r.status != 400 || r.body["message"] == nil {
+			t.Errorf("compute id %q: %d %s, want 400", id, r.status, r.raw)
+		}
+	}
+	if c := s.must("GET", "/v2/computes", nil, 200, "/v2/computes"); len(c.list) != 1 {
+		t.Fatalf("computes: %s", c.raw)
+	}
+	// Ids GNS3 makes stay: a uuid, host:port, names with dots and dashes.
+	for _, id := range []string{"0f0e0d0c-0b0a-4909-8807-060504030201", "box:3080", "lab-2.example_1"} {
+		s.must("POST", "/v2/computes", map[string]any{"compute_id": id, "protocol": "http", "host": "127.0.0.1", "port": 9, "name": id}, 201, "/v2/computes")
+		s.must("GET", "/v2/computes/"+id, nil, 200, "/v2/computes/{compute_id}")
+		s.must("DELETE", "/v2/computes/"+id, nil, 204, "/v2/computes/{compute_id}")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	agentapi "github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
@@ -499,6 +501,18 @@ func TestImportRefusalsChangeNothing(t *testing.T) {
 		zw.Close()
 		return b.Bytes()
 	}()
+	dotNode := func(id, typ string) []byte {
+		doc := fixtureProjectFile()
+		topo := doc["topology"].(map[string]any)
+		topo["nodes"] = append(topo["nodes"].([]any), map[string]any{"node_id": id, "node_type": typ, "name": "dots", "compute_id": "local", "properties": map[string]any{}})
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		w, _ := zw.Create("project.gns3")
+		pf, _ := json.Marshal(doc)
+		w.Write(pf)
+		zw.Close()
+		return b.Bytes()
+	}
 	tests := []struct {
 		name   string
 		id     string
@@ -506,6 +520,9 @@ func TestImportRefusalsChangeNothing(t *testing.T) {
 		status int
 		msg    string
 	}{
+		// Their node directory "project-files/../.." was renamed: 500.
+		{"node dir up", "", dotNode("..", ".."), 409, "Invalid data in topology file"},
+		{"node dir dot", "", dotNode(".", "vpcs"), 409, "Invalid data in topology file"},
 		{"not a zip", "", []byte("not a zip at all"), 409, "Cannot import project, not a GNS3 project (invalid zip)"},
 		{"no project file", "", func() []byte {
 			var b bytes.Buffer
@@ -1174,5 +1191,43 @@ func TestImagesTravelWithPortableProjects(t *testing.T) {
 		if strings.HasPrefix(n, "images/") || bytes.Contains(files[n], []byte("not an image")) {
 			t.Errorf("exported %s: a node names a file outside the images folder", n)
 		}
+	}
+}
+
+// An import carries node properties the API bounds (1 MiB of JSON per
+// node): an archive's node over it is refused as a request would be, not
+// loaded into memory and every reply about the node.
+func TestImportRefusesANodeOverThePropertiesBound(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	doc := fixtureProjectFile()
+	noise := make([]byte, 700<<10)
+	for i := range noise {
+		noise[i] = byte(rand.Uint32())
+	}
+	node := doc["topology"].(map[string]any)["nodes"].([]any)[0].(map[string]any)
+	node["properties"] = map[string]any{"a": hex.EncodeToString(noise)}
+	os.MkdirAll(l.projects, 0o755) // any import makes it
+	before := tree(t, l.data)
+	resp, body := l.send("POST", "/v2/projects/0f0e0d0c-0b0a-4909-8807-060504030201/import", "application/octet-stream", bytes.NewReader(gns3Archive(t, doc)))
+	expectError(t, resp, body, 413, "properties are over", rImport)
+	if after := tree(t, l.data); !slices.Equal(before, after) {
+		t.Errorf("a refused import changed files:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// A taken name an import or a duplicate numbers ("name-1") stays within
+// the bound every name has: a 255-byte name became 257 bytes, which the
+// project's own PUT then refused.
+func TestNumberedProjectNamesStayWithinTheBound(t *testing.T) {
+	l := newArchiveLab(t, 0)
+	long := strings.Repeat("é", 127) + "n" // 255 bytes, 2-byte runes to cut
+	id := l.call("POST", "/v2/projects", map[string]any{"name": long}, 201)["project_id"].(string)
+	for range 2 {
+		d := l.call("POST", "/v2/projects/"+id+"/duplicate", map[string]any{"name": long}, 201)
+		name := d["name"].(string)
+		if len(name) > 255 || !utf8.ValidString(name) || name == long {
+			t.Fatalf("duplicate named %q (%d bytes)", name, len(name))
+		}
+		l.call("PUT", "/v2/projects/"+d["project_id"].(string), map[string]any{"name": name}, 200)
 	}
 }

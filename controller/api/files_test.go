@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -148,5 +149,45 @@ func TestNodeDuplicateKeepsWhatLabtapDoesNotModel(t *testing.T) {
 	}
 	if copied["properties"].(map[string]any)["future_property"] != "kept" {
 		t.Errorf("the copy's properties in the file: %v", copied["properties"])
+	}
+}
+
+// A capture's file and a snapshot are the server's: a client's project
+// file write there would replace them (the agent then writes on into an
+// unlinked file and the capture is lost), so it is refused and they stay.
+func TestProjectFileWritesNeverReplaceCapturesOrSnapshots(t *testing.T) {
+	l := newLab(t, true)
+	p := "/v2/projects/" + l.project
+	r := l.must("POST", l.linkPath("/start_capture"), map[string]any{"capture_file_name": "cap"}, 201, rStart)
+	capPath := r.body["capture_file_path"].(string)
+	for _, name := range []string{"project-files/captures/cap.pcap", "project-files/captures/new.pcap", "project-files//captures/./cap.pcap"} {
+		r := l.do("POST", p+"/files/"+name, "OVERWRITTEN")
+		if r.status != 403 || r.body["message"] == nil {
+			t.Errorf("write %s: %d %s, want 403 with a message", name, r.status, r.raw)
+		}
+	}
+	if data, _ := os.ReadFile(capPath); len(data) < 24 || string(data[:11]) == "OVERWRITTEN" {
+		t.Fatalf("the running capture's file was replaced: %q", data)
+	}
+	if got := l.captureFiles(); slices.Contains(got, "new.pcap") {
+		t.Fatalf("a client wrote into the captures folder: %v", got)
+	}
+	l.must("POST", l.linkPath("/stop_capture"), nil, 201, rStop)
+	l.must("POST", p+"/nodes/stop", nil, 204, rNodes+"/stop")
+	s := l.must("POST", p+"/snapshots", map[string]any{"name": "s1"}, 201, "/v2/projects/{project_id}/snapshots")
+	snap := "snapshots/" + s.body["filename"].(string)
+	before, err := os.ReadFile(filepath.Join(l.data, "projects", l.project, snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.do("POST", p+"/files/"+snap, "OVERWRITTEN"); r.status != 403 {
+		t.Errorf("write %s: %d %s, want 403", snap, r.status, r.raw)
+	}
+	if after, _ := os.ReadFile(filepath.Join(l.data, "projects", l.project, snap)); string(after) != string(before) {
+		t.Fatalf("the snapshot was replaced: %q", after[:min(len(after), 20)])
+	}
+	// Reading them stays allowed (GNS3 serves any project file).
+	if r := l.do("GET", p+"/files/project-files/captures/cap.pcap", nil); r.status != 200 || len(r.raw) < 24 {
+		t.Fatalf("read the capture: %d", r.status)
 	}
 }

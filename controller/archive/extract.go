@@ -37,6 +37,11 @@ func (l Limits) orDefaults() Limits {
 	return l
 }
 
+// smallBombFloor is how much the entries of 1 MiB and less may unpack to
+// whatever their compression ratio (configurations and notes compress
+// well).
+const smallBombFloor = 64 << 20
+
 // ErrTooLarge reports an archive over its Limits.
 var ErrTooLarge = errors.New("archive too large")
 
@@ -64,6 +69,7 @@ func Check(zr *zip.Reader, lim Limits) error {
 	seen := make(map[string]bool, len(zr.File))
 	dirs := make(map[string]bool)
 	var total uint64
+	var smallU, smallC uint64 // the entries not checked one by one
 	projectFiles := 0
 	for _, f := range zr.File {
 		if err := checkName(f.Name); err != nil {
@@ -103,6 +109,14 @@ func Check(zr *zip.Reader, lim Limits) error {
 		}
 		if f.UncompressedSize64 > 1<<20 && f.UncompressedSize64/max(f.CompressedSize64, 1) > uint64(lim.Ratio) {
 			return fmt.Errorf("%w: entry %s is compressed more than %d:1", ErrTooLarge, f.Name, lim.Ratio)
+		}
+		if f.UncompressedSize64 <= 1<<20 {
+			smallU, smallC = smallU+f.UncompressedSize64, smallC+f.CompressedSize64
+			// Many small entries are a bomb too: checked together once
+			// they are more than a project's text files.
+			if smallU > smallBombFloor && smallU/max(smallC, 1) > uint64(lim.Ratio) {
+				return fmt.Errorf("%w: its entries of 1 MiB and less are compressed more than %d:1", ErrTooLarge, lim.Ratio)
+			}
 		}
 	}
 	if projectFiles == 0 {

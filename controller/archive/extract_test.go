@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -152,6 +153,16 @@ func TestExtractHoldsItsLimits(t *testing.T) {
 		{"too many entries", archive.Limits{Entries: 2}, []entry{pf, {name: "a", data: "1"}, {name: "b", data: "2"}}},
 		{"too many bytes", archive.Limits{Size: 100}, []entry{pf, {name: "a", data: strings.Repeat("x", 200)}}},
 		{"compression ratio (zip bomb)", archive.Limits{Ratio: 200}, []entry{pf, {name: "bomb", data: zeros}}},
+		// Entries of 1 MiB and less are not checked one by one: a bomb of
+		// many of them (80 MiB from some 80 KiB here; 20 GiB, the size
+		// limit, from 20 MB) is checked on their whole.
+		{"compression ratio of many small entries", archive.Limits{Ratio: 200}, func() []entry {
+			es := []entry{pf}
+			for i := range 80 {
+				es = append(es, entry{name: fmt.Sprintf("bomb%02d", i), data: zeros[:1<<20]})
+			}
+			return es
+		}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

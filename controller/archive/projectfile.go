@@ -36,6 +36,9 @@ type Imported struct {
 
 var safeSegment = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
+// isDots reports a path segment that names a directory or its parent.
+func isDots(s string) bool { return s == "." || s == ".." }
+
 // ImportProjectFile checks an archive's project.gns3 and rewrites it as
 // rw says. Members labtap does not model are kept as they are.
 func ImportProjectFile(data []byte, rw ImportRewrite) (Imported, error) {
@@ -73,6 +76,10 @@ func ImportProjectFile(data []byte, rw ImportRewrite) (Imported, error) {
 		typ, _ := n["node_type"].(string)
 		if id == "" || typ == "" {
 			return Imported{}, refuse("Invalid data in topology file: a node has no node_id or node_type")
+		}
+		if isDots(id) || isDots(typ) {
+			// Its directory project-files/<type>/<id> would be a parent.
+			return Imported{}, refuse("Invalid data in topology file: node_id %q or node_type %q is a directory name", id, typ)
 		}
 		if _, dup := ids[id]; dup {
 			return Imported{}, refuse("Invalid data in topology file: node %s appears twice", id)

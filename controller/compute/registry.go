@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -297,6 +298,12 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 func checkCompute(c Compute) error {
 	if err := project.CheckName("Compute id", c.ID); err != nil {
 		return err
+	}
+	// The id is a path segment of the compute's routes, which take it as
+	// sent: one a client must escape (or "."/"..", which clients resolve)
+	// would name a compute no route reaches, so none could delete it.
+	if url.PathEscape(c.ID) != c.ID || c.ID == "." || c.ID == ".." {
+		return &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q may hold letters, digits and - . _ ~ : @ & = + $ only", c.ID)}
 	}
 	if err := project.CheckName("Compute name", c.Name); err != nil {
 		return err

@@ -154,13 +154,12 @@ func (s *Service) Start(ctx context.Context, projectID string, spec capspec.Spec
 			return State{}, &project.Error{Kind: project.ErrInvalid, Msg: err.Error()}
 		}
 	}
-	dir := filepath.Join(p.Path, "project-files", "captures")
 	s.mu.Lock()
 	if r, ok := s.running[projectID]; ok {
 		s.mu.Unlock()
 		return r.state(), &project.Error{Kind: project.ErrConflict, Msg: "The project is being captured already, into " + r.name}
 	}
-	r, err := s.create(projectID, dir, name)
+	r, err := s.create(projectID, p.Path, name)
 	s.mu.Unlock()
 	if err != nil {
 		return State{}, err
@@ -175,17 +174,29 @@ func (s *Service) Start(ctx context.Context, projectID string, spec capspec.Spec
 	return r.state(), nil
 }
 
-// create creates the file of a project's capture and registers the run.
-// s.mu must be held.
-func (s *Service) create(projectID, dir, name string) (*run, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// create creates the file of a project's capture in the project's
+// directory projectDir and registers the run. s.mu must be held.
+func (s *Service) create(projectID, projectDir, name string) (*run, error) {
+	// Through the project's directory, never made here: a project deleted
+	// since Start looked it up stays deleted (MkdirAll made it again).
+	proot, err := os.OpenRoot(projectDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &project.Error{Kind: project.ErrNotFound, Msg: "Project ID " + projectID + " doesn't exist", Err: err}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("project capture: %w", err)
 	}
-	root, err := os.OpenRoot(dir)
+	defer proot.Close()
+	sub := filepath.Join("project-files", "captures")
+	if err := proot.MkdirAll(sub, 0o755); err != nil {
+		return nil, fmt.Errorf("project capture: %w", err)
+	}
+	root, err := proot.OpenRoot(sub)
 	if err != nil {
 		return nil, fmt.Errorf("project capture: %w", err)
 	}
 	defer root.Close()
+	dir := filepath.Join(projectDir, sub)
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
 		return nil, &project.Error{Kind: project.ErrConflict, Msg: "Capture file " + name + " exists: no capture overwrites another"}
@@ -296,8 +307,35 @@ func (r *run) loop(ctx context.Context, filter string) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if r.projectGone() {
+				// Nothing else stops it: a deleted project's capture held
+				// its deleted file open, a closed one's asked for links
+				// forever.
+				r.s.end(r)
+				return
+			}
 			r.reconcile(ctx, filter)
 		}
+	}
+}
+
+// projectGone reports a project deleted or closed since its capture began.
+func (r *run) projectGone() bool {
+	p, err := r.s.cfg.Projects.Project(r.projectID)
+	return errors.Is(err, project.ErrNotFound) || err == nil && p.Status == project.Closed
+}
+
+// end stops r unless a Stop or Close took it first.
+func (s *Service) end(r *run) {
+	s.mu.Lock()
+	mine := s.running[r.projectID] == r
+	if mine {
+		delete(s.running, r.projectID)
+	}
+	s.mu.Unlock()
+	if mine {
+		r.stop(context.Background())
+		s.log.Info("project capture ended with its project", "project", r.projectID)
 	}
 }
 

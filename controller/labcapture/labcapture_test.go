@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,4 +339,22 @@ func TestAProjectCaptureIsInTimeOrderWithinEachAgentWhateverOrderTheStreamsArriv
 		t.Fatalf("tshark read %d records, want %d", len(read), len(got))
 	}
 	inOrder("tshark", read)
+}
+
+// A project deleted between Start's look-up and its file's creation (a
+// DELETE racing start_capture) is 404, and its directory is not made
+// again: it was a 500 with a server path, or a captures folder left in the
+// deleted project's place.
+func TestStartOnAProjectDeletedMeanwhileIsNotFoundAndMakesNothing(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "deleted-project")
+	f := &fakeProjects{dir: gone, feeds: map[string]*feed{}}
+	s := New(Config{Projects: f, Every: 10 * time.Millisecond})
+	defer s.Close(context.Background())
+	_, err := s.Start(t.Context(), "p", capspec.Spec{})
+	if !errors.Is(err, project.ErrNotFound) || strings.Contains(err.Error(), gone) {
+		t.Fatalf("Start: %v, want a not found naming no path", err)
+	}
+	if _, err := os.Stat(gone); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the deleted project's directory was made again: %v", err)
+	}
 }

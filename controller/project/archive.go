@@ -352,6 +352,11 @@ func (s *Archives) importArchive(ctx context.Context, id string, r io.ReaderAt, 
 	if err != nil {
 		return Project{}, &Error{Kind: ErrConflict, Msg: "Invalid data in topology file: " + pathless(err), Err: err}
 	}
+	for _, n := range snap.Nodes {
+		if err := checkProperties(n.Name, n.Properties); err != nil {
+			return Project{}, err // as a request would be
+		}
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return Project{}, refusal(err)
 	}
@@ -441,7 +446,14 @@ func (s *Archives) freeProjectName(name string) string {
 		return name
 	}
 	for i := 1; ; i++ {
-		if n := fmt.Sprintf("%s-%d", name, i); !taken(n) {
+		// Cut name, at a character, so that the numbered name stays within
+		// MaxNameBytes as every name does.
+		suffix, base := fmt.Sprintf("-%d", i), name
+		for len(base)+len(suffix) > MaxNameBytes {
+			_, size := utf8.DecodeLastRuneInString(base)
+			base = base[:len(base)-size]
+		}
+		if n := base + suffix; !taken(n) {
 			return n
 		}
 	}

@@ -1,6 +1,7 @@
 package project
 
 import (
+	"encoding/json"
 	"net"
 	"strings"
 	"unicode"
@@ -55,4 +56,30 @@ func CheckHost(what, host string) error {
 		}
 	}
 	return nil
+}
+
+// MaxNodeProperties bounds a node's properties, encoded as JSON: an
+// update merges its keys into the node's, so without a bound on the whole
+// a client grows a node (its project file, every node.updated) one
+// request-sized key at a time.
+const MaxNodeProperties = 1 << 20
+
+// checkProperties refuses properties over MaxNodeProperties (413).
+func checkProperties(node string, props map[string]any) error {
+	var n countingWriter
+	if err := json.NewEncoder(&n).Encode(props); err != nil {
+		return errorf(ErrInvalid, "Node %s: properties cannot be encoded: %v", node, err)
+	}
+	if n > MaxNodeProperties {
+		return errorf(ErrTooLarge, "Node %s: properties are over %d bytes of JSON", node, MaxNodeProperties)
+	}
+	return nil
+}
+
+// countingWriter counts what is written to it and keeps nothing.
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }

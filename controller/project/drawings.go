@@ -374,12 +374,22 @@ func embeddedPicture(text string) ([]byte, string, bool) {
 // resolveSVG returns a stored drawing's SVG text: the value itself, or for
 // a file name (GNS3 offloads pictures and long SVGs) the file's SVG, a
 // picture wrapped in an SVG of its size, or "<svg></svg>" when the file is
-// missing or unreadable.
+// missing or unreadable. SVG text is cleaned (sanitizeSVG) here, as it is
+// served: the files API and imported archives write what it is read from
+// without the drawings API's check.
 func (s *Drawings) resolveSVG(p Project, stored string) string {
-	if strings.Contains(stored, "<svg") {
-		return stored
-	}
 	const empty = "<svg></svg>"
+	clean := func(text string) string {
+		out, err := sanitizeSVG(text)
+		if err != nil {
+			s.core.log.Warn("drawing SVG not served", "project", p.ID, "err", err)
+			return empty
+		}
+		return out
+	}
+	if strings.Contains(stored, "<svg") {
+		return clean(stored)
+	}
 	name := filepath.Base(filepath.Clean("/" + stored))
 	if name == "/" || name == "." {
 		return empty
@@ -400,7 +410,7 @@ func (s *Drawings) resolveSVG(p Project, stored string) string {
 		return empty
 	}
 	if strings.HasSuffix(strings.ToLower(name), ".svg") {
-		return string(data)
+		return clean(string(data))
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {

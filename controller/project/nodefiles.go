@@ -77,6 +77,16 @@ func projectFileName(p Project, name string, writing bool) (string, error) {
 	if writing && (clean == p.Filename || !strings.Contains(clean, "/") && (strings.HasSuffix(clean, ".gns3") || strings.HasSuffix(clean, ".gns3"+JournalSuffix))) {
 		return "", errorf(ErrForbidden, "The project file is written by the server only")
 	}
+	if writing {
+		// Captures and snapshots are the server's: a client's file would
+		// replace one (a running capture then writes on into an unlinked
+		// file, lost) or take a name a capture may want.
+		for _, dir := range kept {
+			if dir = filepath.ToSlash(dir); clean == dir || strings.HasPrefix(clean, dir+"/") {
+				return "", errorf(ErrForbidden, "Files in %s are written by the server only", dir)
+			}
+		}
+	}
 	return clean, nil
 }
 

@@ -133,6 +133,9 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (N
 		k.defaults(props)
 		req.Properties = props
 	}
+	if err := checkProperties(name, req.Properties); err != nil {
+		return Node{}, err
+	}
 	if !usesMAC(req.Type) {
 		mac = -1
 	} else if mac < 0 {

@@ -85,6 +85,9 @@ func planNodeUpdate(cur Node, u NodeUpdate, env nodePlanEnv) (nodePlan, error) {
 			}
 			plan.ports = ports
 		}
+		if err := checkProperties(cur.Name, props); err != nil {
+			return nodePlan{}, err
+		}
 		next.Properties = props
 	}
 	if u.CustomAdapters != nil {

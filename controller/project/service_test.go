@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/labtap/labtap/capspec"
@@ -681,5 +682,34 @@ func TestStopCaptureClearsTheLinkEvenWhenTheComputeFails(t *testing.T) {
 	delete(f.computes.failOn, "stop_capture")
 	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{}); err != nil {
 		t.Fatalf("a new capture after the failed stop: %v", err)
+	}
+}
+
+// A node's properties are merged by each update: keys under the request
+// body limit each, added one update at a time, grew a node (its project
+// file, every node.updated) without bound. Their whole is bounded.
+func TestNodePropertiesAreBoundedAcrossUpdates(t *testing.T) {
+	f := newFixture(t)
+	n := f.node(t, "PC1")
+	chunk := strings.Repeat("x", 600<<10)
+	var err error
+	for i := range 4 {
+		_, err = f.svc.Nodes.Update(t.Context(), f.project.ID, n.ID, NodeUpdate{Properties: map[string]any{fmt.Sprintf("k%d", i): chunk}})
+		if err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("2.4 MB of properties in 600 KB updates: %v, want ErrTooLarge", err)
+	}
+	got, _ := f.svc.Nodes.Get(f.project.ID, n.ID)
+	if b, _ := json.Marshal(got.Properties); len(b) > MaxNodeProperties {
+		t.Fatalf("the node kept %d bytes of properties", len(b))
+	}
+	req := NewNodeCreate()
+	req.ComputeID, req.Type, req.Name = "local", "vpcs", "PC2"
+	req.Properties = map[string]any{"a": chunk, "b": chunk}
+	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a node created with 1.2 MB of properties: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -33,7 +34,13 @@ func sanitizeSVG(text string) (string, error) {
 	var out bytes.Buffer
 	var stack []xml.Name
 	skip := 0 // depth inside a dropped element
-	dropped, root := false, false
+	// A CDATA section goes out as escaped text: an HTML parser (a page's
+	// innerHTML) reads "<![CDATA[" outside <svg> as a comment that ends at
+	// the first ">", and what follows as HTML.
+	dropped, root := strings.Contains(text, "<![CDATA["), false
+	// A style sheet is checked whole: comments or CDATA could split
+	// "@import" across tokens.
+	var sheet *bytes.Buffer
 	for {
 		tok, err := d.RawToken()
 		if err == io.EOF {
@@ -54,7 +61,7 @@ func sanitizeSVG(text string) (string, error) {
 				root = true
 			}
 			stack = append(stack, t.Name)
-			if skip > 0 || unsafeElement(t.Name) {
+			if skip > 0 || sheet != nil || unsafeElement(t.Name) || animatesUnsafe(t) {
 				skip++
 				dropped = true
 				continue
@@ -73,6 +80,9 @@ func sanitizeSVG(text string) (string, error) {
 				out.WriteByte('"')
 			}
 			out.WriteByte('>')
+			if strings.EqualFold(t.Name.Local, "style") {
+				sheet = new(bytes.Buffer)
+			}
 		case xml.EndElement:
 			if len(stack) == 0 || stack[len(stack)-1] != t.Name {
 				return "", invalidSVG(fmt.Errorf("unexpected end element </%s>", t.Name.Local))
@@ -81,6 +91,14 @@ func sanitizeSVG(text string) (string, error) {
 			if skip > 0 {
 				skip--
 				continue
+			}
+			if sheet != nil {
+				if unsafeCSS(sheet.String()) {
+					dropped = true // a style sheet that fetches or runs something
+				} else {
+					xml.EscapeText(&out, sheet.Bytes())
+				}
+				sheet = nil
 			}
 			out.WriteString("</")
 			writeName(&out, t.Name)
@@ -95,13 +113,15 @@ func sanitizeSVG(text string) (string, error) {
 			if skip > 0 {
 				continue
 			}
-			if strings.EqualFold(stack[len(stack)-1].Local, "style") && unsafeCSS(string(t)) {
-				dropped = true // a style sheet that fetches or runs something
+			if sheet != nil {
+				sheet.Write(t)
 				continue
 			}
 			xml.EscapeText(&out, t)
 		case xml.ProcInst:
-			if t.Target != "xml" {
+			// The XML declaration is not written out; one with a ">" in it
+			// would end early for an HTML parser, which reads the rest as HTML.
+			if t.Target != "xml" || bytes.ContainsAny(t.Inst, "<>") {
 				dropped = true
 			}
 		case xml.Directive, xml.Comment:
@@ -140,6 +160,29 @@ func unsafeElement(n xml.Name) bool {
 	return false
 }
 
+// animatesUnsafe reports an animation that sets a link's target, a source
+// or an event handler: it gives a value unsafeAttr would have dropped.
+func animatesUnsafe(e xml.StartElement) bool {
+	switch strings.ToLower(e.Name.Local) {
+	case "set", "animate", "animatecolor", "animatemotion", "animatetransform", "discard":
+	default:
+		return false
+	}
+	for _, a := range e.Attr {
+		if strings.ToLower(a.Name.Local) != "attributename" {
+			continue
+		}
+		target := strings.ToLower(strings.TrimSpace(a.Value))
+		if i := strings.LastIndexByte(target, ':'); i >= 0 {
+			target = target[i+1:]
+		}
+		if target == "href" || target == "src" || strings.HasPrefix(target, "on") {
+			return true
+		}
+	}
+	return false
+}
+
 func unsafeAttr(a xml.Attr) bool {
 	name := strings.ToLower(a.Name.Local)
 	value := strings.ToLower(strings.Join(strings.Fields(a.Value), ""))
@@ -157,7 +200,7 @@ func unsafeAttr(a xml.Attr) bool {
 // fragment of this document (url(...) in style, fill, filter, ...), or
 // runs script.
 func unsafeCSS(v string) bool {
-	v = strings.ToLower(strings.Join(strings.Fields(v), ""))
+	v = strings.ToLower(strings.Join(strings.Fields(cssUnescape(v)), ""))
 	for rest := v; ; {
 		i := strings.Index(rest, "url(")
 		if i < 0 {
@@ -168,7 +211,45 @@ func unsafeCSS(v string) bool {
 			return true
 		}
 	}
-	return strings.Contains(v, "javascript:") || strings.Contains(v, "@import") || strings.Contains(v, "expression(")
+	return strings.Contains(v, "javascript:") || strings.Contains(v, "@import") || strings.Contains(v, "expression(") ||
+		strings.Contains(v, "image-set(") // fetches its quoted URLs, no url( needed
+}
+
+// cssUnescape decodes CSS escapes ("\72" or "\r" for "r"), with which
+// "u\72l(" is url( to a browser and not to a search for "url(".
+func cssUnescape(v string) string {
+	if !strings.Contains(v, `\`) {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' || i+1 == len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		j := i + 1
+		for j < len(v) && j < i+7 && isHex(v[j]) {
+			j++
+		}
+		if j == i+1 { // "\x" is x; "\" and a newline is nothing
+			if v[j] != '\n' {
+				b.WriteByte(v[j])
+			}
+			i = j
+			continue
+		}
+		r, _ := strconv.ParseUint(v[i+1:j], 16, 32)
+		b.WriteRune(rune(r))
+		if j < len(v) && (v[j] == ' ' || v[j] == '\t' || v[j] == '\n') {
+			j++ // the space that ends a hex escape
+		}
+		i = j - 1
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // inlinePicture reports a data: URL of a raster picture (GNS3's "Insert
