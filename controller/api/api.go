@@ -129,6 +129,9 @@ type API struct {
 	hub      *notify.Hub
 	*decoder
 	routes []Route
+	// handlers holds each route's Fiber handler, by index in routes, until
+	// addRoutes gives them to the app.
+	handlers []fiber.Handler
 	// templates holds each route's template, by itself: the access log's
 	// and the metrics' route strings, found without copying X-Route.
 	templates map[string]string
@@ -236,6 +239,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	app.Use(a.boundBody)
 	a.register(app)
+	a.addRoutes(app)
 	a.templates = make(map[string]string, len(a.routes))
 	for _, r := range a.routes {
 		a.templates[r.Template] = r.Template
@@ -265,10 +269,11 @@ func New(cfg Config) (*fiber.App, *API, error) {
 // server stops.
 func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
-	app.Add(method, fiberPath(template), func(c *fiber.Ctx) error {
-		c.Set("X-Route", template)
-		ctx, cancel := context.WithTimeout(a.cfg.Context, a.cfg.RequestTimeout)
-		defer cancel()
+	value := []byte(template)
+	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
+		c.Response().Header.SetCanonical(xRoute, value) // c.Set's bytes, without its key's normalising
+		ctx := newRequestContext(a.cfg.Context, requestStart(c), a.cfg.RequestTimeout)
+		defer ctx.end()
 		c.SetUserContext(ctx)
 		return h(c)
 	})
@@ -279,11 +284,57 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 // deadline; its context ends when the server stops.
 func (a *API) handleStream(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
-	app.Add(method, fiberPath(template), func(c *fiber.Ctx) error {
-		c.Set("X-Route", template)
+	value := []byte(template)
+	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
+		c.Response().Header.SetCanonical(xRoute, value)
 		c.SetUserContext(a.cfg.Context)
 		return h(c)
 	})
+}
+
+// polled are the routes GNS3 clients ask again and again (the GUI and the
+// web UI poll a project's links and nodes): Fiber matches a request
+// against the routes of its method one after another, in the order they
+// were added, and every /v2 route shares one list (Fiber's buckets go by
+// the path's first 3 bytes), so these are added first. That is the
+// order's only effect: no other route of their method matches a path one
+// of them matches (TestRoutesAnswerAsTheirOrderInTheTableSays).
+var polled = []Route{
+	{"GET", "/v2/projects/{project_id}/links/{link_id}"},
+	{"GET", "/v2/projects/{project_id}/nodes/{node_id}"},
+	{"GET", "/v2/projects/{project_id}/links"},
+	{"GET", "/v2/projects/{project_id}/nodes"},
+	{"GET", "/v2/projects/{project_id}"},
+}
+
+// addRoutes gives the routes to the app: the polled ones first, then the
+// others in the order they were registered.
+func (a *API) addRoutes(app *fiber.App) {
+	added := make([]bool, len(a.routes))
+	for _, p := range polled {
+		if i := slices.Index(a.routes, p); i >= 0 {
+			app.Add(p.Method, fiberPath(p.Template), a.handlers[i])
+			added[i] = true
+		}
+	}
+	for i, r := range a.routes {
+		if !added[i] {
+			app.Add(r.Method, fiberPath(r.Template), a.handlers[i])
+		}
+	}
+	a.handlers = nil
+}
+
+// xRoute is the header naming the route, as c.Set would write its name.
+var xRoute = []byte("X-Route")
+
+// requestStart is when the server began the request (fasthttp notes it
+// before calling the app), or now for a request made in memory.
+func requestStart(c *fiber.Ctx) time.Time {
+	if t := c.Context().Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
 }
 
 // fiberPath turns "{name}" placeholders into Fiber's ":name", and a

@@ -26,6 +26,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/controller/web"
+	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -551,12 +552,44 @@ func BenchmarkGetLink(b *testing.B) {
 // the same for a trivial fasthttp handler; scripts/bench -api measures it.
 func BenchmarkGetLinkHandler(b *testing.B) {
 	a, app := benchServerWith(b, func(c *api.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)).With("component", "api")
+		c.Logger = cli.NewLogger(io.Discard, "text", slog.LevelInfo).With("component", "api") // cli.Logger's
 		c.Requests = metrics.NewHTTP(prometheus.NewRegistry())
 	})
 	pid, lid := benchProject(b, a, 1)
 	handler := app.Handler()
 	path := "/v2/projects/" + pid + "/links/" + lid
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.Header.SetMethod("GET")
+		ctx.Request.SetRequestURI(path)
+		handler(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("%d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}
+
+// BenchmarkGetLinkFiberFloor is BenchmarkGetLinkHandler's floor: a Fiber
+// app configured as the API's (Immutable) with the link's route only,
+// answering the same bytes and X-Route, with no middleware, log, metrics
+// or project. What BenchmarkGetLinkHandler costs above it is the API's.
+func BenchmarkGetLinkFiberFloor(b *testing.B) {
+	body := []byte(strings.Repeat("x", 709))
+	app := fiber.New(fiber.Config{Immutable: true, StreamRequestBody: true, DisablePreParseMultipartForm: true})
+	app.Get("/v2/projects/:project_id/links/:link_id", func(c *fiber.Ctx) error {
+		c.Set("X-Route", "/v2/projects/{project_id}/links/{link_id}")
+		if c.Params("project_id") == "" || c.Params("link_id") == "" {
+			return fiber.ErrNotFound
+		}
+		c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+		return c.Send(body)
+	})
+	handler := app.Handler()
+	path := "/v2/projects/9c3b4b1e-6f4e-4c1b-9e8a-2f0a7d2c9a11/links/1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
 	b.ReportAllocs()
