@@ -50,6 +50,18 @@ func TestControllerFlagsAndVariables(t *testing.T) {
 			t.Fatalf("--local-agent over LABTAP_LOCAL_AGENT=0: %+v, %v", o, err)
 		}
 	})
+	t.Run("the local agent's QEMU accelerator is auto, kvm or tcg", func(t *testing.T) {
+		if o, err := parse(nil); err != nil || o.QemuAccel != "auto" {
+			t.Fatalf("default: %+v, %v", o, err)
+		}
+		t.Setenv("LABTAP_QEMU_ACCEL", "tcg")
+		if o, err := parse(nil); err != nil || o.QemuAccel != "tcg" {
+			t.Fatalf("LABTAP_QEMU_ACCEL=tcg: %+v, %v", o, err)
+		}
+		if _, err := parse([]string{"--qemu-accel", "xen"}); !isUsage(err) {
+			t.Fatalf("--qemu-accel xen: %v", err)
+		}
+	})
 	t.Run("a body limit must be positive", func(t *testing.T) {
 		if _, err := parse([]string{"--max-json-body", "0"}); !isUsage(err) {
 			t.Fatalf("--max-json-body 0: %v", err)

@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_PPROF_LISTEN); a flag wins over its variable, and a bad value of
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_PPROF_LISTEN); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
@@ -81,6 +81,7 @@ type options struct {
 	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
 	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
+	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
 	pinVersion     bool          // --gns3-version or its variable was given
 }
@@ -231,6 +232,7 @@ func run(args []string) error {
 				SoftwareVersion: version,
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,
+				QemuAccel:       o.QemuAccel,
 				ProtectedPorts:  []int{listenPort},
 				Secret:          secret,
 				Logger:          log.With("component", "local_agent"),

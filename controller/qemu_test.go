@@ -739,3 +739,28 @@ func TestTheGuestConsoleHelperReadsAShellThroughKernelMessages(t *testing.T) {
 		t.Fatalf("run returned %q, want %q", out, "42\n")
 	}
 }
+
+// The controller's --qemu-accel reaches its local agent: with tcg, a VM
+// starts under TCG although /dev/kvm may open (where KVM opens but guests
+// hang, as in some nested VMs, it is the way to run them).
+func TestTheControllersQemuAccelReachesItsLocalAgent(t *testing.T) {
+	guest := tinyGuest(t)
+	c := startControllerWith(t, t.TempDir(), nil, "--qemu-accel", "tcg")
+	copyImages(t, c, guest)
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "accel"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	var vm struct {
+		nodeReply
+		CommandLine string `json:"command_line"`
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "g1", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
+		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 64, "kernel_command_line": "console=ttyS0"}}, 201, &vm)
+	c.call("POST", base+"/nodes/"+vm.NodeID+"/start", nil, 200, &vm)
+	if !strings.Contains(vm.CommandLine, " -accel tcg ") {
+		t.Fatalf("started with --qemu-accel tcg: %s", vm.CommandLine)
+	}
+	c.call("POST", base+"/nodes/"+vm.NodeID+"/stop", nil, 200, nil)
+}

@@ -27,8 +27,11 @@ apt_install() {
 		sudo="sudo"
 	fi
 	echo "installing: $*" >&2
-	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+	# Wait for the dpkg lock rather than fail at once: on a machine just
+	# booted, unattended-upgrades (or another script's install) may hold it.
+	local wait=(-o DPkg::Lock::Timeout=600)
+	$sudo apt-get "${wait[@]}" update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # need CMD:PACKAGE... installs, with apt-get, the Debian packages of the

@@ -57,6 +57,14 @@ func (a *API) registerGUI(app *fiber.App) {
 	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
 		a.handle(app, "GET", "/v2/compute/"+l, emptyList)
 	}
+	// Their uploads and actions are 409 saying so (spec 2.16), as the
+	// forwarded calls are, rather than a 404 "No route" toast: the web UI's
+	// image uploads, and the IOS router wizard's Idle-PC search, whose path
+	// is too short for the forwarded calls' template.
+	for _, e := range []string{"iou", "dynamips"} {
+		a.handle(app, "POST", "/v2/compute/"+e+"/images/{filename:.+}", notRunHere(e))
+	}
+	a.handle(app, "POST", "/v2/computes/{compute_id}/auto_idlepc", a.computeNotRunHere("dynamips"))
 }
 
 // guiRouteDocs documents the routes of registerGUI (see routeDocs).
@@ -87,6 +95,9 @@ var guiRouteDocs = map[string]routeDoc{
 	"GET /v2/compute/dynamips/images":                        {"The web UI's Dynamips image list: none", "", 200, "list", nil},
 	"GET /v2/compute/virtualbox/vms":                         {"The web UI's VirtualBox VM list: none", "", 200, "list", nil},
 	"GET /v2/compute/vmware/vms":                             {"The web UI's VMware VM list: none", "", 200, "list", nil},
+	"POST /v2/compute/iou/images/{filename:.+}":              {"The web UI's IOU image upload: 409, IOU is not run here", "raw", 409, "", []int{409}},
+	"POST /v2/compute/dynamips/images/{filename:.+}":         {"The web UI's Dynamips image upload: 409, Dynamips is not run here", "raw", 409, "", []int{409}},
+	"POST /v2/computes/{compute_id}/auto_idlepc":             {"The IOS router wizard's Idle-PC search: 409, Dynamips is not run here", "", 409, "", []int{404, 409}},
 	"POST /v2/templates":                                     {"Create a template from the type's defaults and the members given; template.created on the controller stream", "template", 201, "template", []int{400, 409, 413}},
 	"PUT /v2/templates/{template_id}":                        {"Change a user template (merged, then checked whole); built-in templates are read-only", "template_update", 200, "template", []int{400, 404, 409, 413}},
 	"DELETE /v2/templates/{template_id}":                     {"Delete a user template", "", 204, "", []int{404, 409}},

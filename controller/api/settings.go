@@ -157,6 +157,24 @@ func (a *API) computeEmptyList(c *fiber.Ctx) error {
 	return c.JSON([]any{})
 }
 
+// notRunHere answers an upload or action of an emulator labtap does not
+// run: 409 saying so, the body left unread.
+func notRunHere(emulator string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		return &project.Error{Kind: project.ErrConflict, Msg: emulator + " is not supported by this server"}
+	}
+}
+
+// computeNotRunHere is notRunHere for one compute: 404 if it is unknown.
+func (a *API) computeNotRunHere(emulator string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if _, ok := a.computes.Get(c.Params("compute_id")); !ok {
+			return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + c.Params("compute_id") + " doesn't exist"}
+		}
+		return notRunHere(emulator)(c)
+	}
+}
+
 // statistics answers the web UI's system status: one entry per connected
 // compute, from what its agent reports (missing values are 0).
 func (a *API) statistics(c *fiber.Ctx) error {

@@ -173,3 +173,25 @@ func TestForwardedComputeCalls(t *testing.T) {
 	s.must("GET", "/v2/computes/endpoint/local/iou/images/x", nil, 409, ep)
 	s.must("GET", "/v2/computes/endpoint/ghost/qemu/images/x", nil, 404, ep)
 }
+
+// The web UI's image uploads for IOU and Dynamips, and the IOS router
+// wizard's Idle-PC search (whose path is too short for the forwarded
+// calls' template), are 409 saying the emulator is not run here, as the
+// forwarded calls are (spec 2.16), not a "No route" 404 or a 400.
+func TestUploadsAndActionsOfEmulatorsNotRunHereAre409(t *testing.T) {
+	s := newServer(t)
+	for _, c := range []struct {
+		path, route, msg string
+		status           int
+	}{
+		{"/v2/compute/iou/images/i86bi-linux.bin", "/v2/compute/iou/images/{filename:.+}", "iou is not supported by this server", 409},
+		{"/v2/compute/dynamips/images/sub/c7200.image", "/v2/compute/dynamips/images/{filename:.+}", "dynamips is not supported by this server", 409},
+		{"/v2/computes/local/auto_idlepc", "/v2/computes/{compute_id}/auto_idlepc", "dynamips is not supported by this server", 409},
+		{"/v2/computes/ghost/auto_idlepc", "/v2/computes/{compute_id}/auto_idlepc", "Compute ID ghost doesn't exist", 404},
+	} {
+		r := s.must("POST", c.path, strings.Repeat("image bytes ", 1000), c.status, c.route)
+		if r.body["message"] != c.msg || r.body["status"] != float64(c.status) {
+			t.Errorf("POST %s: %s", c.path, r.raw)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"strings"
 
@@ -113,11 +114,55 @@ func (s *Templates) CreateNode(ctx context.Context, projectID, templateID string
 	if b, ok := t.Settings["console_auto_start"].(bool); ok {
 		nc.ConsoleAutoStart = b
 	}
-	for k, v := range t.Properties {
+	props := maps.Clone(t.Properties)
+	if err := liftNodeMembers(&nc, props); err != nil {
+		return Node{}, err
+	}
+	for k, v := range props {
 		nc.Properties[k] = v
 	}
 	if hasAdapters(t.Type) {
 		nc.ConsoleType = t.ConsoleType // a docker template's http console, ...
 	}
 	return s.nodes.Create(ctx, projectID, nc)
+}
+
+// liftNodeMembers moves the members of a template that are the node's own,
+// not its properties, out of props into nc (GNS3's Node takes them apart
+// from its properties): the port names' format, segment size and first
+// name, and custom adapters. A QEMU template has all four, and a QEMU
+// node's properties refuse them.
+func liftNodeMembers(nc *NodeCreate, props map[string]any) error {
+	if v, ok := props["port_name_format"]; ok {
+		delete(props, "port_name_format")
+		if s, _ := v.(string); s != "" {
+			nc.PortNameFormat = s
+		}
+	}
+	if _, ok := props["port_segment_size"]; ok {
+		n, err := integer(props, "port_segment_size", 0, 1000000, false)
+		if err != nil {
+			return errorf(ErrInvalid, "%v", err)
+		}
+		delete(props, "port_segment_size")
+		nc.PortSegmentSize = n
+	}
+	if v, ok := props["first_port_name"]; ok {
+		delete(props, "first_port_name")
+		if s, _ := v.(string); s != "" {
+			nc.FirstPortName = &s
+		}
+	}
+	if v, ok := props["custom_adapters"]; ok {
+		delete(props, "custom_adapters")
+		list, _ := v.([]any)
+		for _, e := range list {
+			raw, err := json.Marshal(e)
+			if err != nil {
+				return errorf(ErrInvalid, "custom_adapters: %v", err)
+			}
+			nc.CustomAdapters = append(nc.CustomAdapters, raw)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package project
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,63 @@ func TestTemplateErrorsNameNoServerPath(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "console_type") {
 		t.Fatalf("error does not say what is wrong: %v", err)
+	}
+}
+
+// qemuComputes run QEMU and docker nodes.
+type qemuComputes struct{ dockerComputes }
+
+func (qemuComputes) NodeTypes(string) []string { return []string{"vpcs", TypeDocker, TypeQemu} }
+
+// A template's port names' format, segment size and first name and its
+// custom adapters are the node's own members, not its properties (a QEMU
+// node's properties refuse them): a node made from a QEMU template, with
+// GNS3's defaults or its own, names its ports from them, and a docker
+// template's custom adapters reach the node.
+func TestANodeFromAQemuOrDockerTemplateTakesItsPortMembers(t *testing.T) {
+	f := &fixture{computes: newFakeComputes(), store: &failingStore{}, events: &recorder{}}
+	f.svc = NewService(Config{ProjectsDir: t.TempDir(), Computes: qemuComputes{dockerComputes{f.computes}}, Store: f.store, Events: f.events})
+	p, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "lab", Settings: DefaultSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromTemplate := func(tpl map[string]any) Node {
+		t.Helper()
+		made, err := f.svc.Templates.Create(tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := f.svc.Templates.CreateNode(t.Context(), p.ID, made.ID, FromTemplate{})
+		if err != nil {
+			t.Fatalf("node from the %s template: %v", tpl["name"], err)
+		}
+		for _, k := range []string{"port_name_format", "port_segment_size", "first_port_name", "custom_adapters"} {
+			if _, in := n.Properties[k]; in {
+				t.Errorf("%s: %s is among the node's properties", n.Name, k)
+			}
+		}
+		return n
+	}
+	portNames := func(n Node) []string {
+		var names []string
+		for _, port := range n.Ports() {
+			names = append(names, port.Name)
+		}
+		return names
+	}
+	plain := fromTemplate(map[string]any{"name": "tiny", "template_type": TypeQemu, "compute_id": "local", "kernel_image": "vmlinuz"})
+	if got := portNames(plain); !slices.Equal(got, []string{"Ethernet0"}) {
+		t.Errorf("a node of GNS3's default QEMU template has ports %v", got)
+	}
+	router := fromTemplate(map[string]any{"name": "router", "template_type": TypeQemu, "compute_id": "local", "adapters": 4,
+		"port_name_format": "Gi0/{0}", "port_segment_size": 2, "first_port_name": "mgmt0",
+		"custom_adapters": []any{map[string]any{"adapter_number": 3, "port_name": "uplink"}}})
+	if got := portNames(router); !slices.Equal(got, []string{"mgmt0", "Gi0/0", "Gi0/1", "uplink"}) {
+		t.Errorf("router ports %v", got)
+	}
+	dk := fromTemplate(map[string]any{"name": "dk", "template_type": TypeDocker, "compute_id": "local", "image": "labtap/host:bookworm",
+		"adapters": 2, "custom_adapters": []any{map[string]any{"adapter_number": 1, "port_name": "lan"}}})
+	if got := portNames(dk); !slices.Equal(got, []string{"eth0", "lan"}) {
+		t.Errorf("docker ports %v", got)
 	}
 }
