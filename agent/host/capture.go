@@ -156,6 +156,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
 		BufferedIO: o.buffered,
 		Pool:       o.pool,
+		Sync:       o.hooks.sync,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
@@ -165,7 +166,19 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 			if o.hooks.creating != nil {
 				o.hooks.creating(name)
 			}
-			markWriting(c.root, name)
+		},
+		// The file is marked once made, off the start's way: the start
+		// answers once the file and its header are durable, and the ring
+		// writes none of its records before the mark is durable too, so a
+		// crash leaves either a header alone or a marked file.
+		Created: func(name string, release func()) {
+			go func() {
+				defer release()
+				if o.hooks.marking != nil {
+					o.hooks.marking(name)
+				}
+				markWriting(c.root, name)
+			}()
 		},
 		Closed:  func(name string) { unmarkWriting(c.root, name) },
 		Removed: func(name string) { unmarkWriting(c.root, name) },
@@ -199,7 +212,12 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		p.caps.mu.Unlock()
 		close(c.ready)
 		close(c.closed)
-		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
+		if errors.Is(err, fs.ErrExist) { // made since uniqueName looked: never overwritten
+			return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
+		}
+		// The disk failed (full, read-only, an I/O error): the file, if
+		// made, is removed, and nothing runs.
+		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	c.tap = &captureTap{ring: ring, filter: filter}
 	stopped := c.done // stopped while its files were being made

@@ -192,8 +192,10 @@ type hooks struct {
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
-	creating        func(name string) // a ring is about to create its file name
-	resolving       func()            // a tunnel's remote host name is about to be looked up
+	creating        func(name string)    // a ring is about to create its file name
+	marking         func(name string)    // a capture's file is about to be marked as being written
+	sync            func(*os.File) error // makes a new capture file, or its folder, durable (captures.Options.Sync); nil: fsync
+	resolving       func()               // a tunnel's remote host name is about to be looked up
 }
 
 type hostNode struct {

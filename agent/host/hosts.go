@@ -233,10 +233,19 @@ func (h *Host) State() proto.AgentState {
 // to its last whole record, so every reader sees a valid capture.
 const writingSuffix = ".writing"
 
-// markWriting marks a capture file as being written.
+// markWriting marks a capture file as being written, durably: the
+// capture writes no record before it returns (captures.RingHooks.Created).
+// A mark that cannot be made is skipped, as before: a crash may then leave
+// the file's last record torn, unrepaired.
 func markWriting(root *os.Root, name string) {
-	if f, err := root.Create(name + writingSuffix); err == nil {
-		f.Close()
+	f, err := root.Create(name + writingSuffix)
+	if err != nil {
+		return
+	}
+	f.Close()
+	if d, err := root.Open("."); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
 }
 
