@@ -88,7 +88,7 @@ func TestARingFileWritesNoRecordBeforeItIsReleased(t *testing.T) {
 	// Fifty flush intervals: an ungated writer writes them in one.
 	time.Sleep(50 * time.Millisecond)
 	if fi, err := os.Stat(path); err != nil || fi.Size() != 24 {
-		t.Fatalf("before its release the file is %v, %v; want its 24-byte header alone", fi, err)
+		t.Fatalf("before its release the file holds %d bytes (%v), want its 24-byte header alone", fi.Size(), err)
 	}
 	release()
 	if err := r.Close(); err != nil {
