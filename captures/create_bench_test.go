@@ -11,7 +11,7 @@ import (
 // the file and its directory entry made durable, in a folder that fills
 // with the files of earlier iterations as a lab's captures folder does.
 // "parallel" is Create as it is, the two fsyncs at once; "serial" makes
-// them wait for each other (the file's first, as Create did before), for
+// them wait for each other (one after the other, as Create did before), for
 // comparison in the same run:
 //
 //	go test ./captures -run '^$' -bench 'Create/' -count 5

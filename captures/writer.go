@@ -60,6 +60,9 @@ type Options struct {
 	// answers only once both calls returned nil. Nil means
 	// (*os.File).Sync; tests inject a failing or slow disk with it.
 	Sync func(f *os.File) error
+	// Dir is the directory Create makes the file in, opened, for its sync;
+	// nil: Create opens it each time. It is not closed.
+	Dir *os.File
 
 	hooks hooks // tests open race windows with them
 	// gate, when set, holds the writer back from the file until it is

@@ -47,6 +47,7 @@ type hostCapture struct {
 	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
 	name  string            // the file's name: spec's, or name-N when spec's was taken (uniqueName)
 	root  *os.Root          // the captures folder holding the files and their .writing marks
+	dir   *os.File          // the same folder, opened for its syncs (projectCaptures.folder)
 	owner *projectCaptures  // whose mu guards done
 	tap   *captureTap       // nil until the files exist; set under projectCaptures.mu
 	ready chan struct{}     // closed when tap is set, or the start failed
@@ -157,6 +158,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		BufferedIO: o.buffered,
 		Pool:       o.pool,
 		Sync:       o.hooks.sync,
+		Dir:        c.dir,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
@@ -177,7 +179,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 				if o.hooks.marking != nil {
 					o.hooks.marking(name)
 				}
-				markWriting(c.root, name)
+				markWriting(c.root, c.dir, name)
 			}()
 		},
 		Closed:  func(name string) { unmarkWriting(c.root, name) },
@@ -325,7 +327,7 @@ func (o *Captures) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) 
 	if _, ok := p.caps.closing[spec.FileName]; ok {
 		return nil, true, nil // the asked name was taken meanwhile
 	}
-	c = &hostCapture{spec: spec, name: name, root: root, owner: &p.caps, ready: make(chan struct{}), closed: make(chan struct{})}
+	c = &hostCapture{spec: spec, name: name, root: root, dir: p.caps.folder, owner: &p.caps, ready: make(chan struct{}), closed: make(chan struct{})}
 	p.caps.byLink[linkID] = c
 	p.caps.closing[name] = c // the name is taken until the files are closed
 	return c, false, nil

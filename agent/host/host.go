@@ -438,6 +438,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.caps.nameMu.Lock()
 	if p.caps.root != nil {
 		p.caps.root.Close()
+		p.caps.folder.Close()
 	}
 	p.caps.nameMu.Unlock()
 	h.projects.mu.Lock()

@@ -237,16 +237,14 @@ const writingSuffix = ".writing"
 // capture writes no record before it returns (captures.RingHooks.Created).
 // A mark that cannot be made is skipped, as before: a crash may then leave
 // the file's last record torn, unrepaired.
-func markWriting(root *os.Root, name string) {
+// dir is root's folder, opened.
+func markWriting(root *os.Root, dir *os.File, name string) {
 	f, err := root.Create(name + writingSuffix)
 	if err != nil {
 		return
 	}
 	f.Close()
-	if d, err := root.Open("."); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
+	_ = dir.Sync()
 }
 
 // unmarkWriting removes the mark of a capture that ended cleanly.

@@ -69,6 +69,7 @@ type projectCaptures struct {
 	nameMu sync.Mutex
 	dir    string   // the captures folder
 	root   *os.Root // opened on first use
+	folder *os.File // the same folder, opened with root: new files' syncs of it (captures.Options.Dir)
 
 	mu sync.Mutex // guards what follows and every capture's done
 	// closing holds the captures, by file name, whose files are open:
@@ -119,7 +120,12 @@ func (c *projectCaptures) rootLocked() (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("captures folder: %w", err)
 	}
-	c.root = root
+	folder, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	c.root, c.folder = root, folder
 	return root, nil
 }
 
