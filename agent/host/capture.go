@@ -176,9 +176,6 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Created: func(name string, release func()) {
 			go func() {
 				defer release()
-				if o.hooks.marking != nil {
-					o.hooks.marking(name)
-				}
 				markWriting(c.root, c.dir, name)
 			}()
 		},

@@ -193,7 +193,6 @@ type hooks struct {
 	// new-file hook.
 	ringMade, began func()
 	creating        func(name string)    // a ring is about to create its file name
-	marking         func(name string)    // a capture's file is about to be marked as being written
 	sync            func(*os.File) error // makes a new capture file, or its folder, durable (captures.Options.Sync); nil: fsync
 	resolving       func()               // a tunnel's remote host name is about to be looked up
 }
