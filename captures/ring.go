@@ -142,7 +142,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	}
 	f, err := Create(r.dir, name, opts)
 	if err != nil {
-		return nil, err // Create opened the gate
+		return nil, err // no writer waits for the gate: Create opened it, or started none
 	}
 	rd, err := f.Reader()
 	if err != nil {
