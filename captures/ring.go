@@ -30,12 +30,21 @@ type Limits struct {
 func (l Limits) ring() bool { return l.Files > 1 }
 
 // RingHooks tell the Ring's owner about its files, from the Ring's own
-// goroutine (never from WritePackets). Nil hooks are skipped.
+// goroutine (never from WritePackets), or for the first file from
+// CreateRing. Nil hooks are skipped.
 type RingHooks struct {
 	// Creating is called before a file is created, Began when a file after
 	// the first one takes over, Closed after a file was closed cleanly,
 	// Removed after the ring removed a file (too old).
 	Creating, Began, Closed, Removed func(name string)
+	// Created is called once a file was created, its header and name
+	// durable, before it takes records. The file's records are queued and
+	// none is written to it until release is called, which Created must
+	// do, once, soon, from any goroutine: the owner marks the file as
+	// being written (for a repair after a crash) off the capture's start,
+	// since a file holding only its header needs no repair. Closed and
+	// Removed come after release.
+	Created func(name string, release func())
 }
 
 // Ring is a capture written to a sequence of files, each a File ending on a
@@ -128,14 +137,21 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	}
 	opts := r.opts
 	opts.MaxBytes = r.limits.MaxBytes
+	if r.hooks.Created != nil {
+		opts.gate = newGate()
+	}
 	f, err := Create(r.dir, name, opts)
 	if err != nil {
-		return nil, err
+		return nil, err // no writer waits for the gate: Create opened it, or started none
 	}
 	rd, err := f.Reader()
 	if err != nil {
+		opts.gate.open()
 		f.Close()
 		return nil, fmt.Errorf("captures: open %s for followers: %w", name, err)
+	}
+	if r.hooks.Created != nil {
+		r.hooks.Created(name, opts.gate.open)
 	}
 	return &ringFile{n: n, name: name, f: f, rd: rd, next: make(chan struct{})}, nil
 }

@@ -1,6 +1,8 @@
 package captures
 
 import (
+	"os"
+	"sync"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -53,11 +55,37 @@ type Options struct {
 	// Pool lends a File the memory of its queue; nil means DefaultPool(),
 	// the process's.
 	Pool *Pool
+	// Sync makes a new file durable in Create: it is called with the file,
+	// once its header is written, and with its directory, and Create
+	// answers only once both calls returned nil. Nil means
+	// (*os.File).Sync; tests inject a failing or slow disk with it.
+	Sync func(f *os.File) error
+	// Dir is the directory Create makes the file in, opened, for its sync;
+	// nil: Create opens it each time. It is not closed.
+	Dir *os.File
 
 	hooks hooks // tests open race windows with them
+	// gate, when set, holds the writer back from the file until it is
+	// opened: the records queue meanwhile (RingHooks.Created).
+	gate *gate
 	// openDirect opens the file's direct handle (nil: none); the writer
 	// calls it when it starts, so Create does not wait for it.
 	openDirect func() fileHandle
+}
+
+// gate is a one-way door: closed until open is called, once or more.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+// open opens g; a nil gate is open.
+func (g *gate) open() {
+	if g != nil {
+		g.once.Do(func() { close(g.ch) })
+	}
 }
 
 // hooks are called by a File's writer at points where tests need to act.

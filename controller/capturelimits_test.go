@@ -156,16 +156,18 @@ func TestCaptureLimitsAndRingFilesThroughTheController(t *testing.T) {
 		t.Fatalf("the ring's first file: %d bytes, %v", len(first), err)
 	}
 	// Another link's capture named after the ring's files is a 409 (a
-	// ring writes every name-NNNNN.pcap) and writes nothing. The ring makes
-	// its next file ahead, in the background: the folder is compared once
-	// that file is there (on a loaded machine it can come after the start's
-	// reply, and read as a file a refused capture wrote).
-	nextMade := time.Now().Add(30 * time.Second)
-	for !slices.Contains(captureFiles(t, dir, regexp.MustCompile(`.`)), "ring-00002.pcap") {
-		if time.Now().After(nextMade) {
-			t.Fatalf("the ring's next file was not made ahead: %v", captureFiles(t, dir, regexp.MustCompile(`.`)))
+	// ring writes every name-NNNNN.pcap) and writes nothing. The ring
+	// makes its next file, and marks it, ahead of need, after its start
+	// answered: the folder is compared once that is done.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		spare, _ := os.Stat(filepath.Join(dir, "ring-00002.pcap"))
+		mark, _ := os.Stat(filepath.Join(dir, "ring-00002.pcap.writing"))
+		if spare != nil && mark != nil {
+			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the ring never made its next file")
+		}
 	}
 	before := captureFiles(t, dir, regexp.MustCompile(`.`))
 	for _, name := range []string{"ring-00001.pcap", "ring-00002", "ring.pcap"} {

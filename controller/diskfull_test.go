@@ -125,3 +125,73 @@ func freeUDPPort(t *testing.T) int {
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
+
+// A capture that cannot start because its disk is full (its header cannot
+// be written) is a 500 whose JSON message says why; the link is not
+// capturing, no file or mark is left in the captures folder, and once the
+// disk has room the same name starts.
+func TestACaptureStartOnAFullDiskFailsWithItsReasonAndLeavesNoFile(t *testing.T) {
+	data := t.TempDir()
+	c := startControllerUnder(t, mountNamespaceWrapper(t, data, "1m"), data, nil)
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "full"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	var ids []string
+	for _, name := range []string{"A", "B"} {
+		peer := testenv.LoopbackUDP(t)
+		var n nodeReply
+		c.call("POST", base+"/nodes", map[string]any{"name": name, "node_type": "cloud", "compute_id": "local",
+			"properties": map[string]any{"ports_mapping": []any{map[string]any{
+				"name": "UDP tunnel 1", "port_number": 0, "type": "udp", "lport": freeUDPPort(t), "rhost": "127.0.0.1",
+				"rport": peer.LocalAddr().(*net.UDPAddr).Port}}}}, 201, &n)
+		ids = append(ids, n.NodeID)
+	}
+	var link linkReply
+	c.call("POST", base+"/links", map[string]any{"nodes": []map[string]any{
+		{"node_id": ids[0], "adapter_number": 0, "port_number": 0},
+		{"node_id": ids[1], "adapter_number": 0, "port_number": 0},
+	}}, 201, &link)
+
+	// Fill the controller's disk, seen through its own mounts.
+	inside := func(p string) string { return filepath.Join(fmt.Sprintf("/proc/%d/root", c.cmd.Process.Pid), p) }
+	filler := inside(filepath.Join(data, "filler"))
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break // full
+		}
+	}
+	f.Close()
+
+	var refused struct {
+		Message string `json:"message"`
+	}
+	c.call("POST", base+"/links/"+link.LinkID+"/start_capture", map[string]any{"capture_file_name": "full"}, 500, &refused)
+	if !strings.Contains(refused.Message, "no space left on device") {
+		t.Fatalf("start_capture on a full disk: message %q, want the reason", refused.Message)
+	}
+	var now linkReply
+	c.call("GET", base+"/links/"+link.LinkID, nil, 200, &now)
+	if now.Capturing {
+		t.Fatalf("the link captures after its start failed: %+v", now)
+	}
+	folder := inside(filepath.Join(data, "projects", project.ProjectID, "project-files", "captures"))
+	if names, err := os.ReadDir(folder); err != nil || len(names) != 0 {
+		t.Fatalf("the failed start left %v in the captures folder (%v)", names, err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var started linkReply
+	c.call("POST", base+"/links/"+link.LinkID+"/start_capture", map[string]any{"capture_file_name": "full"}, 201, &started)
+	if deref(started.CaptureFileName) != "full.pcap" {
+		t.Fatalf("the start once the disk has room: %+v, want full.pcap", started)
+	}
+}

@@ -214,10 +214,20 @@ func TestCapturesLeftByACrashAreRepairedWhenTheProjectOpens(t *testing.T) {
 	first.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}}, nil, 204)
 	var st proto.CaptureState
 	first.must("PUT", proto.CapturePath(projectID, linkID), proto.CaptureSpec{FileName: "crash.pcap", DataLinkType: "DLT_EN10MB"}, &st, 200)
-	if _, err := os.Stat(st.FilePath + ".writing"); err != nil {
-		t.Fatalf("a running capture is not marked: %v", err)
-	}
 	first.exchange("x")
+	// The mark is made once the file is (off the start's way), and before
+	// any record is written: a file holding a record is marked.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(st.FilePath); err == nil && fi.Size() > 24 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the capture's records never reached its file")
+		}
+	}
+	if _, err := os.Stat(st.FilePath + ".writing"); err != nil {
+		t.Fatalf("a running capture holding records is not marked: %v", err)
+	}
 	first.must("DELETE", proto.CapturePath(projectID, linkID), nil, &st, 200)
 	if _, err := os.Stat(st.FilePath + ".writing"); !os.IsNotExist(err) {
 		t.Fatalf("a stopped capture is still marked: %v", err)

@@ -47,6 +47,7 @@ type hostCapture struct {
 	spec  proto.CaptureSpec // defaults filled in, as asked: a repeated request is recognised by it
 	name  string            // the file's name: spec's, or name-N when spec's was taken (uniqueName)
 	root  *os.Root          // the captures folder holding the files and their .writing marks
+	dir   *os.File          // the same folder, opened for its syncs (projectCaptures.folder)
 	owner *projectCaptures  // whose mu guards done
 	tap   *captureTap       // nil until the files exist; set under projectCaptures.mu
 	ready chan struct{}     // closed when tap is set, or the start failed
@@ -156,6 +157,8 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Interfaces: [2]string{endName(l.spec.A, "A"), endName(l.spec.B, "B")},
 		BufferedIO: o.buffered,
 		Pool:       o.pool,
+		Sync:       o.hooks.sync,
+		Dir:        c.dir,
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
@@ -165,7 +168,16 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 			if o.hooks.creating != nil {
 				o.hooks.creating(name)
 			}
-			markWriting(c.root, name)
+		},
+		// The file is marked once made, off the start's way: the start
+		// answers once the file and its header are durable, and the ring
+		// writes none of its records before the mark is durable too, so a
+		// crash leaves either a header alone or a marked file.
+		Created: func(name string, release func()) {
+			go func() {
+				defer release()
+				markWriting(c.root, c.dir, name)
+			}()
 		},
 		Closed:  func(name string) { unmarkWriting(c.root, name) },
 		Removed: func(name string) { unmarkWriting(c.root, name) },
@@ -199,7 +211,12 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		p.caps.mu.Unlock()
 		close(c.ready)
 		close(c.closed)
-		return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
+		if errors.Is(err, fs.ErrExist) { // made since uniqueName looked: never overwritten
+			return proto.CaptureState{}, proto.Errorf(proto.CodeConflict, "%v", err)
+		}
+		// The disk failed (full, read-only, an I/O error): the file, if
+		// made, is removed, and nothing runs.
+		return proto.CaptureState{}, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	c.tap = &captureTap{ring: ring, filter: filter}
 	stopped := c.done // stopped while its files were being made
@@ -307,7 +324,7 @@ func (o *Captures) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) 
 	if _, ok := p.caps.closing[spec.FileName]; ok {
 		return nil, true, nil // the asked name was taken meanwhile
 	}
-	c = &hostCapture{spec: spec, name: name, root: root, owner: &p.caps, ready: make(chan struct{}), closed: make(chan struct{})}
+	c = &hostCapture{spec: spec, name: name, root: root, dir: p.caps.folder, owner: &p.caps, ready: make(chan struct{}), closed: make(chan struct{})}
 	p.caps.byLink[linkID] = c
 	p.caps.closing[name] = c // the name is taken until the files are closed
 	return c, false, nil

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,13 +28,13 @@ const (
 )
 
 // linkedHost is a Host with two started fake nodes joined by a link.
-func linkedHost(t *testing.T) *Host {
+func linkedHost(t testing.TB) *Host {
 	h, _ := linkedFakes(t)
 	return h
 }
 
 // linkedFakes is linkedHost, with its fake nodes by id.
-func linkedFakes(t *testing.T) (*Host, map[string]*node.Fake) {
+func linkedFakes(t testing.TB) (*Host, map[string]*node.Fake) {
 	t.Helper()
 	var mu sync.Mutex
 	fakes := map[string]*node.Fake{}
@@ -386,5 +387,50 @@ func TestTheCapturesMemoryIsWhatTheirPoolHolds(t *testing.T) {
 	}
 	if m := h.Captures.Memory(); m.Allocated < 2<<20 || m.Max != bound {
 		t.Fatalf("after the capture: %+v (the pool keeps its free regions for an hour)", m)
+	}
+}
+
+// A start answers only once the capture's file is durable: when the sync
+// of its folder fails (returning only after the file's own sync, so that a
+// start that answered after the file's sync alone would answer success),
+// the start fails with the agent's internal error, nothing runs on the
+// link, no file or mark is left, and the name is free for the next start.
+func TestACaptureWhoseFileCannotBeMadeDurableFailsAndLeavesNothing(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	fault := errors.New("injected fsync failure")
+	fileSynced := make(chan struct{})
+	var once sync.Once
+	h.hooks.sync = func(f *os.File) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			defer once.Do(func() { close(fileSynced) })
+			return f.Sync()
+		}
+		select {
+		case <-fileSynced:
+		case <-time.After(5 * time.Second):
+		}
+		return fault
+	}
+	_, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "durable.pcap"})
+	var perr *proto.Error
+	if !errors.As(err, &perr) || perr.Code != proto.CodeInternal || !strings.Contains(perr.Message, fault.Error()) {
+		t.Fatalf("start with a failing fsync: %v, want an internal error saying why", err)
+	}
+	if st, err := h.Captures.State(testProject, testLink); err != nil || st.Active {
+		t.Fatalf("after the failed start the link's capture is %+v, %v", st, err)
+	}
+	dir := filepath.Join(h.cfg.DataDir, "projects", testProject, "project-files", "captures")
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("the failed start left %v in the captures folder", names)
+	}
+	send(t, fakes, 3, 100) // the link forwards, with no capture
+	h.hooks.sync = nil
+	st, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "durable.pcap"})
+	if err != nil || !st.Active || filepath.Base(st.FilePath) != "durable.pcap" {
+		t.Fatalf("the next start: %+v, %v; want durable.pcap, running", st, err)
 	}
 }

@@ -192,8 +192,9 @@ type hooks struct {
 	// the capture is published (c.tap set); began at the start of a ring's
 	// new-file hook.
 	ringMade, began func()
-	creating        func(name string) // a ring is about to create its file name
-	resolving       func()            // a tunnel's remote host name is about to be looked up
+	creating        func(name string)    // a ring is about to create its file name
+	sync            func(*os.File) error // makes a new capture file, or its folder, durable (captures.Options.Sync); nil: fsync
+	resolving       func()               // a tunnel's remote host name is about to be looked up
 }
 
 type hostNode struct {
@@ -436,6 +437,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.caps.nameMu.Lock()
 	if p.caps.root != nil {
 		p.caps.root.Close()
+		p.caps.folder.Close()
 	}
 	p.caps.nameMu.Unlock()
 	h.projects.mu.Lock()

@@ -233,11 +233,18 @@ func (h *Host) State() proto.AgentState {
 // to its last whole record, so every reader sees a valid capture.
 const writingSuffix = ".writing"
 
-// markWriting marks a capture file as being written.
-func markWriting(root *os.Root, name string) {
-	if f, err := root.Create(name + writingSuffix); err == nil {
-		f.Close()
+// markWriting marks a capture file as being written, durably (dir is
+// root's folder, opened, for its sync): the capture writes no record
+// before it returns (captures.RingHooks.Created). A mark that cannot be
+// made is skipped, as before: a crash may then leave the file's last
+// record torn, unrepaired.
+func markWriting(root *os.Root, dir *os.File, name string) {
+	f, err := root.Create(name + writingSuffix)
+	if err != nil {
+		return
 	}
+	f.Close()
+	_ = dir.Sync()
 }
 
 // unmarkWriting removes the mark of a capture that ended cleanly.

@@ -69,6 +69,7 @@ type projectCaptures struct {
 	nameMu sync.Mutex
 	dir    string   // the captures folder
 	root   *os.Root // opened on first use
+	folder *os.File // the same folder, opened with root: new files' syncs of it (captures.Options.Dir)
 
 	mu sync.Mutex // guards what follows and every capture's done
 	// closing holds the captures, by file name, whose files are open:
@@ -106,12 +107,36 @@ func (c *projectCaptures) rootLocked() (*os.Root, error) {
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("captures folder: %w", err)
 	}
+	// The folder's own name, and project-files', may be new: make them
+	// durable once, so a capture's file synced in the folder is never
+	// lost with the folder. Every later start finds root open.
+	files := filepath.Dir(c.dir) // project-files, in the project's folder
+	for _, d := range []string{files, filepath.Dir(files)} {
+		if err := syncDir(d); err != nil {
+			return nil, fmt.Errorf("captures folder: %w", err)
+		}
+	}
 	root, err := os.OpenRoot(c.dir)
 	if err != nil {
 		return nil, fmt.Errorf("captures folder: %w", err)
 	}
-	c.root = root
+	folder, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("captures folder: %w", err)
+	}
+	c.root, c.folder = root, folder
 	return root, nil
+}
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // notOpen is the error of a call on a project the agent has not open.

@@ -1,0 +1,32 @@
+package host
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/labtap/labtap/proto"
+)
+
+// BenchmarkCaptureStart times the agent's start of a link's capture, its
+// file made durable (the header and the directory entry synced) before
+// Start returns, in a captures folder that fills with the captures of
+// earlier iterations as a lab's does. The stop is not timed.
+func BenchmarkCaptureStart(b *testing.B) {
+	for _, format := range []string{"pcap", "pcapng"} {
+		b.Run(format, func(b *testing.B) {
+			h := linkedHost(b)
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: fmt.Sprintf("b%d.%s", i, format), Format: format}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if _, err := h.Captures.Stop(testProject, testLink); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
