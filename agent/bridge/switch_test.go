@@ -342,22 +342,48 @@ func (c *countPort) SetHandler(Handler)       {}
 // as the agent runs in scripts/bench. It reports wall and CPU time
 // (cpu-ns/frame: the process's, GC included) per frame, allocations per
 // batch and frames refused on the path.
+//
+// kind=hub runs hubs instead of switches; kind=trunk, switches whose
+// second port is a trunk whose native VLAN is not the first port's, so
+// that each hop pushes or pops a tag (a copy per frame), as between access
+// ports and a trunk.
 func BenchmarkSwitchInProcess(b *testing.B) {
-	for _, hops := range []int{1, 4} {
-		for _, batch := range []int{8, 64} {
-			b.Run(fmt.Sprintf("switches=%d/batch=%d", hops, batch), func(b *testing.B) {
-				benchmarkSwitchInProcess(b, hops, batch)
-			})
+	for _, kind := range []string{"switch", "hub", "trunk"} {
+		for _, hops := range []int{1, 4} {
+			for _, batch := range []int{8, 64} {
+				name := fmt.Sprintf("switches=%d/batch=%d", hops, batch)
+				if kind != "switch" { // the switch's names are older: kept, to compare
+					name = "kind=" + kind + "/" + name
+				}
+				b.Run(name, func(b *testing.B) {
+					benchmarkSwitchInProcess(b, kind, hops, batch)
+				})
+			}
 		}
 	}
 }
 
-func benchmarkSwitchInProcess(b *testing.B, hops, batch int) {
+func benchmarkSwitchInProcess(b *testing.B, kind string, hops, batch int) {
 	src, sink := &memPort{}, &countPort{}
 	left := Port(src)
 	var switches []*Switch
-	for range hops {
-		sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+	for i := range hops {
+		var sw *Switch
+		var err error
+		switch kind {
+		case "hub":
+			sw = NewHub(2)
+		case "trunk":
+			// Odd hops push a tag (access in, trunk out), even hops pop
+			// it (trunk in, access out).
+			ports := []SwitchPort{{VLAN: 1}, {Trunk: true, VLAN: 2}}
+			if i%2 == 1 {
+				ports[0], ports[1] = ports[1], ports[0]
+			}
+			sw, err = NewSwitch(ports)
+		default:
+			sw, err = NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -370,7 +396,11 @@ func benchmarkSwitchInProcess(b *testing.B, hops, batch int) {
 	l := NewLink(left, sink, nil)
 	defer l.Close()
 	// The sink's address is learned once, as in a lab: a frame from it.
-	l.dirs[BtoA].HandleFrames([][]byte{ethFrame(2, 3, 0, "")})
+	learn := ethFrame(2, 3, 0, "")
+	if kind == "trunk" && hops%2 == 1 { // the sink is on a trunk
+		learn = ethFrame(2, 3, 1, "")
+	}
+	l.dirs[BtoA].HandleFrames([][]byte{learn})
 	frames := make([][]byte, batch)
 	for i := range frames {
 		frames[i] = ethFrame(3, 2, 0, string(make([]byte, 1500-14)))
