@@ -68,6 +68,13 @@ type Switch struct {
 	now       time.Time  // of the round
 	learned   macVLAN    // the source learned last in this round, on port learnedOn
 	learnedOn int        // -1: none yet
+	// The destination found last in this round: known unicast to port
+	// hitOn (-1: none) while that port's gen is hitGen. A batch's frames
+	// mostly go to one address, and the table lookup was most of a
+	// switch hop's cost (BenchmarkSwitchInProcess).
+	hit    macVLAN
+	hitOn  int
+	hitGen uint64
 }
 
 type switchPort struct {
@@ -359,7 +366,7 @@ more:
 	// it does (the old array lives on while used). Sizing it up front cost
 	// a pass over every frame of every round, trunk or not.
 	s.scratch = s.scratch[:0]
-	s.learnedOn = -1
+	s.learnedOn, s.hitOn = -1, -1
 	if !s.hub { // a hub learns nothing: no clock to read
 		s.now = time.Now()
 	}
@@ -445,14 +452,25 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 	if frame[6]&1 == 0 && (src != s.learned || in.index != s.learnedOn) {
 		if len(s.macs) >= macTableMax {
 			clear(s.macs)
+			s.hitOn = -1
 		}
 		s.macs[src] = macEntry{port: in.index, gen: in.gen.Load(), seen: now}
 		s.learned, s.learnedOn = src, in.index
+		if src == s.hit {
+			s.hitOn = -1
+		}
 	}
 	if frame[0]&1 == 0 {
-		if e, ok := s.macs[dst]; ok && now.Sub(e.seen) < macAge && s.ports[e.port].gen.Load() == e.gen {
-			if e.port != in.index {
-				s.send(s.ports[e.port], frame, vlan, tagged)
+		out := -1
+		if dst == s.hit && s.hitOn >= 0 && s.ports[s.hitOn].gen.Load() == s.hitGen {
+			out = s.hitOn
+		} else if e, ok := s.macs[dst]; ok && now.Sub(e.seen) < macAge && s.ports[e.port].gen.Load() == e.gen {
+			out = e.port
+			s.hit, s.hitOn, s.hitGen = dst, e.port, e.gen
+		}
+		if out >= 0 {
+			if out != in.index {
+				s.send(s.ports[out], frame, vlan, tagged)
 			}
 			return
 		}

@@ -432,3 +432,28 @@ func benchmarkSwitchInProcess(b *testing.B, kind string, hops, batch int) {
 	b.ReportMetric(float64(cpu)/float64(sent), "cpu-ns/frame")
 	b.ReportMetric(float64(refused()), "refused")
 }
+
+// A round remembers where its last unicast destination went; a frame from
+// that address on another port, in the same round, moves it: the next
+// frame to it must follow.
+func TestAnAddressThatMovesWithinARoundIsFollowed(t *testing.T) {
+	sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}, {VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	st := []*station{attach(t, sw, 0), attach(t, sw, 1), attach(t, sw, 2)}
+	st[1].m.inject(ethFrame(0xff, 5, 0, "5 is here")) // MAC 5 on port 1
+	settle(t, st, []int{1, 0, 1})
+	// Holding the switch queues the three batches, to be switched in one
+	// round once it is free.
+	sw.mu.Lock()
+	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 1"))
+	st[2].m.inject(ethFrame(1, 5, 0, "5 moved to 2"))
+	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 2"))
+	sw.mu.Unlock()
+	settle(t, st, []int{2, 1, 2})
+	if want := ethFrame(5, 1, 0, "to 5 on 2"); !bytes.Equal(last(st[2]), want) {
+		t.Fatalf("port 2 got %q last, want %q", last(st[2]), want)
+	}
+}
