@@ -449,10 +449,10 @@ func TestAnAddressThatMovesWithinARoundIsFollowed(t *testing.T) {
 	// round once it is free.
 	sw.mu.Lock()
 	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 1"))
-	st[2].m.inject(ethFrame(1, 5, 0, "5 moved to 2"))
+	st[2].m.inject(ethFrame(0xff, 5, 0, "5 moved to 2")) // a broadcast: no lookup
 	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 2"))
 	sw.mu.Unlock()
-	settle(t, st, []int{2, 1, 2})
+	settle(t, st, []int{2, 2, 2})
 	if want := ethFrame(5, 1, 0, "to 5 on 2"); !bytes.Equal(last(st[2]), want) {
 		t.Fatalf("port 2 got %q last, want %q", last(st[2]), want)
 	}
