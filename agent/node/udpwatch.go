@@ -63,29 +63,34 @@ func (w *udpWatch) forget(port int, ch chan struct{}) {
 // poll reads the table once per tick while anyone waits, waking the
 // waiters whose port it finds; it ends when none is left.
 func (w *udpWatch) poll() {
-	for {
-		w.mu.Lock()
-		want := make(map[int]bool, len(w.waiters))
-		for port := range w.waiters {
-			want[port] = true
-		}
-		w.mu.Unlock()
-		found := w.scan(want)
-		w.mu.Lock()
-		for port := range found {
-			for _, ch := range w.waiters[port] {
-				close(ch)
-			}
-			delete(w.waiters, port)
-		}
-		if len(w.waiters) == 0 {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
+	for w.tick() {
 		time.Sleep(w.every)
 	}
+}
+
+// tick reads the table once and wakes the waiters whose port it finds;
+// false when no waiter is left (the poller ends).
+func (w *udpWatch) tick() bool {
+	w.mu.Lock()
+	want := make(map[int]bool, len(w.waiters))
+	for port := range w.waiters {
+		want[port] = true
+	}
+	w.mu.Unlock()
+	found := w.scan(want)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for port := range found {
+		for _, ch := range w.waiters[port] {
+			close(ch)
+		}
+		delete(w.waiters, port)
+	}
+	if len(w.waiters) == 0 {
+		w.running = false
+		return false
+	}
+	return true
 }
 
 // scan returns which of the wanted ports are bound, reading each table
