@@ -44,6 +44,9 @@ type consoleClient struct {
 	// the two take turns, so output is not copied into a new buffer at
 	// each write (BenchmarkConsoleOutput).
 	spare []byte
+	// stall is how long a write to the client may wait for it to read,
+	// before it is dropped (guarded by consoleServer.mu).
+	stall time.Duration
 }
 
 // spareMax is the largest buffer a client keeps for reuse: one that grew
@@ -74,6 +77,9 @@ const (
 	// a few bytes per read, and a count of reads dropped clients that were
 	// a few hundred bytes behind during a boot.
 	clientBacklog = 1 << 20
+	// clientStall is how long a client may read nothing while output
+	// waits for it before it is dropped.
+	clientStall = 10 * time.Second
 )
 
 // Telnet bytes (RFC 854, 857, 858).
@@ -170,7 +176,7 @@ func (s *consoleServer) accept() {
 		if err != nil {
 			return // closed
 		}
-		c := &consoleClient{conn: conn, wake: make(chan struct{}, 1)}
+		c := &consoleClient{conn: conn, wake: make(chan struct{}, 1), stall: clientStall}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -256,8 +262,9 @@ func (s *consoleServer) write(c *consoleClient) {
 			continue
 		}
 		c.pending, c.spare = c.spare[:0], nil
+		stall := c.stall
 		s.mu.Unlock()
-		c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		c.conn.SetWriteDeadline(time.Now().Add(stall))
 		_, err := c.conn.Write(data)
 		s.mu.Lock()
 		if err != nil {

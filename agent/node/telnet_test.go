@@ -185,7 +185,7 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 	// send buffer too: the kernel's buffers would otherwise hold all of
 	// what it falls behind by here, and it would never be cut off.
 	s.s.mu.Lock()
-	for c := range s.s.clients {
+	for c := range s.s.clients { // the only one yet
 		c.conn.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	}
 	s.s.mu.Unlock()
@@ -282,9 +282,17 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 	if !bytes.Equal(first, printed) {
 		t.Fatal("the stalled client got other bytes than the node printed")
 	}
-	// Stalled again, for twice the backlog: it is either kept up with
-	// (by the kernel's buffers) or cut off; what it gets is what was
-	// printed, in order, with no gap.
+	// Stalled again, for four times the backlog, and given up on after
+	// 100 ms without reading: it is cut off (by the write that times out,
+	// or by the backlog); what it gets is what was printed, in order,
+	// with no gap.
+	s.s.mu.Lock()
+	for c := range s.s.clients {
+		if c.conn.RemoteAddr().String() == stalled.LocalAddr().String() {
+			c.stall = 100 * time.Millisecond
+		}
+	}
+	s.s.mu.Unlock()
 	from := len(printed)
 	print(4 << 20)
 	waitLive()
@@ -300,6 +308,9 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 			}
 			t.Fatalf("the stalled client, after %d bytes: %v", len(rest), err)
 		}
+	}
+	if len(rest) == len(printed)-from {
+		t.Fatal("the stalled client was never cut off")
 	}
 	if !bytes.HasPrefix(printed[from:], rest) {
 		t.Fatalf("the stalled client's %d bytes are not the start of what was printed", len(rest))
