@@ -252,17 +252,18 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 			time.Sleep(time.Millisecond)
 		}
 	}
-	// print prints size bytes no faster than the live client reads: a
+	// print prints size bytes no faster than the live client reads (a
 	// client further behind than the backlog is dropped, and this one
-	// must not be.
-	print := func(size int) {
+	// must not be), pausing between pieces of 128 KiB.
+	print := func(size int, pause time.Duration) {
 		for ; size > 0; size -= 128 << 10 {
 			write(min(size, 128<<10))
 			waitLive()
+			time.Sleep(pause)
 		}
 	}
 
-	print(512 << 10) // half the backlog a client may have
+	print(512<<10, 0) // half the backlog a client may have
 	if _, err := live.Write([]byte("typed\r")); err != nil {
 		t.Fatal(err)
 	}
@@ -283,18 +284,19 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 		t.Fatal("the stalled client got other bytes than the node printed")
 	}
 	// Stalled again, for four times the backlog, and given up on after
-	// 100 ms without reading: it is cut off (by the write that times out,
-	// or by the backlog); what it gets is what was printed, in order,
-	// with no gap.
+	// 10 ms without reading: it is cut off, by the write that times out
+	// (the backlog fills in 160 ms at this pace: it drops the client if
+	// the writer does not run meanwhile); what it gets is what was
+	// printed, in order, with no gap.
 	s.s.mu.Lock()
 	for c := range s.s.clients {
 		if c.conn.RemoteAddr().String() == stalled.LocalAddr().String() {
-			c.stall = 100 * time.Millisecond
+			c.stall = 10 * time.Millisecond
 		}
 	}
 	s.s.mu.Unlock()
 	from := len(printed)
-	print(4 << 20)
+	print(4<<20, 20*time.Millisecond)
 	waitLive()
 	var rest []byte
 	buf := make([]byte, 64<<10)
