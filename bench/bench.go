@@ -602,8 +602,10 @@ func (b *bench) one(s spec) result {
 	refused0 := b.pathRefused()
 	cpu0, wait0 := b.agentsCPU()
 	steal0 := cpuTimes("")
-	relayDrops0, sinkDrops0 := udpDrops(b.relayIn...), udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port)
-	peerDrops0 := udpDrops(b.relayIn[1:]...)
+	sinkPort := b.sink.LocalAddr().(*net.UDPAddr).Port
+	drops0 := udpDrops() // one read of the tables for the three counts
+	relayDrops0, sinkDrops0 := drops0.sum(b.relayIn...), drops0.sum(sinkPort)
+	peerDrops0 := drops0.sum(b.relayIn[1:]...)
 
 	sk := newSink(b.sink, s.size, s.run, b.start)
 	go sk.run()
@@ -653,9 +655,10 @@ func (b *bench) one(s spec) result {
 		}
 	}
 	r.refused = b.pathRefused() - refused0
-	r.relayDrops = udpDrops(b.relayIn...) - relayDrops0
-	r.peerDrops = udpDrops(b.relayIn[1:]...) - peerDrops0
-	r.sinkDrops = udpDrops(b.sink.LocalAddr().(*net.UDPAddr).Port) - sinkDrops0
+	drops1 := udpDrops()
+	r.relayDrops = drops1.sum(b.relayIn...) - relayDrops0
+	r.peerDrops = drops1.sum(b.relayIn[1:]...) - peerDrops0
+	r.sinkDrops = drops1.sum(sinkPort) - sinkDrops0
 	if s.capture {
 		var st proto.CaptureState
 		if r.err = b.call("DELETE", proto.CapturePath(b.project, b.link), nil, &st); r.err != nil {
@@ -696,7 +699,7 @@ func (b *bench) waitRelayDrained() {
 			return // an agent without link counters: the sink's idle wait must do
 		}
 		if slices.EqualFunc(cur, prev, func(x, y proto.LinkState) bool { return x.Directions == y.Directions }) &&
-			udpQueued(b.relayIn...) == 0 {
+			udpQueued().sum(b.relayIn...) == 0 {
 			return
 		}
 		prev = cur
@@ -1180,33 +1183,43 @@ func (t times) stealShare(before times) float64 {
 	return 0
 }
 
+// udpTable is a field of the kernel's UDP sockets (/proc/net/udp and
+// udp6) summed per local port, from one read of the tables: a run reads
+// them once before and once after, not once per figure.
+type udpTable map[int]int64
+
+// sum returns the field summed over the sockets bound to ports.
+func (t udpTable) sum(ports ...int) int64 {
+	var total int64
+	for _, p := range ports {
+		total += t[p]
+	}
+	return total
+}
+
 // udpQueued returns the bytes waiting in the receive queues of the UDP
-// sockets bound to ports (/proc/net/udp and udp6, rx_queue).
-func udpQueued(ports ...int) int64 {
-	return udpField(ports, func(f []string) int64 {
+// sockets, per port (rx_queue).
+func udpQueued() udpTable {
+	return readUDPTable(func(f []string) int64 {
 		_, rx, _ := strings.Cut(f[4], ":")
 		n, _ := strconv.ParseInt(rx, 16, 64)
 		return n
 	})
 }
 
-// udpDrops sums the kernel's drop counters of the UDP sockets bound to
-// ports (/proc/net/udp and udp6, last column).
-func udpDrops(ports ...int) int64 {
-	return udpField(ports, func(f []string) int64 {
+// udpDrops returns the kernel's drop counters of the UDP sockets, per
+// port (the last column).
+func udpDrops() udpTable {
+	return readUDPTable(func(f []string) int64 {
 		n, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
 		return n
 	})
 }
 
-// udpField sums a field of the lines of /proc/net/udp and udp6 whose local
-// port is one of ports.
-func udpField(ports []int, field func([]string) int64) int64 {
-	suffixes := make([]string, len(ports))
-	for i, p := range ports {
-		suffixes[i] = fmt.Sprintf(":%04X", p)
-	}
-	var total int64
+// readUDPTable reads /proc/net/udp and udp6 and sums field of their lines
+// per local port.
+func readUDPTable(field func([]string) int64) udpTable {
+	t := udpTable{}
 	for _, name := range []string{"/proc/net/udp", "/proc/net/udp6"} {
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -1214,11 +1227,19 @@ func udpField(ports []int, field func([]string) int64) int64 {
 		}
 		for _, line := range strings.Split(string(data), "\n")[1:] {
 			f := strings.Fields(line)
-			if len(f) < 13 || !slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(f[1], s) }) {
+			if len(f) < 13 {
 				continue
 			}
-			total += field(f)
+			i := strings.LastIndexByte(f[1], ':') // local address: ADDR:PORT, hex
+			if i < 0 {
+				continue
+			}
+			port, err := strconv.ParseUint(f[1][i+1:], 16, 16)
+			if err != nil {
+				continue
+			}
+			t[int(port)] += field(f)
 		}
 	}
-	return total
+	return t
 }

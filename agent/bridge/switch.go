@@ -68,6 +68,13 @@ type Switch struct {
 	now       time.Time  // of the round
 	learned   macVLAN    // the source learned last in this round, on port learnedOn
 	learnedOn int        // -1: none yet
+	// The destination found last in this round: known unicast to port
+	// hitOn (-1: none) while that port's gen is hitGen. A batch's frames
+	// mostly go to one address, and the table lookup was most of a
+	// switch hop's cost (BenchmarkSwitchInProcess).
+	hit    macVLAN
+	hitOn  int
+	hitGen uint64
 }
 
 type switchPort struct {
@@ -353,35 +360,23 @@ more:
 			break more
 		}
 	}
-	// Frames pushed or popped a tag are built in scratch. Slices taken of
-	// it stay valid if it grows (the old array lives on while used), but
-	// sizing it for the common case saves the copies.
-	need := 0
-	for _, b := range s.taken {
-		need += len(b.buf) + 4*len(b.frames)
-	}
-	for _, f := range frames {
-		need += len(f) + 4
-	}
-	if cap(s.scratch) < need {
-		s.scratch = make([]byte, 0, need)
-	}
+	// Frames pushed or popped a tag are built in scratch, which keeps its
+	// capacity from round to round: it grows (by append, in send) only
+	// past the largest round yet, and slices taken of it stay valid when
+	// it does (the old array lives on while used). Sizing it up front cost
+	// a pass over every frame of every round, trunk or not.
 	s.scratch = s.scratch[:0]
-	s.now, s.learnedOn = time.Now(), -1
+	s.learnedOn, s.hitOn = -1, -1
+	if !s.hub { // a hub learns nothing: no clock to read
+		s.now = time.Now()
+	}
 	for _, b := range s.taken {
 		s.switchFrames(s.ports[b.port], b.frames)
 	}
 	n := 0
 	if in != nil {
-		n = len(frames)
-		for _, f := range frames {
-			if len(f) > maxSwitchFrame {
-				in.drops.Add(1)
-				n--
-			}
-		}
+		n = s.switchFrames(in, frames)
 		in.rx.Add(uint64(n))
-		s.switchFrames(in, frames)
 	}
 	for i, out := range s.outs {
 		if len(out) == 0 {
@@ -404,11 +399,15 @@ more:
 	return n
 }
 
-// switchFrames switches frames that came in on port in.
-func (s *Switch) switchFrames(in *switchPort, frames [][]byte) {
+// switchFrames switches frames that came in on port in, and returns how
+// many it took: the others, too long, are counted as drops.
+func (s *Switch) switchFrames(in *switchPort, frames [][]byte) int {
+	n := len(frames)
 	for _, frame := range frames {
 		switch {
-		case len(frame) > maxSwitchFrame: // counted by round
+		case len(frame) > maxSwitchFrame:
+			in.drops.Add(1)
+			n--
 		case s.hub:
 			for _, p := range s.ports {
 				if p.index != in.index {
@@ -419,6 +418,7 @@ func (s *Switch) switchFrames(in *switchPort, frames [][]byte) {
 			s.forward(in, frame)
 		}
 	}
+	return n
 }
 
 const etherTypeDot1Q = 0x8100
@@ -452,14 +452,25 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 	if frame[6]&1 == 0 && (src != s.learned || in.index != s.learnedOn) {
 		if len(s.macs) >= macTableMax {
 			clear(s.macs)
+			s.hitOn = -1
 		}
 		s.macs[src] = macEntry{port: in.index, gen: in.gen.Load(), seen: now}
 		s.learned, s.learnedOn = src, in.index
+		if src == s.hit {
+			s.hitOn = -1
+		}
 	}
 	if frame[0]&1 == 0 {
-		if e, ok := s.macs[dst]; ok && now.Sub(e.seen) < macAge && s.ports[e.port].gen.Load() == e.gen {
-			if e.port != in.index {
-				s.send(s.ports[e.port], frame, vlan, tagged)
+		out := -1
+		if dst == s.hit && s.hitOn >= 0 && s.ports[s.hitOn].gen.Load() == s.hitGen {
+			out = s.hitOn
+		} else if e, ok := s.macs[dst]; ok && now.Sub(e.seen) < macAge && s.ports[e.port].gen.Load() == e.gen {
+			out = e.port
+			s.hit, s.hitOn, s.hitGen = dst, e.port, e.gen
+		}
+		if out >= 0 {
+			if out != in.index {
+				s.send(s.ports[out], frame, vlan, tagged)
 			}
 			return
 		}

@@ -342,22 +342,48 @@ func (c *countPort) SetHandler(Handler)       {}
 // as the agent runs in scripts/bench. It reports wall and CPU time
 // (cpu-ns/frame: the process's, GC included) per frame, allocations per
 // batch and frames refused on the path.
+//
+// kind=hub runs hubs instead of switches; kind=trunk, switches whose
+// second port is a trunk whose native VLAN is not the first port's, so
+// that each hop pushes or pops a tag (a copy per frame), as between access
+// ports and a trunk.
 func BenchmarkSwitchInProcess(b *testing.B) {
-	for _, hops := range []int{1, 4} {
-		for _, batch := range []int{8, 64} {
-			b.Run(fmt.Sprintf("switches=%d/batch=%d", hops, batch), func(b *testing.B) {
-				benchmarkSwitchInProcess(b, hops, batch)
-			})
+	for _, kind := range []string{"switch", "hub", "trunk"} {
+		for _, hops := range []int{1, 4} {
+			for _, batch := range []int{8, 64} {
+				name := fmt.Sprintf("switches=%d/batch=%d", hops, batch)
+				if kind != "switch" { // the switch's names are older: kept, to compare
+					name = "kind=" + kind + "/" + name
+				}
+				b.Run(name, func(b *testing.B) {
+					benchmarkSwitchInProcess(b, kind, hops, batch)
+				})
+			}
 		}
 	}
 }
 
-func benchmarkSwitchInProcess(b *testing.B, hops, batch int) {
+func benchmarkSwitchInProcess(b *testing.B, kind string, hops, batch int) {
 	src, sink := &memPort{}, &countPort{}
 	left := Port(src)
 	var switches []*Switch
-	for range hops {
-		sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+	for i := range hops {
+		var sw *Switch
+		var err error
+		switch kind {
+		case "hub":
+			sw = NewHub(2)
+		case "trunk":
+			// Odd hops push a tag (access in, trunk out), even hops pop
+			// it (trunk in, access out).
+			ports := []SwitchPort{{VLAN: 1}, {Trunk: true, VLAN: 2}}
+			if i%2 == 1 {
+				ports[0], ports[1] = ports[1], ports[0]
+			}
+			sw, err = NewSwitch(ports)
+		default:
+			sw, err = NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}})
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -370,7 +396,11 @@ func benchmarkSwitchInProcess(b *testing.B, hops, batch int) {
 	l := NewLink(left, sink, nil)
 	defer l.Close()
 	// The sink's address is learned once, as in a lab: a frame from it.
-	l.dirs[BtoA].HandleFrames([][]byte{ethFrame(2, 3, 0, "")})
+	learn := ethFrame(2, 3, 0, "")
+	if kind == "trunk" && hops%2 == 1 { // the sink is on a trunk
+		learn = ethFrame(2, 3, 1, "")
+	}
+	l.dirs[BtoA].HandleFrames([][]byte{learn})
 	frames := make([][]byte, batch)
 	for i := range frames {
 		frames[i] = ethFrame(3, 2, 0, string(make([]byte, 1500-14)))
@@ -401,4 +431,29 @@ func benchmarkSwitchInProcess(b *testing.B, hops, batch int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(sent), "ns/frame")
 	b.ReportMetric(float64(cpu)/float64(sent), "cpu-ns/frame")
 	b.ReportMetric(float64(refused()), "refused")
+}
+
+// A round remembers where its last unicast destination went; a frame from
+// that address on another port, in the same round, moves it: the next
+// frame to it must follow.
+func TestAnAddressThatMovesWithinARoundIsFollowed(t *testing.T) {
+	sw, err := NewSwitch([]SwitchPort{{VLAN: 1}, {VLAN: 1}, {VLAN: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	st := []*station{attach(t, sw, 0), attach(t, sw, 1), attach(t, sw, 2)}
+	st[1].m.inject(ethFrame(0xff, 5, 0, "5 is here")) // MAC 5 on port 1
+	settle(t, st, []int{1, 0, 1})
+	// Holding the switch queues the three batches, to be switched in one
+	// round once it is free.
+	sw.mu.Lock()
+	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 1"))
+	st[2].m.inject(ethFrame(0xff, 5, 0, "5 moved to 2")) // a broadcast: no lookup
+	st[0].m.inject(ethFrame(5, 1, 0, "to 5 on 2"))
+	sw.mu.Unlock()
+	settle(t, st, []int{2, 2, 2})
+	if want := ethFrame(5, 1, 0, "to 5 on 2"); !bytes.Equal(last(st[2]), want) {
+		t.Fatalf("port 2 got %q last, want %q", last(st[2]), want)
+	}
 }

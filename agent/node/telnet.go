@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -21,8 +20,14 @@ type consoleServer struct {
 	guard   *lineGuard // checks command lines; nil passes everything
 	clients map[*consoleClient]struct{}
 	recent  []byte // the last output, replayed to each new client
-	closed  bool
-	wg      sync.WaitGroup // accept, read and client goroutines
+	// recent is recentBuf[recentAt:], in a buffer of twice the replay's
+	// size made once: new output is appended in place, and the window is
+	// moved down when it reaches the end (an append past a slice cut at
+	// its front made a new array every few reads).
+	recentBuf []byte
+	recentAt  int
+	closed    bool
+	wg        sync.WaitGroup // accept, read and client goroutines
 }
 
 type consoleClient struct {
@@ -34,7 +39,19 @@ type consoleClient struct {
 	pending []byte
 	gone    bool
 	wake    chan struct{}
+	// spare is the buffer the writer wrote last, given back to become
+	// pending once the writer takes that (guarded by consoleServer.mu):
+	// the two take turns, so output is not copied into a new buffer at
+	// each write (BenchmarkConsoleOutput).
+	spare []byte
+	// stall is how long a write to the client may wait for it to read,
+	// before it is dropped (guarded by consoleServer.mu).
+	stall time.Duration
 }
+
+// spareMax is the largest buffer a client keeps for reuse: one that grew
+// for a burst is let go.
+const spareMax = 64 << 10
 
 // queueLocked adds data to what c is sent, or drops c when it is too far
 // behind. s.mu must be held.
@@ -60,6 +77,9 @@ const (
 	// a few bytes per read, and a count of reads dropped clients that were
 	// a few hundred bytes behind during a boot.
 	clientBacklog = 1 << 20
+	// clientStall is how long a client may read nothing while output
+	// waits for it before it is dropped.
+	clientStall = 10 * time.Second
 )
 
 // Telnet bytes (RFC 854, 857, 858).
@@ -134,6 +154,8 @@ func newConsole(ln net.Listener, term io.ReadWriter, opts ConsoleOptions, guard 
 		opts.Replay = recentBytes
 	}
 	s := &consoleServer{ln: ln, term: term, opts: opts, guard: guard, clients: make(map[*consoleClient]struct{})}
+	s.recentBuf = make([]byte, 2*opts.Replay)
+	s.recent = s.recentBuf[:0]
 	s.wg.Add(2)
 	go s.accept()
 	go s.readTerm()
@@ -154,7 +176,7 @@ func (s *consoleServer) accept() {
 		if err != nil {
 			return // closed
 		}
-		c := &consoleClient{conn: conn, wake: make(chan struct{}, 1)}
+		c := &consoleClient{conn: conn, wake: make(chan struct{}, 1), stall: clientStall}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -166,8 +188,12 @@ func (s *consoleServer) accept() {
 		if s.opts.OnResize != nil {
 			hello = ttyGreeting
 		}
-		hello = append(bytes.Clone(hello), s.opts.Banner...)
-		s.queueLocked(c, append(hello, s.recent...))
+		// The telnet options, the banner and the replay, in one buffer
+		// made to measure: the one copy each (the writer has the only
+		// reference; readTerm appends what follows).
+		c.pending = make([]byte, 0, len(hello)+len(s.opts.Banner)+len(s.recent))
+		c.pending = append(append(append(c.pending, hello...), s.opts.Banner...), s.recent...)
+		c.wake <- struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(2)
 		go s.write(c)
@@ -185,10 +211,7 @@ func (s *consoleServer) readTerm() {
 		if n > 0 {
 			chunk := buf[:n] // queueLocked and recent copy it
 			s.mu.Lock()
-			s.recent = append(s.recent, chunk...)
-			if over := len(s.recent) - s.opts.Replay; over > 0 {
-				s.recent = s.recent[over:]
-			}
+			s.keepRecentLocked(chunk)
 			for c := range s.clients {
 				s.queueLocked(c, chunk)
 			}
@@ -200,11 +223,30 @@ func (s *consoleServer) readTerm() {
 	}
 }
 
+// keepRecentLocked adds output to what new clients are replayed, which
+// keeps its last opts.Replay bytes. s.mu must be held.
+func (s *consoleServer) keepRecentLocked(chunk []byte) {
+	limit := s.opts.Replay
+	if len(chunk) > limit {
+		chunk = chunk[len(chunk)-limit:]
+	}
+	if s.recentAt+len(s.recent)+len(chunk) > len(s.recentBuf) {
+		// Both hold limit bytes at most, and the buffer twice that.
+		s.recent = s.recentBuf[:copy(s.recentBuf, s.recent)]
+		s.recentAt = 0
+	}
+	s.recent = append(s.recent, chunk...) // in place: it fits
+	if over := len(s.recent) - limit; over > 0 {
+		s.recent = s.recent[over:]
+		s.recentAt += over
+	}
+}
+
 // dropLocked disconnects a client. s.mu must be held.
 func (s *consoleServer) dropLocked(c *consoleClient) {
 	if _, ok := s.clients[c]; ok {
 		delete(s.clients, c)
-		c.gone, c.pending = true, nil
+		c.gone, c.pending, c.spare = true, nil, nil
 		close(c.wake)
 		c.conn.Close()
 	}
@@ -215,17 +257,24 @@ func (s *consoleServer) write(c *consoleClient) {
 	for range c.wake {
 		s.mu.Lock()
 		data := c.pending
-		c.pending = nil
-		s.mu.Unlock()
 		if len(data) == 0 {
+			s.mu.Unlock()
 			continue
 		}
-		c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.conn.Write(data); err != nil {
-			s.mu.Lock()
+		c.pending, c.spare = c.spare[:0], nil
+		stall := c.stall
+		s.mu.Unlock()
+		c.conn.SetWriteDeadline(time.Now().Add(stall))
+		_, err := c.conn.Write(data)
+		s.mu.Lock()
+		if err != nil {
+			// The client is disconnected: it sees its output end, never
+			// a gap in it.
 			s.dropLocked(c)
-			s.mu.Unlock()
+		} else if !c.gone && cap(data) <= spareMax {
+			c.spare = data[:0]
 		}
+		s.mu.Unlock()
 	}
 }
 
