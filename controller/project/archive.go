@@ -653,7 +653,7 @@ func (s *Archives) DeleteSnapshot(ctx context.Context, id, snapshotID string) er
 // everything restored, then
 // snapshot.restored (the GUI reloads the project on it); never
 // project.closed.
-func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
+func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (_ Project, err error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
@@ -663,7 +663,7 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	if err != nil {
 		return Project{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	p, _, snapInfo, err := s.snapshot(id, snapshotID)
 	if err != nil {
 		return Project{}, err
@@ -712,7 +712,7 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	info := snapInfo
 	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
 	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
-	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
 	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
 	return out, nil
 }
@@ -915,9 +915,7 @@ func (s *Archives) reopen(ctx context.Context, st *state, snap *Snapshot, before
 	st.onComputes = opened.onComputes
 	snapNow := st.snapshotLocked()
 	st.mu.Unlock()
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", p.ID, "err", err)
-	}
+	s.core.saveLogged(st)
 	if before != nil {
 		for i := range snapNow.Nodes {
 			s.core.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})
