@@ -83,6 +83,7 @@ type flushStore struct {
 	flushes chan chan error
 	mu      sync.Mutex
 	saveErr error
+	saves   int // Saves (whole rewrites) that succeeded
 }
 
 func (s *flushStore) SaveAsync(snap *Snapshot) (func() error, error) {
@@ -103,6 +104,9 @@ func (s *flushStore) Save(snap *Snapshot) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	s.saves++
+	s.mu.Unlock()
 	return s.MemoryStore.Save(snap)
 }
 
@@ -192,14 +196,19 @@ func TestAChangeNotOnDiskAnswersTheFailureAndIsNotAnnounced(t *testing.T) {
 // answers (and is announced) as any other.
 func TestAFailedFlushIsRewrittenWholeBeforeTheChangeAnswers(t *testing.T) {
 	svc, store, events, p := flushFixture(t)
-	store.MemoryStore.Remove(&p)
+	store.mu.Lock()
+	before := store.saves
+	store.mu.Unlock()
 	done := zoomAsync(t, svc, p.ID, 150)
 	(<-store.flushes) <- errors.New("fsync: input/output error")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if saved := store.Saved(p.ID); saved == nil || saved.Project.Settings.Zoom != 150 {
-		t.Fatal("the change answered without being saved again")
+	store.mu.Lock()
+	after := store.saves
+	store.mu.Unlock()
+	if after != before+1 || store.Saved(p.ID).Project.Settings.Zoom != 150 {
+		t.Fatalf("the change answered after %d rewrites, want 1 that holds it", after-before)
 	}
 	if z := events.zooms(); !slices.Equal(z, []int{150}) {
 		t.Fatalf("project.updated for zooms %v, want [150]", z)
