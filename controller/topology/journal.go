@@ -56,6 +56,9 @@ var ErrJournalCorrupt = errors.New("project journal is corrupt")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// syncFile flushes a journal's appends; tests make it fail.
+var syncFile = (*os.File).Sync
+
 // journalRecord is one change: the file's members outside the topology
 // arrays when they changed (Top: the file as Encode writes it with empty
 // arrays), the entries written anew (Set: added or changed), the entries
@@ -163,7 +166,7 @@ func (j *journal) durable(seq uint64) error {
 		j.syncing = true
 		upTo := j.written
 		j.mu.Unlock()
-		err := j.f.Sync()
+		err := syncFile(j.f)
 		j.mu.Lock()
 		j.syncing = false
 		j.fsyncs++

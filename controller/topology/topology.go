@@ -208,6 +208,9 @@ func (s *Store) SaveAsync(snap *project.Snapshot) (func() error, error) {
 
 func noWait() error { return nil }
 
+// writeFile writes a project file whole, atomically; tests make it fail.
+var writeFile = atomicfile.Write
+
 // journalBound is the least a journal may grow to before a save folds it:
 // past it, a journal is folded when it outgrows the project file, so a
 // fold's O(project) write comes once per O(project) bytes of changes.
@@ -299,7 +302,7 @@ func (s *Store) writeWhole(c *projectCache, path string, data []byte, p *prepare
 	if c.j != nil {
 		s.dropJournal(c)
 	}
-	if err := atomicfile.Write(path, data, 0o644); err != nil {
+	if err := writeFile(path, data, 0o644); err != nil {
 		return err
 	}
 	c.path, c.top, c.order, c.baseSize = path, p.top, p.ids, len(data)
