@@ -84,8 +84,11 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 	check("property changed in place")
 	snap.Nodes[4].Label["text"] = json.RawMessage(`"renamed"`)
 	check("label changed in place")
+	gone := snap.Links[2]
 	snap.Links = append(snap.Links[:2], snap.Links[3:]...)
 	check("link deleted")
+	snap.Links = append(snap.Links, gone)
+	check("link added again, last")
 	n := snap.Nodes[0]
 	n.ID, n.Name = "new-node", "new"
 	snap.Nodes = append(snap.Nodes, n)
