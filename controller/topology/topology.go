@@ -223,6 +223,11 @@ var IdleFold = 2 * time.Second
 func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() error, error) {
 	p, err := s.prepare(c, snap)
 	if err != nil {
+		// The cache may hold some of this change's entries, which the
+		// journal does not: the next save writes the file whole.
+		if c.j != nil {
+			s.dropJournal(c)
+		}
 		return nil, err
 	}
 	path := filepath.Join(snap.Project.Path, snap.Project.Filename)
@@ -241,14 +246,10 @@ func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() erro
 		for _, id := range p.removed[i] {
 			rec.Del = append(rec.Del, journalEntry{K: k, ID: id})
 		}
-		at := make(map[string]int, len(p.ids[i]))
-		for n, id := range p.ids[i] {
-			at[id] = n
+		for _, n := range p.changed[i] {
+			rec.Set = append(rec.Set, journalEntry{K: k, ID: p.ids[i][n], V: p.items[i][n]})
 		}
-		for _, id := range p.changed[i] {
-			rec.Set = append(rec.Set, journalEntry{K: k, ID: id, V: p.items[i][at[id]]})
-		}
-		if !slices.Equal(impliedOrder(c.order[i], p.removed[i], p.changed[i]), p.ids[i]) {
+		if !followsImplied(c.order[i], p.removed[i], p.added[i], p.ids[i]) {
 			if rec.Order == nil {
 				rec.Order = map[string][]string{}
 			}
@@ -277,23 +278,30 @@ func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() erro
 	return func() error { return j.durable(seq) }, nil
 }
 
-// impliedOrder is the order a record implies without an order of its
-// own: the previous one without the removed ids, the new ids appended.
-func impliedOrder(prev, removed, changed []string) []string {
-	out := make([]string, 0, len(prev)+len(changed))
-	had := make(map[string]bool, len(prev))
+// followsImplied reports whether ids is the order a record implies
+// without an order of its own: the previous one without the removed ids
+// (sorted), the new ids appended. The cache's entries are those of prev
+// (a journal follows the last save), so the new ids are those it lacked.
+func followsImplied(prev, removed, added, ids []string) bool {
+	n := 0
 	for _, id := range prev {
-		had[id] = true
-		if !slices.Contains(removed, id) {
-			out = append(out, id)
+		if len(removed) > 0 {
+			if _, gone := slices.BinarySearch(removed, id); gone {
+				continue
+			}
 		}
-	}
-	for _, id := range changed {
-		if !had[id] {
-			out = append(out, id)
+		if n >= len(ids) || ids[n] != id {
+			return false
 		}
+		n++
 	}
-	return out
+	for _, id := range added {
+		if n >= len(ids) || ids[n] != id {
+			return false
+		}
+		n++
+	}
+	return n == len(ids)
 }
 
 // writeWhole writes the project file whole (data, prepared as p) and
