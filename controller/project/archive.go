@@ -191,12 +191,14 @@ func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, e
 	// The file as saved: every change is saved before it is acknowledged,
 	// and it holds what labtap does not model (drawings, unknown members).
 	// The changes still in the Store's journal go into it first.
-	if err := s.core.fold(&p); err != nil {
-		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
-	}
-	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
+	data, err := s.core.fold(&p)
 	if err != nil {
 		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+	}
+	if data == nil { // not at hand: the file holds it
+		if data, err = os.ReadFile(filepath.Join(p.Path, p.Filename)); err != nil {
+			return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+		}
 	}
 	return &Export{Name: p.Name, s: s, st: st, end: end, dir: p.Path, opts: opts, file: data}, nil
 }

@@ -20,10 +20,11 @@ type asyncStore interface {
 	SaveAsync(s *Snapshot) (wait func() error, err error)
 }
 
-// folder is a Store whose Fold makes a project's file hold every change
-// saved, for those who read the file.
+// folder is a Store whose FoldFile makes a project's file hold every
+// change saved, for those who read the file, and returns the file's
+// content when it wrote it (nil: read the file).
 type folder interface {
-	Fold(p *Project) error
+	FoldFile(p *Project) ([]byte, error)
 }
 
 // opsLock is a project's ops lock (state.ops). A change holds it
@@ -223,12 +224,13 @@ func (s *core) durable(st *state, wait func() error) error {
 	return nil
 }
 
-// fold makes the project's file hold every change saved.
-func (s *core) fold(p *Project) error {
+// fold makes the project's file hold every change saved, and returns the
+// file's content when the Store wrote it (nil: read the file).
+func (s *core) fold(p *Project) ([]byte, error) {
 	if f, ok := s.cfg.Store.(folder); ok {
-		return f.Fold(p)
+		return f.FoldFile(p)
 	}
-	return nil
+	return nil, nil
 }
 
 // writeFailed is the error of a project file write that failed (GNS3's

@@ -149,7 +149,7 @@ func (s *Service) CloseProject(ctx context.Context, id string) (err error) {
 	}
 	s.core.closeOn(ctx, id, computes, "close project on compute")
 	// A closed project is its file: GNS3's tools may read it now.
-	if err := s.core.fold(&p); err != nil {
+	if _, err := s.core.fold(&p); err != nil {
 		s.core.log.Error("write the project file whole at close", "project", id, "err", err)
 	}
 	st.mu.Lock()

@@ -170,7 +170,7 @@ func BenchmarkFoldFromDiskLab(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if snap, err := s.foldFromDisk(path); err != nil || snap == nil {
+		if snap, _, err := s.foldFromDisk(path); err != nil || snap == nil {
 			b.Fatal(err)
 		}
 	}

@@ -50,12 +50,16 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 	}
 	folded := func(step string) {
 		t.Helper()
-		if err := s.Fold(&snap.Project); err != nil {
+		data, err := s.FoldFile(&snap.Project)
+		if err != nil {
 			t.Fatal(step, err)
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(step, err)
+		}
+		if !bytes.Equal(data, got) {
+			t.Fatalf("%s: the fold returned %d bytes, not the %d it wrote", step, len(data), len(got))
 		}
 		want, err := s.Encode(snap)
 		if err != nil {

@@ -354,8 +354,14 @@ func (s *Store) armIdle(c *projectCache) {
 // foldLocked writes the file whole from c, if its journal holds records.
 // c.mu must be held.
 func (s *Store) foldLocked(c *projectCache) error {
+	_, err := s.foldData(c)
+	return err
+}
+
+// foldData is foldLocked, returning the file's content when it wrote it.
+func (s *Store) foldData(c *projectCache) ([]byte, error) {
 	if c.j == nil || c.j.records() == 0 {
-		return nil
+		return nil, nil
 	}
 	var items [3][][]byte
 	for i := range kinds {
@@ -373,24 +379,34 @@ func (s *Store) foldLocked(c *projectCache) error {
 	}
 	data, err := assemble(c.top, items)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.writeWhole(c, c.path, data, &prepared{top: c.top, ids: c.order})
+	if err := s.writeWhole(c, c.path, data, &prepared{top: c.top, ids: c.order}); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // Fold writes a project's journal into its file, so that the file holds
 // every change (for those who read it: exports, GNS3's tools). A project
 // saved before this start and not since has its journal read from disk.
 func (s *Store) Fold(p *project.Project) error {
+	_, err := s.FoldFile(p)
+	return err
+}
+
+// FoldFile is Fold, and returns the file's content when it wrote it, nil
+// when not: its reader need not read the file again.
+func (s *Store) FoldFile(p *project.Project) ([]byte, error) {
 	if c := s.cached(p.ID); c != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !c.gone && c.j != nil {
-			return s.foldLocked(c)
+			return s.foldData(c)
 		}
 	}
-	_, err := s.foldFromDisk(filepath.Join(p.Path, p.Filename))
-	return err
+	_, data, err := s.foldFromDisk(filepath.Join(p.Path, p.Filename))
+	return data, err
 }
 
 // Close folds every project's journal into its file (so that the files
@@ -410,28 +426,32 @@ func (s *Store) Close() error {
 }
 
 // foldFromDisk folds the journal of the project file at path, read from
-// disk, and returns the project.
-func (s *Store) foldFromDisk(path string) (*project.Snapshot, error) {
+// disk, and returns the project and, when it wrote the file, its content
+// (nil, nil, nil when there is no file).
+func (s *Store) foldFromDisk(path string) (*project.Snapshot, []byte, error) {
 	data, replayed, err := loadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	snap, err := Decode(data, filepath.Dir(path), filepath.Base(path))
-	if err != nil || !replayed {
-		return snap, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if !replayed {
+		return snap, nil, nil // not written: read it as any file
 	}
 	out, err := s.Encode(snap)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := atomicfile.Write(path, out, 0o644); err != nil {
-		return nil, err
+	if err := writeFile(path, out, 0o644); err != nil {
+		return nil, nil, err
 	}
 	os.Remove(path + JournalSuffix)
-	return snap, nil
+	return snap, out, nil
 }
 
 // Remove deletes a project's directory. It refuses a directory that is not
@@ -610,7 +630,7 @@ func (s *Store) LoadAll() (snaps []*project.Snapshot, errs []error) {
 		}
 		// The journal's changes go into the file now, for those who read
 		// it while the project is closed.
-		snap, err := s.foldFromDisk(files[0])
+		snap, _, err := s.foldFromDisk(files[0])
 		if err != nil {
 			errs = append(errs, err)
 			continue
