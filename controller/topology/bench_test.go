@@ -134,6 +134,9 @@ func journaledLab(b *testing.B, n int) (path string, file, journal []byte) {
 			b.Fatal(err)
 		}
 	}
+	// Its journal closed as it is, its idle fold stopped (it would write
+	// into the directory as the benchmark's cleanup removes it).
+	s.forget(snap.Project.ID, "")
 	path = filepath.Join(snap.Project.Path, snap.Project.Filename)
 	file, journal = must(os.ReadFile(path)), must(os.ReadFile(path+JournalSuffix))
 	if len(must(readJournal(journal, file))) != n {
