@@ -311,3 +311,15 @@ func TestAfterAFailedFlushTheNextSaveWritesTheWholeProject(t *testing.T) {
 		t.Fatalf("loaded x %d, want 40", n)
 	}
 }
+
+// TestAMoveRecordsTheNodeOnly: a node moved is a record of that node
+// alone, with no order of the arrays (the order it implies is theirs).
+func TestAMoveRecordsTheNodeOnly(t *testing.T) {
+	_, snap, path, j := journaled(t)
+	recs := must(readJournal(j, must(os.ReadFile(path))))
+	for i, r := range recs {
+		if r.Top != nil || r.Del != nil || r.Order != nil || len(r.Set) != 1 || r.Set[0].ID != snap.Nodes[0].ID {
+			t.Fatalf("record %d of a node move: top %d bytes, del %v, order %v, set %d entries", i, len(r.Top), r.Del, r.Order, len(r.Set))
+		}
+	}
+}
