@@ -191,12 +191,14 @@ func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, e
 	// The file as saved: every change is saved before it is acknowledged,
 	// and it holds what labtap does not model (drawings, unknown members).
 	// The changes still in the Store's journal go into it first.
-	if err := s.core.fold(&p); err != nil {
-		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
-	}
-	data, err := os.ReadFile(filepath.Join(p.Path, p.Filename))
+	data, err := s.core.fold(&p)
 	if err != nil {
 		return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+	}
+	if data == nil { // not at hand: the file holds it
+		if data, err = os.ReadFile(filepath.Join(p.Path, p.Filename)); err != nil {
+			return fail(&Error{Kind: ErrConflict, Msg: "Cannot export project: " + pathless(err), Err: err})
+		}
 	}
 	return &Export{Name: p.Name, s: s, st: st, end: end, dir: p.Path, opts: opts, file: data}, nil
 }
@@ -665,7 +667,7 @@ func (s *Archives) DeleteSnapshot(ctx context.Context, id, snapshotID string) er
 // everything restored, then
 // snapshot.restored (the GUI reloads the project on it); never
 // project.closed.
-func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (Project, error) {
+func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (_ Project, err error) {
 	end, err := s.beginArchiveOp(id)
 	if err != nil {
 		return Project{}, err
@@ -675,7 +677,7 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	if err != nil {
 		return Project{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	p, _, snapInfo, err := s.snapshot(id, snapshotID)
 	if err != nil {
 		return Project{}, err
@@ -724,7 +726,7 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	info := snapInfo
 	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
 	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
-	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
 	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
 	return out, nil
 }
@@ -927,9 +929,7 @@ func (s *Archives) reopen(ctx context.Context, st *state, snap *Snapshot, before
 	st.onComputes = opened.onComputes
 	snapNow := st.snapshotLocked()
 	st.mu.Unlock()
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", p.ID, "err", err)
-	}
+	s.core.saveLogged(st)
 	if before != nil {
 		for i := range snapNow.Nodes {
 			s.core.emitLocked(st, Event{Action: NodeCreated, Node: &snapNow.Nodes[i]})

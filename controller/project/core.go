@@ -136,7 +136,7 @@ func (s *core) lockState(id string, shared bool) (*state, error) {
 		if s.hooks.beforeOpsLock != nil {
 			s.hooks.beforeOpsLock()
 		}
-		lock, unlock := st.ops.Lock, st.ops.Unlock
+		lock, unlock := st.ops.Lock, func() { st.ops.Unlock() } // nothing held: no error
 		if shared {
 			lock, unlock = st.ops.RLock, st.ops.RUnlock
 		}
@@ -203,10 +203,10 @@ func (s *core) closeOn(ctx context.Context, id string, computes []string, msg st
 	}
 }
 
-// emitLocked sends ev about st's project. st.ops must be held.
+// emitLocked sends ev about st's project. st.ops must be held: see emit.
 func (s *core) emitLocked(st *state, ev Event) {
 	ev.ProjectID = st.project().ID
-	s.cfg.Events.Emit(ev)
+	st.ops.emit(ev, s.cfg.Events.Emit)
 }
 
 // deleteFromCompute deletes a node on its compute; an inert node is on
@@ -222,7 +222,7 @@ func (s *core) deleteFromCompute(ctx context.Context, n Node) error {
 }
 
 // emitLog announces, after the change it explains, why something happened
-// by itself.
+// by itself. st.ops must be held: see emit.
 func (s *core) emitLog(st *state, msg string) { s.emitLogAt(st, LogWarning, msg) }
 
 // emitLogAt is emitLog with the log action: LogWarning or LogInfo.
@@ -230,7 +230,7 @@ func (s *core) emitLogAt(st *state, action, msg string) {
 	st.mu.RLock()
 	id := st.p.ID
 	st.mu.RUnlock()
-	s.cfg.Events.Emit(Event{Action: action, ProjectID: id, Message: msg})
+	st.ops.emit(Event{Action: action, ProjectID: id, Message: msg}, s.cfg.Events.Emit)
 }
 
 // mayRun says whether a node type can be asked of a compute: labtap must

@@ -181,6 +181,9 @@ const (
 	// capture that stopped at its limit, a long operation (an archive's)
 	// that ended (the GNS3 GUI prints it in its console; spec 6.15).
 	LogInfo = "log.info"
+	// LogError tells them something that failed after it was asked: a
+	// change whose save did not reach the disk.
+	LogError = "log.error"
 )
 
 // Event is something that happened to a project. Exactly one of Node,

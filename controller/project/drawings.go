@@ -131,12 +131,12 @@ func (st *state) drawingLocked(id string) int {
 // Create adds a drawing to an opened project (id "" picks one). An
 // id that exists returns that drawing unchanged, as GNS3 does (the GUI
 // re-sends drawings it believes lost).
-func (s *Drawings) Create(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+func (s *Drawings) Create(ctx context.Context, projectID, id string, u DrawingUpdate) (_ Drawing, err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	if id == "" {
 		id = uuid.NewString()
 	}
@@ -168,19 +168,19 @@ func (s *Drawings) Create(ctx context.Context, projectID, id string, u DrawingUp
 	}
 	out := d
 	out.SVG = full
-	s.core.cfg.Events.Emit(Event{Action: DrawingCreated, ProjectID: projectID, Drawing: &out})
+	s.core.emitLocked(st, Event{Action: DrawingCreated, Drawing: &out})
 	return out, nil
 }
 
 // Update changes a drawing. A change announces drawing.updated,
 // with the SVG only when it changed (GNS3); a request that changes nothing
 // announces nothing (the GUI sends one for every mouse release).
-func (s *Drawings) Update(ctx context.Context, projectID, id string, u DrawingUpdate) (Drawing, error) {
+func (s *Drawings) Update(ctx context.Context, projectID, id string, u DrawingUpdate) (_ Drawing, err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Drawing{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	i := st.drawingLocked(id)
 	p := st.p
@@ -212,17 +212,17 @@ func (s *Drawings) Update(ctx context.Context, projectID, id string, u DrawingUp
 		return Drawing{}, err
 	}
 	ev := out
-	s.core.cfg.Events.Emit(Event{Action: DrawingUpdated, ProjectID: projectID, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
+	s.core.emitLocked(st, Event{Action: DrawingUpdated, Drawing: &ev, OmitSVG: d.SVG == old.SVG})
 	return out, nil
 }
 
 // Delete removes a drawing that is not locked.
-func (s *Drawings) Delete(ctx context.Context, projectID, id string) error {
+func (s *Drawings) Delete(ctx context.Context, projectID, id string) (err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	i := st.drawingLocked(id)
 	p := st.p
@@ -248,7 +248,7 @@ func (s *Drawings) Delete(ctx context.Context, projectID, id string) error {
 		return err
 	}
 	old.SVG = s.resolveSVG(p, old.SVG)
-	s.core.cfg.Events.Emit(Event{Action: DrawingDeleted, ProjectID: projectID, Drawing: &old})
+	s.core.emitLocked(st, Event{Action: DrawingDeleted, Drawing: &old})
 	return nil
 }
 

@@ -88,7 +88,9 @@ func (s *Reports) NodeWarning(ctx context.Context, computeID, projectID, nodeID,
 	if !ok || n.ComputeID != computeID {
 		return
 	}
-	s.core.emitLog(st, message)
+	// Not emitLog: st.ops is not held, and a warning is no change to
+	// keep in order with the changes.
+	s.core.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: projectID, Message: message})
 }
 
 // NodeChanged records that a compute reports a node changed by itself (an

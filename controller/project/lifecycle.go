@@ -84,12 +84,12 @@ func (s *Service) OpenProject(ctx context.Context, id string) (Project, error) {
 
 // openProject opens a project, adopting what computes report they still
 // run for it (nil: nothing).
-func (s *Service) openProject(ctx context.Context, id string, running []Running) (Project, error) {
+func (s *Service) openProject(ctx context.Context, id string, running []Running) (_ Project, err error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	p := st.project()
 	if p.Status == Opened {
 		return p, nil
@@ -117,10 +117,8 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	st.onComputes = opened.onComputes
 	out := st.p
 	st.mu.Unlock()
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", id, "err", err)
-	}
-	s.core.cfg.Events.Emit(Event{Action: ProjectOpened, ProjectID: id, Project: &out})
+	s.core.saveLogged(st)
+	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
 	s.core.log.Info("project opened", "project", id, "nodes", len(opened.nodeOrder), "links", len(opened.linkOrder))
 	if out.Settings.AutoStart {
 		s.core.log.Info("auto-starting nodes", "project", id)
@@ -136,12 +134,12 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 // CloseProject closes a project (api-v2.md 6.4): its computes stop its
 // nodes and captures (files stay valid) and forget it; the controller keeps
 // only what the project file holds. Closing a closed project does nothing.
-func (s *Service) CloseProject(ctx context.Context, id string) error {
+func (s *Service) CloseProject(ctx context.Context, id string) (err error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		return err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	p := st.p
 	computes := st.openComputesLocked()
@@ -151,7 +149,7 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	}
 	s.core.closeOn(ctx, id, computes, "close project on compute")
 	// A closed project is its file: GNS3's tools may read it now.
-	if err := s.core.fold(&p); err != nil {
+	if _, err := s.core.fold(&p); err != nil {
 		s.core.log.Error("write the project file whole at close", "project", id, "err", err)
 	}
 	st.mu.Lock()
@@ -164,7 +162,7 @@ func (s *Service) CloseProject(ctx context.Context, id string) error {
 	}
 	out := st.p
 	st.mu.Unlock()
-	s.core.cfg.Events.Emit(Event{Action: ProjectClosed, ProjectID: id, Project: &out})
+	s.core.emitLocked(st, Event{Action: ProjectClosed, Project: &out})
 	s.core.log.Info("project closed", "project", id)
 	return nil
 }
@@ -220,12 +218,12 @@ func set[T any](dst *T, v *T) {
 // if anything changed. A new name is not checked for uniqueness and does
 // not rename the file (GNS3 does the same). A new path only creates that
 // directory; files do not move.
-func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate) (Project, error) {
+func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate) (_ Project, err error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		return Project{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	p := st.project()
 	next := p
 	if u.Name != nil {
@@ -253,7 +251,7 @@ func (s *Service) UpdateProject(ctx context.Context, id string, u ProjectUpdate)
 		})
 		return Project{}, err
 	}
-	s.core.cfg.Events.Emit(Event{Action: ProjectUpdated, ProjectID: id, Project: &next})
+	s.core.emitLocked(st, Event{Action: ProjectUpdated, Project: &next})
 	return next, nil
 }
 

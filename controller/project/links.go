@@ -100,7 +100,7 @@ func (st *state) portUsedLocked(nodeID string, adapter, port int) bool {
 // Create checks a link (api-v2.md 4.2, in that order), wires it on its
 // compute when it has two endpoints, saves the project and returns it.
 // Nothing changes when a check or the wiring fails.
-func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (Link, error) {
+func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (_ Link, err error) {
 	if len(req.Endpoints) > 2 {
 		return Link{}, errorf(ErrInvalid, "A link has at most 2 endpoints, got %d", len(req.Endpoints))
 	}
@@ -108,7 +108,7 @@ func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (L
 	if err != nil {
 		return Link{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	filters, err := normalizeFilters(req.Filters)
 	if err != nil {
 		return Link{}, err
@@ -424,7 +424,7 @@ type LinkUpdate struct {
 // suspend, labels), announcing each effective step. Everything is checked,
 // and the relay updated, before anything changes: a refused update changes
 // nothing (GNS3 applies the first steps, then fails).
-func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpdate) (Link, error) {
+func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpdate) (_ Link, err error) {
 	if u.Filters != nil {
 		// A bpf filter can take its compute seconds to compile: it is
 		// compiled (and kept there) before the project is locked, so the
@@ -437,7 +437,7 @@ func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpda
 	if err != nil {
 		return Link{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	cur, err := st.linkLocked(linkID)
 	var plan linkPlan
@@ -506,12 +506,12 @@ func (s *Links) OfNode(projectID, nodeID string) ([]Link, error) {
 
 // Delete removes a link: its relays (which ends a capture, leaving a
 // valid file) and its entry.
-func (s *Links) Delete(ctx context.Context, projectID, linkID string) error {
+func (s *Links) Delete(ctx context.Context, projectID, linkID string) (err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	return s.deleteLocked(ctx, st, linkID)
 }
 
@@ -522,11 +522,11 @@ func (s *Links) deleteLocked(ctx context.Context, st *state, linkID string) erro
 	if err != nil {
 		return err
 	}
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", st.p.ID, "err", err)
-	}
+	// Taken down on its computes: the link stays deleted if the save
+	// fails, and the delete answers the failure.
+	serr := s.core.saveKept(st)
 	s.emitGone(st, old)
-	return nil
+	return serr
 }
 
 // removeLocked takes a link down on its computes and out of the

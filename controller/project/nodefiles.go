@@ -102,8 +102,12 @@ func (s *Files) ReadProject(projectID, name string) ([]byte, error) {
 	}
 	if clean == p.Filename {
 		// The file with every change saved, as GNS3 serves it.
-		if err := s.core.fold(&p); err != nil {
+		data, err := s.core.fold(&p)
+		if err != nil {
 			return nil, &Error{Kind: ErrConflict, Msg: "Cannot read " + name + ": " + pathless(err), Err: err}
+		}
+		if data != nil && len(data) <= MaxProjectFile {
+			return data, nil // as the fold wrote it
 		}
 	}
 	data, err := confined.Read(p.Path, clean, MaxProjectFile)

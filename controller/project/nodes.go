@@ -100,7 +100,7 @@ func (st *state) nodeLocked(id string) (*Node, error) {
 
 // Create creates a node on its compute, saves the project and returns
 // the node. Creating a node whose id exists returns it unchanged.
-func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (Node, error) {
+func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_ Node, err error) {
 	if !s.core.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
@@ -108,7 +108,7 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (N
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	if n, ok := st.nodes[req.ID]; ok && req.ID != "" {
 		st.mu.RUnlock()
@@ -587,12 +587,12 @@ type NodeUpdate struct {
 // the node as it is (planNodeUpdate: a refused change changes nothing),
 // then carried out on its compute, then saved. A rename follows the naming
 // rules, sets the label's text and resets its x (as GNS3).
-func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpdate) (Node, error) {
+func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpdate) (_ Node, err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return Node{}, err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	cur, err := st.nodeLocked(nodeID)
 	names := make(map[string]bool, len(st.nodes))
@@ -686,12 +686,12 @@ func (s *Nodes) reconfigurePorts(ctx context.Context, st *state, n *Node, ports 
 }
 
 // Delete deletes a node's links, then the node. A locked node stays.
-func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) error {
+func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) (err error) {
 	st, err := s.core.lockOpened(projectID)
 	if err != nil {
 		return err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var node Node
@@ -729,9 +729,7 @@ func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) error {
 	}
 	if err := s.core.deleteFromCompute(ctx, node); err != nil {
 		if len(gone) > 0 {
-			if err := s.core.save(st); err != nil {
-				s.core.log.Error("save project", "project", projectID, "err", err)
-			}
+			s.core.saveKept(st) // a failure is Unlock's too: this one answers
 			announce()
 		}
 		return err
@@ -741,12 +739,12 @@ func (s *Nodes) Delete(ctx context.Context, projectID, nodeID string) error {
 	st.nodeOrder = slices.DeleteFunc(st.nodeOrder, func(x string) bool { return x == nodeID })
 	st.mu.Unlock()
 	st.forgetLifecycle(nodeID)
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", projectID, "err", err)
-	}
+	// Deleted on its compute: the node stays deleted if the save fails,
+	// and the delete answers the failure.
+	serr := s.core.saveKept(st)
 	announce()
 	s.core.emit(st, NodeDeleted, &node, nil)
-	return nil
+	return serr
 }
 
 // ResetConsole disconnects every client of a started node's console (a

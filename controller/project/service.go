@@ -80,6 +80,9 @@ type state struct {
 	// saveMu makes a save's snapshot and its write one step, so that of
 	// two saves under a shared ops the later snapshot is written last.
 	saveMu sync.Mutex
+	// removed: the project's directory is deleted (guarded by saveMu), so
+	// a save that failed to flush is not written again (durable).
+	removed bool
 
 	mu        genRWMutex // guards the fields below; counts their changes
 	p         Project
@@ -309,12 +312,12 @@ func fileName(name string) string {
 
 // DeleteProject closes a project on its computes, removes its directory
 // (only if it is inside the projects directory) and forgets it.
-func (s *Service) DeleteProject(ctx context.Context, id string) error {
+func (s *Service) DeleteProject(ctx context.Context, id string) (err error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		return err
 	}
-	defer st.ops.Unlock()
+	defer st.unlock(&err)
 	st.mu.RLock()
 	p := st.p
 	computes := st.openComputesLocked()
@@ -326,14 +329,18 @@ func (s *Service) DeleteProject(ctx context.Context, id string) error {
 		return errorf(ErrConflict, "Project '%s' cannot be deleted because it is not in the default project directory: '%s'", p.Name, root)
 	}
 	s.core.closeOn(ctx, id, computes, "close project on compute")
-	if err := s.core.cfg.Store.Remove(&p); err != nil {
+	st.saveMu.Lock()
+	err = s.core.cfg.Store.Remove(&p)
+	st.removed = err == nil
+	st.saveMu.Unlock()
+	if err != nil {
 		return &Error{Kind: ErrConflict, Msg: fmt.Sprintf("Cannot delete project directory %s: %v", p.Path, err), Err: err}
 	}
 	s.core.mu.Lock()
 	delete(s.core.projects, id)
 	s.core.order = slices.DeleteFunc(s.core.order, func(x string) bool { return x == id })
 	s.core.mu.Unlock()
-	s.core.cfg.Events.Emit(Event{Action: ProjectDeleted, ProjectID: id, Project: &p})
+	s.core.emitLocked(st, Event{Action: ProjectDeleted, Project: &p})
 	s.core.log.Info("project deleted", "project", id)
 	return nil
 }
@@ -377,13 +384,14 @@ func (st *state) snapshotLocked() *Snapshot {
 
 // emit sends an event about a project. st.ops must be held, so that events
 // leave in the order things happened (shared, with the node's lifecycle
-// lock, orders the events of one node).
+// lock, orders the events of one node); under an exclusive hold, the event
+// leaves once the change is on disk (opsLock).
 func (s *core) emit(st *state, action string, n *Node, l *Link) {
 	ev := Event{Action: action, Node: n, Link: l}
 	st.read(func() {
 		ev.ProjectID = st.p.ID
 	})
-	s.cfg.Events.Emit(ev)
+	st.ops.emit(ev, s.cfg.Events.Emit)
 }
 
 // isNotFound reports an error a compute gives for something it does not

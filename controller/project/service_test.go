@@ -335,8 +335,8 @@ func TestNodeThatCannotBeSavedIsRolledBack(t *testing.T) {
 	f.store.fail = true
 	req := NewNodeCreate()
 	req.ComputeID, req.Type, req.Name = "local", "vpcs", "PC1"
-	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrConflict) {
-		t.Fatalf("CreateNode with a full disk: %v", err)
+	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrInternal) {
+		t.Fatalf("CreateNode with a full disk: %v, want a 500 (GNS3's)", err)
 	}
 	nodes, _ := f.svc.Nodes.List(f.project.ID)
 	if len(nodes) != 0 || len(f.computes.nodes) != 0 {

@@ -3,6 +3,8 @@ package topology
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/labtap/labtap/controller/project"
@@ -88,6 +90,90 @@ func BenchmarkEncodeIncrementalLab(b *testing.B) {
 		i++
 		snap.Nodes[0].X = i
 		if _, err := s.encodeIncremental(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSaveAsyncLab is what one change (a node moved) costs a save
+// under the project's lock in the lab: the encode and the journal append,
+// with the whole-file writes the journal's bound brings (amortised), and
+// not the fsync its wait shares with the other changes.
+func BenchmarkSaveAsyncLab(b *testing.B) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 200, 300)
+	if err := s.Save(snap); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		snap.Nodes[i%200].X = i
+		if _, err := s.SaveAsync(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	s.Close()
+}
+
+// journaledLab writes the lab whole, then n node moves as journal
+// records, and returns the file's path and the file and journal as they
+// are then, for a benchmark to lay down again each round.
+func journaledLab(b *testing.B, n int) (path string, file, journal []byte) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	snap := labSnapshot(dir, 200, 300)
+	if err := s.Save(snap); err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		snap.Nodes[i%200].X = i + 1
+		if err := s.Save(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Its journal closed as it is, its idle fold stopped (it would write
+	// into the directory as the benchmark's cleanup removes it).
+	s.forget(snap.Project.ID, "")
+	path = filepath.Join(snap.Project.Path, snap.Project.Filename)
+	file, journal = must(os.ReadFile(path)), must(os.ReadFile(path+JournalSuffix))
+	if len(must(readJournal(journal, file))) != n {
+		b.Fatalf("the journal does not hold the %d moves", n)
+	}
+	return path, file, journal
+}
+
+// BenchmarkLoadJournaledLab is a load of the lab with 300 changes in its
+// journal: read, replay, decode.
+func BenchmarkLoadJournaledLab(b *testing.B) {
+	path, _, _ := journaledLab(b, 300)
+	s := &Store{Dir: filepath.Dir(filepath.Dir(path)), Version: "2.2.59"}
+	p := &project.Project{ID: "x", Path: filepath.Dir(path), Filename: filepath.Base(path)}
+	for b.Loop() {
+		if _, err := s.Load(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFoldFromDiskLab is the fold of that journal into its file
+// (LoadAll at start, and Fold of a project saved before the start): the
+// load, then the file written whole.
+func BenchmarkFoldFromDiskLab(b *testing.B) {
+	path, file, journal := journaledLab(b, 300)
+	s := &Store{Dir: filepath.Dir(filepath.Dir(path)), Version: "2.2.59"}
+	for b.Loop() {
+		b.StopTimer()
+		if err := os.WriteFile(path, file, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path+JournalSuffix, journal, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if snap, _, err := s.foldFromDisk(path); err != nil || snap == nil {
 			b.Fatal(err)
 		}
 	}

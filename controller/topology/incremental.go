@@ -151,10 +151,12 @@ func (s *Store) retire(c *projectCache, fold bool) error {
 // arrays, and each array's entries (drawings, links, nodes) with their ids,
 // those encoded anew and those gone since the last save.
 type prepared struct {
-	top              []byte
-	items            [3][][]byte
-	ids              [3][]string
-	changed, removed [3][]string
+	top     []byte
+	items   [3][][]byte
+	ids     [3][]string
+	changed [3][]int    // indexes in items and ids of the entries encoded anew
+	added   [3][]string // ids of those the last save did not have, in order
+	removed [3][]string // ids of the entries gone, sorted
 }
 
 // prepare encodes snap, reusing the bytes of the entries that did not
@@ -169,13 +171,13 @@ func (s *Store) prepare(c *projectCache, snap *project.Snapshot) (*prepared, err
 	}
 	p := &prepared{top: skeleton}
 	var keep [3]map[string]bool
-	if p.items[2], p.ids[2], p.changed[2], keep[2], err = entries(c.nodes, nodes, func(n *Node) string { return n.NodeID }, sameNode); err != nil {
+	if keep[2], err = entries(p, 2, c.nodes, nodes, func(n *Node) string { return n.NodeID }, sameNode); err != nil {
 		return nil, err
 	}
-	if p.items[1], p.ids[1], p.changed[1], keep[1], err = entries(c.links, links, func(l *Link) string { return l.LinkID }, sameLink); err != nil {
+	if keep[1], err = entries(p, 1, c.links, links, func(l *Link) string { return l.LinkID }, sameLink); err != nil {
 		return nil, err
 	}
-	if p.items[0], p.ids[0], p.changed[0], keep[0], err = entries(c.drawings, drawings, func(d *Drawing) string { return d.DrawingID }, sameDrawing); err != nil {
+	if keep[0], err = entries(p, 0, c.drawings, drawings, func(d *Drawing) string { return d.DrawingID }, sameDrawing); err != nil {
 		return nil, err
 	}
 	p.removed[2] = forgetOthers(c.nodes, keep[2])
@@ -226,32 +228,37 @@ func assemble(skeleton []byte, items [3][][]byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// entries returns each entry's bytes, from the cache when the entry is as
-// it was, their ids in order, the ids of those encoded anew, and the ids
-// as a set.
-func entries[E any](cache map[string]encoded[E], list []E, id func(*E) string, same func(a, b *E) bool) ([][]byte, []string, []string, map[string]bool, error) {
+// entries sets p's array i from list: each entry's bytes, from the cache
+// when the entry is as it was, their ids in order, the indexes of those
+// encoded anew and the ids of those the cache did not have; it returns
+// the ids as a set.
+func entries[E any](p *prepared, i int, cache map[string]encoded[E], list []E, id func(*E) string, same func(a, b *E) bool) (map[string]bool, error) {
 	out := make([][]byte, len(list))
 	order := make([]string, len(list))
-	var changed []string
 	ids := make(map[string]bool, len(list))
-	for i := range list {
-		e := &list[i]
+	for n := range list {
+		e := &list[n]
 		k := id(e)
 		ids[k] = true
-		order[i] = k
-		if c, ok := cache[k]; ok && same(&c.entry, e) {
-			out[i] = c.data
+		order[n] = k
+		c, ok := cache[k]
+		if ok && same(&c.entry, e) {
+			out[n] = c.data
 			continue
 		}
 		data, err := gojson.MarshalIndentWithOption(*e, entryIndent, "    ", gojson.DisableHTMLEscape())
 		if err != nil {
-			return nil, nil, nil, nil, err
+			return nil, err
 		}
-		out[i] = data
-		changed = append(changed, k)
+		out[n] = data
+		p.changed[i] = append(p.changed[i], n)
+		if !ok {
+			p.added[i] = append(p.added[i], k)
+		}
 		cache[k] = encoded[E]{entry: deepCopy(*e), data: data}
 	}
-	return out, order, changed, ids, nil
+	p.items[i], p.ids[i] = out, order
+	return ids, nil
 }
 
 // forgetOthers drops the cache's entries that keep does not hold and

@@ -50,12 +50,16 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 	}
 	folded := func(step string) {
 		t.Helper()
-		if err := s.Fold(&snap.Project); err != nil {
+		data, err := s.FoldFile(&snap.Project)
+		if err != nil {
 			t.Fatal(step, err)
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(step, err)
+		}
+		if !bytes.Equal(data, got) {
+			t.Fatalf("%s: the fold returned %d bytes, not the %d it wrote", step, len(data), len(got))
 		}
 		want, err := s.Encode(snap)
 		if err != nil {
@@ -84,8 +88,11 @@ func TestSaveIsEncodeToTheByte(t *testing.T) {
 	check("property changed in place")
 	snap.Nodes[4].Label["text"] = json.RawMessage(`"renamed"`)
 	check("label changed in place")
+	gone := snap.Links[2]
 	snap.Links = append(snap.Links[:2], snap.Links[3:]...)
 	check("link deleted")
+	snap.Links = append(snap.Links, gone)
+	check("link added again, last")
 	n := snap.Nodes[0]
 	n.ID, n.Name = "new-node", "new"
 	snap.Nodes = append(snap.Nodes, n)

@@ -56,6 +56,9 @@ var ErrJournalCorrupt = errors.New("project journal is corrupt")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// syncFile flushes a journal's appends; tests make it fail.
+var syncFile = (*os.File).Sync
+
 // journalRecord is one change: the file's members outside the topology
 // arrays when they changed (Top: the file as Encode writes it with empty
 // arrays), the entries written anew (Set: added or changed), the entries
@@ -163,7 +166,7 @@ func (j *journal) durable(seq uint64) error {
 		j.syncing = true
 		upTo := j.written
 		j.mu.Unlock()
-		err := j.f.Sync()
+		err := syncFile(j.f)
 		j.mu.Lock()
 		j.syncing = false
 		j.fsyncs++
@@ -306,7 +309,60 @@ func idOf(kind string, raw json.RawMessage) (string, error) {
 
 var kinds = []string{"drawings", "links", "nodes"}
 
-// replay applies records to a project file's content.
+// replayArray is one topology array being replayed: its ids in order
+// (those removed left in place as holes until the end), where each is,
+// and the entries by id. Its order holds each id of val once, as a
+// journal Save wrote implies, so a record costs what it changes, not the
+// size of the project.
+type replayArray struct {
+	order []string
+	hole  []bool // order[i] was removed
+	at    map[string]int
+	val   map[string]json.RawMessage
+}
+
+func (a *replayArray) del(id string) {
+	if i, ok := a.at[id]; ok {
+		a.hole[i] = true
+		delete(a.at, id)
+		delete(a.val, id)
+	}
+}
+
+func (a *replayArray) set(id string, v json.RawMessage) {
+	if _, ok := a.at[id]; !ok {
+		a.at[id] = len(a.order)
+		a.order = append(a.order, id)
+		a.hole = append(a.hole, false)
+	}
+	a.val[id] = v
+}
+
+// reorder takes a record's order (dedupPresent: the ids of val it lacks
+// are kept, at the end).
+func (a *replayArray) reorder(ord []string) {
+	a.order = dedupPresent(ord, a.val)
+	a.hole = make([]bool, len(a.order))
+	clear(a.at)
+	for i, id := range a.order {
+		a.at[id] = i
+	}
+}
+
+// items returns the entries, in order.
+func (a *replayArray) items() []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(a.val))
+	for i, id := range a.order {
+		if !a.hole[i] {
+			out = append(out, a.val[id])
+		}
+	}
+	return out
+}
+
+// replay applies records to a project file's content. The result is
+// compact JSON laid out by hand from the members' bytes (each was checked
+// as it was decoded), not encoded again: its reader decodes it.
 func replay(base []byte, recs []journalRecord) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(base, &top); err != nil {
@@ -316,13 +372,9 @@ func replay(base []byte, recs []journalRecord) ([]byte, error) {
 	if err := json.Unmarshal(top["topology"], &topo); err != nil {
 		return nil, fmt.Errorf("decode the project file's topology: %w", err)
 	}
-	type array struct {
-		order []string
-		val   map[string]json.RawMessage
-	}
-	arrays := map[string]*array{}
+	arrays := map[string]*replayArray{}
 	for _, k := range kinds {
-		a := &array{val: map[string]json.RawMessage{}}
+		a := &replayArray{at: map[string]int{}, val: map[string]json.RawMessage{}}
 		arrays[k] = a
 		var items []json.RawMessage
 		if raw, ok := topo[k]; ok && string(raw) != "null" {
@@ -335,10 +387,7 @@ func replay(base []byte, recs []journalRecord) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("decode the project file's %s: %w", k, err)
 			}
-			if _, dup := a.val[id]; !dup {
-				a.order = append(a.order, id)
-			}
-			a.val[id] = it
+			a.set(id, it)
 		}
 	}
 	for _, r := range recs {
@@ -357,47 +406,64 @@ func replay(base []byte, recs []journalRecord) ([]byte, error) {
 			if !ok {
 				return nil, fmt.Errorf("a record removes from %q", d.K)
 			}
-			delete(a.val, d.ID)
+			a.del(d.ID)
 		}
 		for _, e := range r.Set {
 			a, ok := arrays[e.K]
 			if !ok {
 				return nil, fmt.Errorf("a record sets in %q", e.K)
 			}
-			if _, had := a.val[e.ID]; !had {
-				a.order = append(a.order, e.ID)
-			}
-			a.val[e.ID] = e.V
+			a.set(e.ID, e.V)
 		}
-		for _, k := range kinds {
-			a := arrays[k]
-			if ord, ok := r.Order[k]; ok {
-				a.order = ord
+		for k, ord := range r.Order {
+			if a, ok := arrays[k]; ok {
+				a.reorder(ord)
 			}
-			a.order = dedupPresent(a.order, a.val)
 		}
 	}
 	if topo == nil {
 		topo = map[string]json.RawMessage{}
 	}
+	var tb bytes.Buffer
 	for _, k := range kinds {
-		a := arrays[k]
-		items := make([]json.RawMessage, 0, len(a.order))
-		for _, id := range a.order {
-			items = append(items, a.val[id])
+		tb.Reset()
+		tb.WriteByte('[')
+		for i, it := range arrays[k].items() {
+			if i > 0 {
+				tb.WriteByte(',')
+			}
+			tb.Write(it)
 		}
-		raw, err := json.Marshal(items)
-		if err != nil {
-			return nil, err
+		tb.WriteByte(']')
+		topo[k] = slices.Clone(tb.Bytes())
+	}
+	top["topology"] = joinObject(topo)
+	return joinObject(top), nil
+}
+
+// joinObject lays out an object from its members' bytes (valid JSON
+// each), keys sorted.
+func joinObject(m map[string]json.RawMessage) []byte {
+	n := 2
+	for k, v := range m {
+		n += len(k) + len(v) + 8
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			out = append(out, ',')
 		}
-		topo[k] = raw
+		key, _ := json.Marshal(k) // a string always encodes
+		out = append(out, key...)
+		out = append(out, ':')
+		v := m[k]
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		out = append(out, v...)
 	}
-	raw, err := json.Marshal(topo)
-	if err != nil {
-		return nil, err
-	}
-	top["topology"] = raw
-	return json.Marshal(top)
+	return append(out, '}')
 }
 
 // dedupPresent keeps the ids of order that are in val, once each, and

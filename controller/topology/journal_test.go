@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 // journaled saves a project whole, then moves its first node to x = 1, 2
@@ -268,5 +269,57 @@ func TestAnEvictedProjectKeepsItsJournaledChanges(t *testing.T) {
 	must(0, s.Save(a))
 	if x := firstX(t, &Store{Dir: root, Version: "2.2.59"}, &a.Project); x != 8 {
 		t.Fatalf("saved again after its eviction, the project loads with x = %d, want 8", x)
+	}
+}
+
+// TestAfterAFailedFlushTheNextSaveWritesTheWholeProject: a change whose
+// journal flush failed, and whose whole rewrite failed too, is written by
+// the next save that succeeds, whole, with the project as it is then.
+func TestAfterAFailedFlushTheNextSaveWritesTheWholeProject(t *testing.T) {
+	s, snap, path, _ := journaled(t)
+	ioErr := errors.New("input/output error")
+	syncFile = func(*os.File) error { return ioErr }
+	defer func() { syncFile = (*os.File).Sync }()
+	snap.Nodes[0].X = 40
+	wait, err := s.SaveAsync(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); !errors.Is(err, ioErr) {
+		t.Fatalf("a failed flush waited with %v", err)
+	}
+	writeFile = func(string, []byte, os.FileMode) error { return ioErr }
+	defer func() { writeFile = atomicfile.Write }()
+	if err := s.Save(snap); !errors.Is(err, ioErr) { // the rewrite after it
+		t.Fatalf("the rewrite of a project whose disk fails: %v", err)
+	}
+	syncFile, writeFile = (*os.File).Sync, atomicfile.Write
+	snap.Nodes[1].X = 50
+	if err := s.Save(snap); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &Store{Dir: s.Dir, Version: s.Version}
+	data := must(os.ReadFile(path))
+	got, err := Decode(data, filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Nodes[0].X != 40 || got.Nodes[1].X != 50 {
+		t.Fatalf("the project file holds x %d and %d, want the unflushed 40 and the next save's 50", got.Nodes[0].X, got.Nodes[1].X)
+	}
+	if n := firstX(t, fresh, &snap.Project); n != 40 {
+		t.Fatalf("loaded x %d, want 40", n)
+	}
+}
+
+// TestAMoveRecordsTheNodeOnly: a node moved is a record of that node
+// alone, with no order of the arrays (the order it implies is theirs).
+func TestAMoveRecordsTheNodeOnly(t *testing.T) {
+	_, snap, path, j := journaled(t)
+	recs := must(readJournal(j, must(os.ReadFile(path))))
+	for i, r := range recs {
+		if r.Top != nil || r.Del != nil || r.Order != nil || len(r.Set) != 1 || r.Set[0].ID != snap.Nodes[0].ID {
+			t.Fatalf("record %d of a node move: top %d bytes, del %v, order %v, set %d entries", i, len(r.Top), r.Del, r.Order, len(r.Set))
+		}
 	}
 }

@@ -208,6 +208,9 @@ func (s *Store) SaveAsync(snap *project.Snapshot) (func() error, error) {
 
 func noWait() error { return nil }
 
+// writeFile writes a project file whole, atomically; tests make it fail.
+var writeFile = atomicfile.Write
+
 // journalBound is the least a journal may grow to before a save folds it:
 // past it, a journal is folded when it outgrows the project file, so a
 // fold's O(project) write comes once per O(project) bytes of changes.
@@ -220,6 +223,11 @@ var IdleFold = 2 * time.Second
 func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() error, error) {
 	p, err := s.prepare(c, snap)
 	if err != nil {
+		// The cache may hold some of this change's entries, which the
+		// journal does not: the next save writes the file whole.
+		if c.j != nil {
+			s.dropJournal(c)
+		}
 		return nil, err
 	}
 	path := filepath.Join(snap.Project.Path, snap.Project.Filename)
@@ -238,14 +246,10 @@ func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() erro
 		for _, id := range p.removed[i] {
 			rec.Del = append(rec.Del, journalEntry{K: k, ID: id})
 		}
-		at := make(map[string]int, len(p.ids[i]))
-		for n, id := range p.ids[i] {
-			at[id] = n
+		for _, n := range p.changed[i] {
+			rec.Set = append(rec.Set, journalEntry{K: k, ID: p.ids[i][n], V: p.items[i][n]})
 		}
-		for _, id := range p.changed[i] {
-			rec.Set = append(rec.Set, journalEntry{K: k, ID: id, V: p.items[i][at[id]]})
-		}
-		if !slices.Equal(impliedOrder(c.order[i], p.removed[i], p.changed[i]), p.ids[i]) {
+		if !followsImplied(c.order[i], p.removed[i], p.added[i], p.ids[i]) {
 			if rec.Order == nil {
 				rec.Order = map[string][]string{}
 			}
@@ -274,23 +278,30 @@ func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() erro
 	return func() error { return j.durable(seq) }, nil
 }
 
-// impliedOrder is the order a record implies without an order of its
-// own: the previous one without the removed ids, the new ids appended.
-func impliedOrder(prev, removed, changed []string) []string {
-	out := make([]string, 0, len(prev)+len(changed))
-	had := make(map[string]bool, len(prev))
+// followsImplied reports whether ids is the order a record implies
+// without an order of its own: the previous one without the removed ids
+// (sorted), the new ids appended. The cache's entries are those of prev
+// (a journal follows the last save), so the new ids are those it lacked.
+func followsImplied(prev, removed, added, ids []string) bool {
+	n := 0
 	for _, id := range prev {
-		had[id] = true
-		if !slices.Contains(removed, id) {
-			out = append(out, id)
+		if len(removed) > 0 {
+			if _, gone := slices.BinarySearch(removed, id); gone {
+				continue
+			}
 		}
-	}
-	for _, id := range changed {
-		if !had[id] {
-			out = append(out, id)
+		if n >= len(ids) || ids[n] != id {
+			return false
 		}
+		n++
 	}
-	return out
+	for _, id := range added {
+		if n >= len(ids) || ids[n] != id {
+			return false
+		}
+		n++
+	}
+	return n == len(ids)
 }
 
 // writeWhole writes the project file whole (data, prepared as p) and
@@ -299,7 +310,7 @@ func (s *Store) writeWhole(c *projectCache, path string, data []byte, p *prepare
 	if c.j != nil {
 		s.dropJournal(c)
 	}
-	if err := atomicfile.Write(path, data, 0o644); err != nil {
+	if err := writeFile(path, data, 0o644); err != nil {
 		return err
 	}
 	c.path, c.top, c.order, c.baseSize = path, p.top, p.ids, len(data)
@@ -343,8 +354,14 @@ func (s *Store) armIdle(c *projectCache) {
 // foldLocked writes the file whole from c, if its journal holds records.
 // c.mu must be held.
 func (s *Store) foldLocked(c *projectCache) error {
+	_, err := s.foldData(c)
+	return err
+}
+
+// foldData is foldLocked, returning the file's content when it wrote it.
+func (s *Store) foldData(c *projectCache) ([]byte, error) {
 	if c.j == nil || c.j.records() == 0 {
-		return nil
+		return nil, nil
 	}
 	var items [3][][]byte
 	for i := range kinds {
@@ -362,24 +379,34 @@ func (s *Store) foldLocked(c *projectCache) error {
 	}
 	data, err := assemble(c.top, items)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.writeWhole(c, c.path, data, &prepared{top: c.top, ids: c.order})
+	if err := s.writeWhole(c, c.path, data, &prepared{top: c.top, ids: c.order}); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // Fold writes a project's journal into its file, so that the file holds
 // every change (for those who read it: exports, GNS3's tools). A project
 // saved before this start and not since has its journal read from disk.
 func (s *Store) Fold(p *project.Project) error {
+	_, err := s.FoldFile(p)
+	return err
+}
+
+// FoldFile is Fold, and returns the file's content when it wrote it, nil
+// when not: its reader need not read the file again.
+func (s *Store) FoldFile(p *project.Project) ([]byte, error) {
 	if c := s.cached(p.ID); c != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !c.gone && c.j != nil {
-			return s.foldLocked(c)
+			return s.foldData(c)
 		}
 	}
-	_, err := s.foldFromDisk(filepath.Join(p.Path, p.Filename))
-	return err
+	_, data, err := s.foldFromDisk(filepath.Join(p.Path, p.Filename))
+	return data, err
 }
 
 // Close folds every project's journal into its file (so that the files
@@ -399,28 +426,32 @@ func (s *Store) Close() error {
 }
 
 // foldFromDisk folds the journal of the project file at path, read from
-// disk, and returns the project.
-func (s *Store) foldFromDisk(path string) (*project.Snapshot, error) {
+// disk, and returns the project and, when it wrote the file, its content
+// (nil, nil, nil when there is no file).
+func (s *Store) foldFromDisk(path string) (*project.Snapshot, []byte, error) {
 	data, replayed, err := loadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	snap, err := Decode(data, filepath.Dir(path), filepath.Base(path))
-	if err != nil || !replayed {
-		return snap, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if !replayed {
+		return snap, nil, nil // not written: read it as any file
 	}
 	out, err := s.Encode(snap)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := atomicfile.Write(path, out, 0o644); err != nil {
-		return nil, err
+	if err := writeFile(path, out, 0o644); err != nil {
+		return nil, nil, err
 	}
 	os.Remove(path + JournalSuffix)
-	return snap, nil
+	return snap, out, nil
 }
 
 // Remove deletes a project's directory. It refuses a directory that is not
@@ -599,7 +630,7 @@ func (s *Store) LoadAll() (snaps []*project.Snapshot, errs []error) {
 		}
 		// The journal's changes go into the file now, for those who read
 		// it while the project is closed.
-		snap, err := s.foldFromDisk(files[0])
+		snap, _, err := s.foldFromDisk(files[0])
 		if err != nil {
 			errs = append(errs, err)
 			continue
