@@ -171,9 +171,13 @@ func (s *core) saveAs(st *state, gate bool) error {
 		if err := s.cfg.Store.Save(snap); err != nil {
 			return writeFailed(err)
 		}
+		st.lastSaved = snap
 		return nil
 	}
 	wait, err := as.SaveAsync(snap)
+	if err == nil {
+		st.lastSaved = snap
+	}
 	st.saveMu.Unlock()
 	if err != nil {
 		return writeFailed(err)
@@ -197,9 +201,10 @@ func (s *core) saveAs(st *state, gate bool) error {
 
 // durable waits for a save made under an exclusive st.ops, once the lock
 // is released. Its change was written, so only a failed flush can fail
-// it: then the project is saved again, from memory, and waited for (a
-// Store whose flush failed writes its next save whole) before the change
-// answers. When that fails too, the change answers the error; it stays in
+// it: then the last snapshot the Store took is saved again, and waited for
+// (a Store whose flush failed writes its next save whole) before the change
+// answers. Not memory as it is now: the lock is free, and the next change
+// may be in it, whose own save could fail and undo it after this wrote it. When that fails too, the change answers the error; it stays in
 // memory (its compute calls are made, and the changes after it were made
 // on it), and the project's next save that succeeds writes it.
 func (s *core) durable(st *state, wait func() error) error {
@@ -209,9 +214,7 @@ func (s *core) durable(st *state, wait func() error) error {
 	}
 	st.saveMu.Lock()
 	defer st.saveMu.Unlock()
-	st.mu.RLock()
-	snap := st.snapshotLocked()
-	st.mu.RUnlock()
+	snap := st.lastSaved // set by the save whose flush failed, or a later one
 	id := snap.Project.ID
 	if st.removed { // deleted meanwhile: not written again
 		return writeFailed(err)

@@ -464,8 +464,10 @@ func (s *Links) Update(ctx context.Context, projectID, linkID string, u LinkUpda
 	st.change(func() {
 		*cur = next
 	})
-	if err := s.core.save(st); err != nil {
-		s.core.log.Error("save project", "project", projectID, "err", err)
+	// The link is changed on its computes: kept when its save fails, and
+	// the failure answered.
+	if err := s.core.saveKept(st); err != nil {
+		return Link{}, err
 	}
 	for range plan.announce {
 		out := next

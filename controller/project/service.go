@@ -83,6 +83,10 @@ type state struct {
 	// removed: the project's directory is deleted (guarded by saveMu), so
 	// a save that failed to flush is not written again (durable).
 	removed bool
+	// lastSaved is the last snapshot the Store took (guarded by saveMu):
+	// what a failed flush writes again (durable). Memory may hold more by
+	// then, such as a change whose own save is about to fail and be undone.
+	lastSaved *Snapshot
 
 	mu        genRWMutex // guards the fields below; counts their changes
 	p         Project

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/labtap/labtap/capspec"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -711,5 +712,25 @@ func TestNodePropertiesAreBoundedAcrossUpdates(t *testing.T) {
 	req.Properties = map[string]any{"a": chunk, "b": chunk}
 	if _, err := f.svc.Nodes.Create(t.Context(), f.project.ID, req); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("a node created with 1.2 MB of properties: %v", err)
+	}
+}
+
+// A link change made on its computes stays made when its save fails, and
+// answers the failure, with no link.updated: a client told "updated" would
+// think it on disk.
+func TestALinkChangeThatCannotBeSavedAnswersTheFailure(t *testing.T) {
+	f := newFixture(t)
+	l := f.link(t, f.node(t, "A"), f.node(t, "B"))
+	before := len(f.events.actions())
+	f.store.fail = true
+	yes := true
+	if _, err := f.svc.Links.Update(t.Context(), f.project.ID, l.ID, LinkUpdate{Suspend: &yes}); !errors.Is(err, ErrInternal) {
+		t.Fatalf("Links.Update with a full disk: %v, want a 500 (GNS3's)", err)
+	}
+	if got := f.events.actions()[before:]; slices.Contains(got, LinkUpdated) {
+		t.Fatalf("events after a failed save: %v", got)
+	}
+	if cur, err := f.svc.Links.Get(f.project.ID, l.ID); err != nil || !cur.Suspend {
+		t.Fatalf("the link as kept: %+v, %v (its computes suspended it)", cur, err)
 	}
 }

@@ -264,6 +264,7 @@ func (s *Store) saveLocked(c *projectCache, snap *project.Snapshot) (func() erro
 	}
 	payload, err := json.Marshal(rec)
 	if err != nil {
+		s.dropJournal(c) // as below: the cache already holds the change
 		return nil, err
 	}
 	seq, err := j.appendRecord(payload)
