@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -187,5 +188,40 @@ func readRequest(c net.Conn) {
 	req, err := http.ReadRequest(bufio.NewReader(c))
 	if err == nil {
 		io.Copy(io.Discard, req.Body)
+	}
+}
+
+// A dial that timed out is a compute that cannot be reached, not a call
+// that ran out of its time: net's timeout errors match
+// context.DeadlineExceeded, which once read as "Timeout error ... after
+// 1m0s" for a call that had waited 300 ms.
+func TestADialTimeoutIsACannotConnectError(t *testing.T) {
+	ln := fullListener(t)
+	c := NewClient(ClientConfig{Retries: 0, Timeout: time.Minute})
+	c.post.HTTPClient.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 300 * time.Millisecond}).DialContext
+	err := c.call(t.Context(), target{id: "c1", url: "http://" + ln.Addr().String()}, "POST", proto.ConsoleResetPath("p", "n"), nil, nil)
+	want := "Cannot connect to compute 'c1' with request POST " + proto.ConsoleResetPath("p", "n")
+	if err == nil || err.Error() != want {
+		t.Fatalf("a POST whose dial timed out: %v, want %q", err, want)
+	}
+}
+
+// A call the agent does not answer within the client's Timeout says so.
+func TestACallPastItsTimeoutIsATimeoutError(t *testing.T) {
+	release := make(chan struct{})
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select { // never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(agent.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the handler
+	c := NewClient(ClientConfig{Retries: 0, Timeout: 200 * time.Millisecond})
+	err := c.call(t.Context(), target{id: "c1", url: agent.URL}, "POST", proto.ConsoleResetPath("p", "n"), nil, nil)
+	want := "Timeout error for POST call to " + agent.URL + proto.ConsoleResetPath("p", "n") + " after 200ms"
+	if err == nil || err.Error() != want {
+		t.Fatalf("a POST past its timeout: %v, want %q", err, want)
 	}
 }
