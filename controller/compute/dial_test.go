@@ -94,7 +94,13 @@ func TestAPOSTWhoseDialTimedOutIsSentAgain(t *testing.T) {
 	c.post.HTTPClient.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 300 * time.Millisecond}).DialContext
 	errs := recordErrors(c.post)
 	c.post.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
-		if attempt == 1 { // before the retry: the agent accepts, which frees the queue
+		if attempt == 1 {
+			// Before the retry the agent comes up: the connection queued
+			// is taken off the queue here, not in Serve's goroutine, so
+			// the retry's SYN finds room whenever that goroutine runs.
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+			}
 			go agent.Serve(ln)
 		}
 	}
