@@ -32,6 +32,7 @@ import (
 )
 
 func TestVersionCheck(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r := s.must("POST", "/v2/version", map[string]any{"version": "2.2.59", "local": true}, 200, "/v2/version")
 	if r.body["version"] != "2.2.59" {
@@ -46,6 +47,7 @@ func TestVersionCheck(t *testing.T) {
 }
 
 func TestComputeRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const route = "/v2/computes/{compute_id}"
 	// An agent that is not there is registered anyway, not connected.
@@ -86,6 +88,7 @@ func TestComputeRoutes(t *testing.T) {
 }
 
 func TestComputesAreSavedAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "computes.json")
 	r := compute.NewRegistry(compute.RegistryConfig{Path: path, Client: quickClient()})
 	if _, err := r.Create(t.Context(), compute.Compute{ID: "c1", Name: "one", Protocol: "http", Host: "127.0.0.1", Port: 9, Password: "pw"}, compute.Grant{}); err != nil {
@@ -104,6 +107,7 @@ func TestComputesAreSavedAcrossRestarts(t *testing.T) {
 }
 
 func TestProjectLifecycleRoutes(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, true)
 	p := "/v2/projects/" + l.project
 	u := l.must("PUT", p, map[string]any{"zoom": 120, "project_id": l.project}, 200, rProject) // project_id accepted (GNS3: 400)
@@ -162,6 +166,7 @@ func TestProjectLifecycleRoutes(t *testing.T) {
 }
 
 func TestNodeRoutesForBulkUpdateAndLinks(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	p := "/v2/projects/" + l.project
 	for _, op := range []string{"start", "stop", "reload"} {
@@ -194,6 +199,7 @@ func TestNodeRoutesForBulkUpdateAndLinks(t *testing.T) {
 }
 
 func TestLinkUpdateAndAvailableFilters(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	const rFilters = "/v2/projects/{project_id}/links/{link_id}/available_filters"
 	af := l.must("GET", l.linkPath("/available_filters"), nil, 200, rFilters)
@@ -240,6 +246,7 @@ func TestLinkUpdateAndAvailableFilters(t *testing.T) {
 }
 
 func TestTemplateRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const vpcs = "19021f99-e36f-394d-b4a1-8aaa902ab9cc"
 	list := s.must("GET", "/v2/templates", nil, 200, "/v2/templates")
@@ -298,6 +305,7 @@ func authServer(t *testing.T) *fiber.App {
 }
 
 func TestBasicAuthenticationAnswersLikeGNS3(t *testing.T) {
+	t.Parallel()
 	app := authServer(t)
 	for name, auth := range map[string]string{
 		"no credentials": "",
@@ -327,6 +335,7 @@ func TestBasicAuthenticationAnswersLikeGNS3(t *testing.T) {
 }
 
 func TestOversizedJSONBodiesAre413AndChangeNothing(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	big := `{"name": "` + strings.Repeat("x", 1<<20) + `"}`
 	r := s.must("POST", "/v2/projects", big, 413, rProjects)
@@ -339,6 +348,7 @@ func TestOversizedJSONBodiesAre413AndChangeNothing(t *testing.T) {
 }
 
 func TestInvalidUTF8IsABadRequestNotACrash(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r := s.must("POST", "/v2/projects", "{\"name\": \"caf\xe9\"}", 400, rProjects)
 	if r.body["message"] != "Invalid JSON: the body is not UTF-8" {
@@ -349,6 +359,7 @@ func TestInvalidUTF8IsABadRequestNotACrash(t *testing.T) {
 var update = flag.Bool("update", false, "rewrite openapi.json from the routes")
 
 func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
+	t.Parallel()
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", View: web.New(web.Config{})})
@@ -602,6 +613,7 @@ func BenchmarkCreateNode(b *testing.B) {
 }
 
 func TestSwitchHubAndCloudNodesThroughTheRealAgent(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	pid := s.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
 	nodes := "/v2/projects/" + pid + "/nodes"
