@@ -25,6 +25,23 @@ func RequireTools(t testing.TB, tools ...string) {
 	}
 }
 
+// HaveTool reports whether tool is on PATH, for a check a test adds where
+// the tool is (a second reader of a file, say). Where it is not, the test
+// logs that it made the check without it, or fails when
+// LABTAP_REQUIRE_TOOLS is set: scripts/test installs the tool, so a check
+// left out there is a hole, not a skip.
+func HaveTool(t testing.TB, tool string) bool {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		if os.Getenv("LABTAP_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%s is not installed; scripts/test installs it", tool)
+		}
+		t.Logf("%s is not installed: its check is left out", tool)
+		return false
+	}
+	return true
+}
+
 // SkipOrFail skips a test that cannot run here, or fails it when the
 // environment variable require is set: a run that asked for every test of
 // that kind must not pass by skipping them.
