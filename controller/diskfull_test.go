@@ -119,9 +119,5 @@ send:
 	}
 }
 
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c := testenv.LoopbackUDP(t)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
+// freeUDPPort is a port for a cloud node's lport: see testenv.UnusedUDPPort.
+func freeUDPPort(t *testing.T) int { return testenv.UnusedUDPPort(t) }

@@ -236,17 +236,6 @@ func (u *udpEnd) recv(d time.Duration) ([]byte, netip.AddrPort) {
 	return buf[:n], from
 }
 
-// freeUDPPort returns a UDP port free a moment ago.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
 const (
 	cloud1 = "eeeeeeee-0000-4000-8000-000000000005"
 	cloud2 = "ffffffff-0000-4000-8000-000000000006"
@@ -256,7 +245,7 @@ func TestCloudNodesJoinSocketsOutsideTheLab(t *testing.T) {
 	a := newAgent(t)
 	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "lab"}, nil, 204)
 	x, y := newUDPEnd(t), newUDPEnd(t)
-	l1, l2 := freeUDPPort(t), freeUDPPort(t)
+	l1, l2 := testenv.UnusedUDPPort(t), testenv.UnusedUDPPort(t)
 	for _, c := range []struct {
 		id, name     string
 		lport, rport int
