@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -75,6 +76,41 @@ func fullListener(t *testing.T) net.Listener {
 	}
 	t.Skip("this kernel never fills a backlog-0 accept queue: no dial to time out")
 	return nil
+}
+
+// refusingPort is a TCP port of 127.0.0.1 that refuses connections (its
+// socket is bound, not listening) and stays this test's: a listener closed
+// to free its port could see the port given to another socket of the
+// machine before the test listens on it again. listen makes it accept.
+func refusingPort(t *testing.T) (addr string, listen func() net.Listener) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "refusing")
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	return addr, func() net.Listener {
+		if err := syscall.Listen(fd, 128); err != nil {
+			t.Error(err)
+			return nil
+		}
+		ln, err := net.FileListener(f)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
 }
 
 // A POST whose dial timed out (the agent's host dropped its SYN: no
