@@ -26,6 +26,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/controller/web"
+	"github.com/labtap/labtap/internal/testenv"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -646,19 +647,9 @@ func TestSwitchHubAndCloudNodesThroughTheRealAgent(t *testing.T) {
 			"properties": map[string]any{"ports_mapping": []any{map[string]any{
 				"name": "UDP tunnel 1", "port_number": 0, "type": "udp", "lport": lport, "rhost": "127.0.0.1", "rport": lport + 1}}}}, 201, rNodes).body
 	}
-	a, b := cloud("Gen", freeUDP(t)), cloud("Sink", freeUDP(t))
+	a, b := cloud("Gen", testenv.UnusedUDPPort(t)), cloud("Sink", testenv.UnusedUDPPort(t))
 	s.must("POST", "/v2/projects/"+pid+"/links", map[string]any{"nodes": []any{
 		map[string]any{"node_id": a["node_id"], "adapter_number": 0, "port_number": 0},
 		map[string]any{"node_id": b["node_id"], "adapter_number": 0, "port_number": 0},
 	}}, 201, rLinks)
-}
-
-// freeUDP returns a UDP port that was free a moment ago.
-func freeUDP(t *testing.T) int {
-	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }
