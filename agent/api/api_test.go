@@ -35,6 +35,13 @@ const (
 	secret    = "s3cret"
 )
 
+// arrive is how long a test waits for a frame that must arrive: long, as a
+// loaded machine can keep the relay from running for seconds (a 2 s wait
+// failed so), and a frame that arrives ends the wait at once. A frame that
+// must not arrive is waited for a few hundred milliseconds, which a slow
+// relay only makes easier to pass.
+const arrive = 30 * time.Second
+
 // agent is an agent API on httptest, with fake nodes.
 type agent struct {
 	t     *testing.T
@@ -157,11 +164,11 @@ func (a *agent) exchange(tag string) {
 	a.t.Helper()
 	fa, fb := a.fake(nodeA), a.fake(nodeB)
 	fa.Send([]byte("A>" + tag))
-	if got, err := fb.Recv(2 * time.Second); err != nil || string(got) != "A>"+tag {
+	if got, err := fb.Recv(arrive); err != nil || string(got) != "A>"+tag {
 		a.t.Fatalf("B got %q, %v", got, err)
 	}
 	fb.Send([]byte("B>" + tag))
-	if got, err := fa.Recv(2 * time.Second); err != nil || string(got) != "B>"+tag {
+	if got, err := fa.Recv(arrive); err != nil || string(got) != "B>"+tag {
 		a.t.Fatalf("A got %q, %v", got, err)
 	}
 }
@@ -574,7 +581,7 @@ func TestATooComplexFilterIsRefusedInBudget(t *testing.T) {
 	}
 	// The link kept its filter: icmp is dropped, the rest passes.
 	a.fake(nodeA).Send([]byte("not icmp at all, just bytes"))
-	if _, err := a.fake(nodeB).Recv(5 * time.Second); err != nil {
+	if _, err := a.fake(nodeB).Recv(arrive); err != nil {
 		t.Fatalf("after a refused filter the link delivers nothing: %v", err)
 	}
 }

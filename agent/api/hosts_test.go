@@ -161,11 +161,11 @@ func TestReservedTunnelPortsJoinTwoAgents(t *testing.T) {
 	for i := range 3 {
 		tag := fmt.Sprint(i)
 		a.fake(nodeA).Send([]byte("A>" + tag))
-		if got, err := b.fake(nodeB).Recv(2 * time.Second); err != nil || string(got) != "A>"+tag {
+		if got, err := b.fake(nodeB).Recv(arrive); err != nil || string(got) != "A>"+tag {
 			t.Fatalf("B got %q, %v", got, err)
 		}
 		b.fake(nodeB).Send([]byte("B>" + tag))
-		if got, err := a.fake(nodeA).Recv(2 * time.Second); err != nil || string(got) != "B>"+tag {
+		if got, err := a.fake(nodeA).Recv(arrive); err != nil || string(got) != "B>"+tag {
 			t.Fatalf("A got %q, %v", got, err)
 		}
 	}
