@@ -68,6 +68,13 @@ func newAgentAPI(t *testing.T, cfg host.Config, acfg api.Config) *agent {
 		a.data = t.TempDir()
 	}
 	cfg.DataDir = a.data
+	if cfg.FilterDeadline == 0 {
+		// A filter that compiles at once must not be refused as too
+		// complex because a loaded machine kept its compiling child from
+		// running for 2 s (it was, starved). The budget's own test asks
+		// for the default deadline.
+		cfg.FilterDeadline = time.Minute
+	}
 	cfg.Runners = map[string]host.RunnerFactory{
 		"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
 			f := node.NewFake(env.Agent, env.OnStop)
@@ -545,8 +552,9 @@ func compilingChild(t *testing.T, done <-chan error) int {
 }
 
 func TestATooComplexFilterIsRefusedInBudget(t *testing.T) {
-	// Each refusal waits out the default 2 s deadline.
-	a := linked(t)
+	// Each refusal waits out the agent's default deadline
+	// (pcapfilter.DefaultDeadline, 2 s, which this test may not import).
+	a := linkedWith(t, host.Config{FilterDeadline: 2 * time.Second}, api.Config{})
 	expr := slowFilter()
 	// A link PUT with it, and a check of it, are refused as too complex.
 	var e proto.Error
