@@ -117,6 +117,7 @@ func refusingPort(t *testing.T) (addr string, listen func() net.Listener) {
 // connection, so not a byte of it left) is sent again, and done once by
 // the agent that answers the retry.
 func TestAPOSTWhoseDialTimedOutIsSentAgain(t *testing.T) {
+	t.Parallel() // it waits out a dial or call timeout
 	ln := fullListener(t)
 	var calls atomic.Int32
 	agent := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -156,6 +157,7 @@ func TestAPOSTWhoseDialTimedOutIsSentAgain(t *testing.T) {
 // an idempotent call is. Each agent here breaks the connection its own
 // way and counts the connections it accepted.
 func TestAPOSTWhoseConnectionWasMadeIsNotSentAgain(t *testing.T) {
+	t.Parallel()
 	const retries = 2
 	breaks := []struct {
 		what string
@@ -238,6 +240,7 @@ func readRequest(c net.Conn) {
 // context.DeadlineExceeded, which once read as "Timeout error ... after
 // 1m0s" for a call that had waited 300 ms.
 func TestADialTimeoutIsACannotConnectError(t *testing.T) {
+	t.Parallel() // it waits out a dial or call timeout
 	ln := fullListener(t)
 	c := NewClient(ClientConfig{Retries: 0, Timeout: time.Minute})
 	c.post.HTTPClient.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 300 * time.Millisecond}).DialContext
@@ -250,6 +253,7 @@ func TestADialTimeoutIsACannotConnectError(t *testing.T) {
 
 // A call the agent does not answer within the client's Timeout says so.
 func TestACallPastItsTimeoutIsATimeoutError(t *testing.T) {
+	t.Parallel() // it waits out a dial or call timeout
 	release := make(chan struct{})
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
