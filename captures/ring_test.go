@@ -72,7 +72,7 @@ func sequenceOf(t *testing.T, format string, data []byte) []int {
 // capinfosOK checks a file with Wireshark's capinfos, when it is there.
 func capinfosOK(t *testing.T, path string) {
 	t.Helper()
-	if _, err := exec.LookPath("capinfos"); err != nil {
+	if !testenv.HaveTool(t, "capinfos") {
 		return // checked with pcapgo only; TestRingFilesAreValidForCapinfos requires it
 	}
 	if out, err := exec.Command("capinfos", "-c", path).CombinedOutput(); err != nil {

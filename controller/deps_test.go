@@ -84,7 +84,6 @@ var testCrossings = []struct{ from, to, why string }{
 	{"controller/api", "agent/host", "contract tests run a real agent state behind it"},
 	{"controller/api", "agent/node", "... with node.Fake runners"},
 	{"controller/api", "controller/web", "the OpenAPI test registers the capture view's routes with the real view"},
-	{"controller/api", "internal/cli", "the GET link benchmark logs through the controller's own log handler"},
 	{"agent/api", "agent/host", "the API's tests serve a real agent state"},
 	{"agent/api", "agent/node", "... with node.Fake runners"},
 	{"agent/bridge", "captures", "benchmarks tap the relay into a real capture file"},

@@ -123,13 +123,6 @@ send:
 	}
 }
 
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c := testenv.LoopbackUDP(t)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
 // A capture that cannot start because its disk is full (its header cannot
 // be written) is a 500 whose JSON message says why; the link is not
 // capturing, no file or mark is left in the captures folder, and once the
@@ -199,3 +192,5 @@ func TestACaptureStartOnAFullDiskFailsWithItsReasonAndLeavesNoFile(t *testing.T)
 		t.Fatalf("the start once the disk has room: %+v, want full.pcap", started)
 	}
 }
+// freeUDPPort is a port for a cloud node's lport: see testenv.UnusedUDPPort.
+func freeUDPPort(t *testing.T) int { return testenv.UnusedUDPPort(t) }

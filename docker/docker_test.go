@@ -231,7 +231,8 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 	testenv.Long(t, "docker-compose's own reading of the file takes seconds")
 	compose, err := exec.LookPath("docker-compose")
 	if err != nil {
-		t.Skip("docker-compose is not installed: only parsed")
+		// scripts/test installs it where a Docker Engine answers.
+		testenv.SkipOrFail(t, "LABTAP_DOCKER", "docker-compose is not installed: only parsed")
 	}
 	cmd := exec.Command(compose, "-f", "compose.yaml", "config", "-q")
 	cmd.Env = append(os.Environ(), "LABTAP_SECRET=x")
@@ -491,10 +492,12 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	if icmp < 2*replies {
 		t.Fatalf("the streamed capture holds %d ICMP frames for %d answered pings", icmp, replies)
 	}
-	if tshark, err := exec.LookPath("tshark"); err == nil {
+	if testenv.HaveTool(t, "tshark") {
 		f := filepath.Join(t.TempDir(), "streamed.pcap")
-		os.WriteFile(f, body, 0o644)
-		if out, err := exec.Command(tshark, "-r", f).CombinedOutput(); err != nil {
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("tshark", "-r", f).CombinedOutput(); err != nil {
 			t.Fatalf("tshark on the streamed capture: %v\n%s", err, out)
 		}
 	}

@@ -11,8 +11,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +34,13 @@ const (
 	linkID    = "cccccccc-0000-4000-8000-000000000003"
 	secret    = "s3cret"
 )
+
+// arrive is how long a test waits for a frame that must arrive: long, as a
+// loaded machine can keep the relay from running for seconds (a 2 s wait
+// failed so), and a frame that arrives ends the wait at once. A frame that
+// must not arrive is waited for a few hundred milliseconds, which a slow
+// relay only makes easier to pass.
+const arrive = 30 * time.Second
 
 // agent is an agent API on httptest, with fake nodes.
 type agent struct {
@@ -58,6 +68,13 @@ func newAgentAPI(t *testing.T, cfg host.Config, acfg api.Config) *agent {
 		a.data = t.TempDir()
 	}
 	cfg.DataDir = a.data
+	if cfg.FilterDeadline == 0 {
+		// A filter that compiles at once must not be refused as too
+		// complex because a loaded machine kept its compiling child from
+		// running for 2 s (it was, starved). The budget's own test asks
+		// for the default deadline.
+		cfg.FilterDeadline = time.Minute
+	}
 	cfg.Runners = map[string]host.RunnerFactory{
 		"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
 			f := node.NewFake(env.Agent, env.OnStop)
@@ -154,11 +171,11 @@ func (a *agent) exchange(tag string) {
 	a.t.Helper()
 	fa, fb := a.fake(nodeA), a.fake(nodeB)
 	fa.Send([]byte("A>" + tag))
-	if got, err := fb.Recv(2 * time.Second); err != nil || string(got) != "A>"+tag {
+	if got, err := fb.Recv(arrive); err != nil || string(got) != "A>"+tag {
 		a.t.Fatalf("B got %q, %v", got, err)
 	}
 	fb.Send([]byte("B>" + tag))
-	if got, err := fa.Recv(2 * time.Second); err != nil || string(got) != "B>"+tag {
+	if got, err := fa.Recv(arrive); err != nil || string(got) != "B>"+tag {
 		a.t.Fatalf("A got %q, %v", got, err)
 	}
 }
@@ -448,36 +465,105 @@ func readPcap(t *testing.T, path string, lt layers.LinkType) [][]byte {
 	}
 }
 
-func TestATooComplexFilterIsRefusedInBudgetAndBlocksNothing(t *testing.T) {
-	// Each refusal waits out the default 2 s deadline: 1 s is too little
-	// for the quick filter's compiling child to start under -race on a
-	// loaded machine.
-	a := linked(t)
+// slowFilter is a link filter libpcap takes seconds to compile.
+func slowFilter() string {
 	var slow []string
 	for i := range 400 {
 		slow = append(slow, fmt.Sprintf("host 10.%d.%d.1", i/200, i%200))
 	}
-	expr := strings.Join(slow, " or ")
+	return strings.Join(slow, " or ")
+}
+
+// A filter compiling holds up no other: while a slow filter's check is
+// being compiled (its compiling child frozen with SIGSTOP, and a deadline
+// of an hour, so the check cannot end by itself), another link's filter
+// compiles and applies.
+func TestACompilingFilterBlocksNoOther(t *testing.T) {
+	a := linkedWith(t, host.Config{FilterDeadline: time.Hour}, api.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		b, _ := json.Marshal(proto.FilterCheck{BPF: []string{slowFilter()}})
+		req, _ := http.NewRequestWithContext(ctx, "PUT", a.url+proto.FilterCheckPath, bytes.NewReader(b))
+		req.Header.Set(proto.SecretHeader, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %s", resp.Status)
+		}
+		done <- err
+	}()
+	child := compilingChild(t, done)
+	if err := syscall.Kill(child, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freezing the compiling child %d: %v", child, err)
+	}
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		var e proto.Error
+		if got := a.do("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
+			A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Filters: proto.Filters{BPF: []string{"icmp"}},
+		}, &e); got != 204 {
+			t.Errorf("a quick filter beside a slow one: %d %+v", got, e)
+		}
+	}()
+	select {
+	case <-applied:
+	case <-time.After(2 * time.Minute): // a liveness bound, not a measure
+		t.Fatal("a quick filter waited for a slow one being compiled")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the slow check ended while its child was frozen: %v", err)
+	default:
+	}
+	cancel() // the agent kills the child, frozen or not, and answers
+	<-done
+}
+
+// compilingChild waits for the child process the agent compiles a filter
+// in (this test binary, run with LABTAP_PCAPFILTER_CHILD=1) and returns
+// its pid; it fails the test if done says the request ended first.
+func compilingChild(t *testing.T, done <-chan error) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the slow check ended before its child was seen: %v", err)
+		default:
+		}
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, pid := range strings.Fields(string(b)) {
+				env, _ := os.ReadFile("/proc/" + pid + "/environ")
+				if slices.Contains(strings.Split(string(env), "\x00"), "LABTAP_PCAPFILTER_CHILD=1") {
+					n, err := strconv.Atoi(pid)
+					if err == nil {
+						return n
+					}
+				}
+			}
+		}
+	}
+	t.Fatal("no compiling child within a minute")
+	return 0
+}
+
+func TestATooComplexFilterIsRefusedInBudget(t *testing.T) {
+	// Each refusal waits out the agent's default deadline
+	// (pcapfilter.DefaultDeadline, 2 s, which this test may not import).
+	a := linkedWith(t, host.Config{FilterDeadline: 2 * time.Second}, api.Config{})
+	expr := slowFilter()
 	// A link PUT with it, and a check of it, are refused as too complex.
 	var e proto.Error
-	done := make(chan int, 1)
-	go func() {
-		var e proto.Error
-		done <- a.do("PUT", proto.FilterCheckPath, proto.FilterCheck{BPF: []string{expr}}, &e)
-	}()
-	// Meanwhile another link filter compiles and applies: no lock waits
-	// for the slow one.
+	if got := a.do("PUT", proto.FilterCheckPath, proto.FilterCheck{BPF: []string{expr}}, &e); got != 400 {
+		t.Fatalf("filter check of a slow filter: %d %+v", got, e)
+	}
 	a.must("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
 		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Filters: proto.Filters{BPF: []string{"icmp"}},
 	}, nil, 204)
-	select {
-	case got := <-done:
-		t.Fatalf("the slow check ended (%d) before a quick filter applied", got)
-	default:
-	}
-	if got := <-done; got != 400 {
-		t.Fatalf("filter check of a slow filter: %d", got)
-	}
 	if got := a.do("PUT", proto.LinkPath(projectID, linkID), proto.LinkSpec{
 		A: proto.Endpoint{NodeID: nodeA}, B: proto.Endpoint{NodeID: nodeB}, Filters: proto.Filters{BPF: []string{expr}},
 	}, &e); got != 400 || e.Message != "Filter bpf: too complex" {
@@ -503,7 +589,7 @@ func TestATooComplexFilterIsRefusedInBudgetAndBlocksNothing(t *testing.T) {
 	}
 	// The link kept its filter: icmp is dropped, the rest passes.
 	a.fake(nodeA).Send([]byte("not icmp at all, just bytes"))
-	if _, err := a.fake(nodeB).Recv(5 * time.Second); err != nil {
+	if _, err := a.fake(nodeB).Recv(arrive); err != nil {
 		t.Fatalf("after a refused filter the link delivers nothing: %v", err)
 	}
 }

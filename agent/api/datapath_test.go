@@ -86,7 +86,7 @@ func (a *agent) passes(from, to string, frame []byte) bool {
 	if now.Forwarded == before.Forwarded {
 		return false
 	}
-	got, err := a.fake(to).Recv(5 * time.Second)
+	got, err := a.fake(to).Recv(arrive)
 	if err != nil {
 		a.t.Fatalf("the relay forwarded a frame that did not arrive: %v", err)
 	}
@@ -236,17 +236,6 @@ func (u *udpEnd) recv(d time.Duration) ([]byte, netip.AddrPort) {
 	return buf[:n], from
 }
 
-// freeUDPPort returns a UDP port free a moment ago.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
 const (
 	cloud1 = "eeeeeeee-0000-4000-8000-000000000005"
 	cloud2 = "ffffffff-0000-4000-8000-000000000006"
@@ -256,7 +245,7 @@ func TestCloudNodesJoinSocketsOutsideTheLab(t *testing.T) {
 	a := newAgent(t)
 	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "lab"}, nil, 204)
 	x, y := newUDPEnd(t), newUDPEnd(t)
-	l1, l2 := freeUDPPort(t), freeUDPPort(t)
+	l1, l2 := testenv.UnusedUDPPort(t), testenv.UnusedUDPPort(t)
 	for _, c := range []struct {
 		id, name     string
 		lport, rport int
@@ -276,12 +265,12 @@ func TestCloudNodesJoinSocketsOutsideTheLab(t *testing.T) {
 	if _, err := x.conn.WriteToUDPAddrPort([]byte("out of x"), netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", l1))); err != nil {
 		t.Fatal(err)
 	}
-	got, from := y.recv(2 * time.Second)
+	got, from := y.recv(arrive)
 	if string(got) != "out of x" || from.Port() != uint16(l2) {
 		t.Fatalf("y got %q from %v, want it from port %d", got, from, l2)
 	}
 	y.conn.WriteToUDPAddrPort([]byte("back"), netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", l2)))
-	if got, from := x.recv(2 * time.Second); string(got) != "back" || from.Port() != uint16(l1) {
+	if got, from := x.recv(arrive); string(got) != "back" || from.Port() != uint16(l1) {
 		t.Fatalf("x got %q from %v", got, from)
 	}
 	// Creating cloud 1 again with the same ports changes nothing; with other
@@ -373,7 +362,7 @@ func TestSwitchAndHubNodesJoinFakeNodes(t *testing.T) {
 	}
 	bcast := arpFrame(t, macA, ipA, ipB)
 	a.fake(n[0]).Send(bcast)
-	if got, err := a.fake(n[1]).Recv(2 * time.Second); err != nil || !bytes.Equal(got, bcast) {
+	if got, err := a.fake(n[1]).Recv(arrive); err != nil || !bytes.Equal(got, bcast) {
 		t.Fatalf("node 2 (same VLAN) got %x, %v", got, err)
 	}
 	if got, err := a.fake(n[2]).Recv(300 * time.Millisecond); err == nil {
@@ -384,7 +373,7 @@ func TestSwitchAndHubNodesJoinFakeNodes(t *testing.T) {
 	a.must("PUT", proto.NodePath(projectID, sw), proto.NodeSpec{NodeType: host.TypeSwitch, Name: "SW1", Ports: ports}, &st, 200)
 	a.fake(n[0]).Send(bcast)
 	for _, id := range n[1:] {
-		if _, err := a.fake(id).Recv(2 * time.Second); err != nil {
+		if _, err := a.fake(id).Recv(arrive); err != nil {
 			t.Fatalf("node %s (VLAN 1) got nothing: %v", id, err)
 		}
 	}
@@ -406,7 +395,7 @@ func TestSwitchAndHubNodesJoinFakeNodes(t *testing.T) {
 	unicast := icmpFrame(t, macA, macB, ipA, ipB, 8, 1)
 	a.fake(n[0]).Send(unicast)
 	for _, id := range n[1:] {
-		if got, err := a.fake(id).Recv(2 * time.Second); err != nil || !bytes.Equal(got, unicast) {
+		if got, err := a.fake(id).Recv(arrive); err != nil || !bytes.Equal(got, unicast) {
 			t.Fatalf("hub: node %s got %x, %v", id, got, err)
 		}
 	}

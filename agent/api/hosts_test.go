@@ -161,11 +161,11 @@ func TestReservedTunnelPortsJoinTwoAgents(t *testing.T) {
 	for i := range 3 {
 		tag := fmt.Sprint(i)
 		a.fake(nodeA).Send([]byte("A>" + tag))
-		if got, err := b.fake(nodeB).Recv(2 * time.Second); err != nil || string(got) != "A>"+tag {
+		if got, err := b.fake(nodeB).Recv(arrive); err != nil || string(got) != "A>"+tag {
 			t.Fatalf("B got %q, %v", got, err)
 		}
 		b.fake(nodeB).Send([]byte("B>" + tag))
-		if got, err := a.fake(nodeA).Recv(2 * time.Second); err != nil || string(got) != "B>"+tag {
+		if got, err := a.fake(nodeA).Recv(arrive); err != nil || string(got) != "B>"+tag {
 			t.Fatalf("A got %q, %v", got, err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestReservedTunnelPortsJoinTwoAgents(t *testing.T) {
 	// The relay counts a frame once its send returns, which can be just
 	// after the receiver has it: the last count may lag a moment.
 	var ls proto.LinkState
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
 		if ls.Directions[0].Forwarded == 3 && ls.Directions[1].Forwarded == 3 || time.Now().After(deadline) {
 			break
@@ -187,12 +187,19 @@ func TestReservedTunnelPortsJoinTwoAgents(t *testing.T) {
 	if _, err := stray.conn.WriteToUDP([]byte("stray"), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: pa.Port}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := a.fake(nodeA).Recv(200 * time.Millisecond); err == nil {
-		t.Fatalf("a stray reached node A: %q", got)
+	// Counted once the relay has read it (which a loaded machine can put
+	// off past any fixed wait), then checked not to have reached node A.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
+		if ls.Ends[1].Strays != 0 || time.Now().After(deadline) {
+			break
+		}
 	}
-	a.must("GET", proto.LinkPath(projectID, linkID), nil, &ls, 200)
 	if ls.Ends[1].Strays != 1 {
 		t.Fatalf("strays %d, want 1", ls.Ends[1].Strays)
+	}
+	if got, err := a.fake(nodeA).Recv(200 * time.Millisecond); err == nil {
+		t.Fatalf("a stray reached node A: %q", got)
 	}
 }
 

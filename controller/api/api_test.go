@@ -199,6 +199,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestVersionAndComputesMatchWhatGNS3ClientsCheck(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	v := s.must("GET", "/v2/version", nil, 200, "/v2/version")
 	// The GNS3 GUI gives up unless both members are there.
@@ -225,6 +226,7 @@ func TestVersionAndComputesMatchWhatGNS3ClientsCheck(t *testing.T) {
 }
 
 func TestProjectRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	p := s.must("POST", "/v2/projects", map[string]any{"name": "Lab 1", "auto_close": false}, 201, rProjects)
 	want := []string{"auto_close", "auto_open", "auto_start", "drawing_grid_size", "filename", "grid_size", "name", "path",
@@ -261,6 +263,7 @@ func TestProjectRoutes(t *testing.T) {
 }
 
 func TestBadRequestsGetGNS3sFiveMemberBody(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	tests := []struct {
 		name string
@@ -297,6 +300,7 @@ func TestBadRequestsGetGNS3sFiveMemberBody(t *testing.T) {
 }
 
 func TestNodeRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	pid := s.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
 	nodes := "/v2/projects/" + pid + "/nodes"
@@ -364,6 +368,7 @@ func TestNodeRoutes(t *testing.T) {
 }
 
 func TestLinkRoutes(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	link := l.must("GET", l.linkPath(""), nil, 200, rLink)
 	want := []string{"capture", "capture_compute_id", "capture_file_name", "capture_file_path", "capturing", "filters", "link_id",
@@ -417,6 +422,7 @@ func TestLinkRoutes(t *testing.T) {
 }
 
 func TestStartCaptureAcceptsNoBodyOrAnEmptyObject(t *testing.T) {
+	t.Parallel()
 	for _, body := range []any{nil, "{}", "  "} {
 		l := newLab(t, true)
 		r := l.must("POST", l.linkPath("/start_capture"), body, 201, rStart)
@@ -439,6 +445,7 @@ func TestStartCaptureAcceptsNoBodyOrAnEmptyObject(t *testing.T) {
 }
 
 func TestBadCaptureRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, true)
 	tests := []struct {
 		name   string
@@ -479,6 +486,7 @@ func TestBadCaptureRequestsChangeNothing(t *testing.T) {
 }
 
 func TestCaptureFileNameCannotLeaveTheCapturesFolder(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, true)
 	for _, name := range []string{"../../../../escape.pcap", "/tmp/abs.pcap", `..\..\win.pcap`, "sub/dir/x.pcap"} {
 		r := l.must("POST", l.linkPath("/start_capture"), map[string]any{"capture_file_name": name}, 201, rStart)
@@ -495,6 +503,7 @@ func TestCaptureFileNameCannotLeaveTheCapturesFolder(t *testing.T) {
 }
 
 func TestCaptureConflicts(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	r := l.must("POST", l.linkPath("/start_capture"), "{}", 409, rStart)
 	if r.body["message"] != "Cannot capture because there is no running device on this link" {
@@ -521,6 +530,7 @@ func TestCaptureConflicts(t *testing.T) {
 }
 
 func TestUnknownRoutesAndMethodsAnswerJSON(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r := s.do("GET", "/v2/nope", nil)
 	if r.status != 404 || r.header.Get("Content-Type") != "application/json" || r.body["status"] != 404.0 {
@@ -533,6 +543,7 @@ func TestUnknownRoutesAndMethodsAnswerJSON(t *testing.T) {
 }
 
 func TestNoCaptureEverOverwritesAnother(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, true)
 	// A second link, between two more started nodes.
 	var ids []string
@@ -585,6 +596,7 @@ func TestNoCaptureEverOverwritesAnother(t *testing.T) {
 }
 
 func TestInputIsBoundedAndARefusedCreateLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	projects := filepath.Join(s.data, "projects")
 	before, _ := os.ReadDir(projects)

@@ -247,6 +247,7 @@ func (l *archiveLab) exportOf(pid, query string) (map[string][]byte, []string) {
 // labtap's export of it has the same layout and the same project file,
 // ids aside: closed, and again after an open, a start and a close.
 func TestImportAGNS3ExportThenExportItAgain(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	ctl := l.listenHTTP("/v2/notifications")
 	fixture := fixtureProjectFile()
@@ -404,6 +405,7 @@ func (l *archiveLab) list(path string) []map[string]any {
 // the GNS3 media type, an attachment named after the project that any
 // name survives, chunked, X-Route; and the GUI's five parameters.
 func TestExportReplyIsGNS3s(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	p := l.call("POST", "/v2/projects", map[string]any{"name": `lab "ü"`}, 201)
 	pid := p["project_id"].(string)
@@ -440,6 +442,7 @@ func TestExportReplyIsGNS3s(t *testing.T) {
 // TestImportTakesTheWebUIsMultipartBody posts the archive as the web UI
 // does: multipart/form-data, ?name unencoded.
 func TestImportTakesTheWebUIsMultipartBody(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
@@ -468,6 +471,7 @@ func TestImportTakesTheWebUIsMultipartBody(t *testing.T) {
 // each gets its 4xx and leaves the projects directory as it was (no
 // project, no temporary file), and nothing appears outside it.
 func TestImportRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 64<<10)
 	existing := l.call("POST", "/v2/projects", map[string]any{"name": "there"}, 201)["project_id"].(string)
 	zipOf := func(extra func(zw *zip.Writer)) []byte {
@@ -589,6 +593,7 @@ func tree(t *testing.T, dir string) []string {
 
 // TestDuplicateProject checks POST .../duplicate against spec 2.3.
 func TestDuplicateProject(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	ctl := l.listenHTTP("/v2/notifications")
 	p := l.call("POST", "/v2/projects", map[string]any{"name": "specprobe-dup", "auto_close": false}, 201)
@@ -655,6 +660,7 @@ func TestDuplicateProject(t *testing.T) {
 // TestSnapshotRoutes checks list, create, delete and their refusals
 // against spec 2.2's observed replies.
 func TestSnapshotRoutes(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "snaps"}, 201)["project_id"].(string)
 	a := l.call("POST", "/v2/projects/"+pid+"/nodes", map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201)
@@ -729,6 +735,7 @@ func TestSnapshotRoutes(t *testing.T) {
 // the project, the project stream says what went and what came back, then
 // snapshot.restored, and the GUI's reload (POST /open) works.
 func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	ctl := l.listenHTTP("/v2/notifications")
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "restore"}, 201)["project_id"].(string)
@@ -819,6 +826,7 @@ func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
 // TestFailedRestoreLeavesTheProjectAsItWas restores a damaged snapshot:
 // 409, and the project, its nodes, links, file and files are as before.
 func TestFailedRestoreLeavesTheProjectAsItWas(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "intact"}, 201)["project_id"].(string)
 	base := "/v2/projects/" + pid
@@ -892,6 +900,7 @@ func TestFailedRestoreLeavesTheProjectAsItWas(t *testing.T) {
 // undone by it) or after (and stays), never half; the file on disk always
 // ends equal to what the API shows.
 func TestRestoreUnderConcurrentChanges(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "busy"}, 201)["project_id"].(string)
 	base := "/v2/projects/" + pid
@@ -977,6 +986,7 @@ func lineDiff(want, got string) string {
 // after its first bytes: the project is not left held (a change goes
 // through, and the next export is not refused as busy).
 func TestAnExportCutShortReleasesTheProject(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "big"}, 201)["project_id"].(string)
 	big := filepath.Join(l.projects, pid, "project-files", "qemu", "n1", "hda_disk.qcow2")
@@ -1015,6 +1025,7 @@ func TestAnExportCutShortReleasesTheProject(t *testing.T) {
 // other route's 10 MiB body limit, raw and as multipart, and finds its
 // large file whole in the project.
 func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	disk := make([]byte, 12<<20)            // over every other route's 10 MiB limit (checked below)
 	rand.NewChaCha8([32]byte{1}).Read(disk) // incompressible: the archive is as large
@@ -1066,6 +1077,7 @@ func TestImportIsNotHeldToTheBodyLimit(t *testing.T) {
 // upload, and a restore cut between its two renames. The live project
 // loads with its old files and its snapshots, and nothing else is left.
 func TestLoadFinishesWhatACrashCutShort(t *testing.T) {
+	t.Parallel()
 	const id = "5d8c6f2e-3b7a-4c1d-9e0f-1a2b3c4d5e6f"
 	s := newServerWith(t, func(data string) {
 		projects := filepath.Join(data, "projects")
@@ -1131,6 +1143,7 @@ func withImages(t *testing.T, arch []byte, images map[string]string) []byte {
 // the local QEMU images the nodes use as images/QEMU/<file>, first, and
 // nothing a node names outside the images folder.
 func TestImagesTravelWithPortableProjects(t *testing.T) {
+	t.Parallel()
 	l := newArchiveLab(t, 0)
 	qemuDir := filepath.Join(l.data, "images", "QEMU")
 	const disk = "QFI\xfb the vios base image"

@@ -18,6 +18,7 @@ import (
 // An agent that never answers must not hold a request forever: the
 // request's deadline ends the agent call, and the client gets an error.
 func TestARequestEndsAtItsDeadlineWhenAnAgentNeverAnswers(t *testing.T) {
+	t.Parallel()
 	cancelled := make(chan struct{}, 16)
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet { // the agent's info, asked when it is added

@@ -27,6 +27,7 @@ const (
 // Drawings as GNS3 2.2 answers them (api-v2-gui-complete.md 2.1), with
 // the notifications the GUI and web UI rely on, persisted in the file.
 func TestDrawingsAnswerAsGNS3AndAreAnnounced(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "draw"}, 201)["project_id"].(string)
 	ls := l.listenHTTP("/v2/projects/" + pid + "/notifications")
@@ -109,6 +110,7 @@ func TestDrawingsAnswerAsGNS3AndAreAnnounced(t *testing.T) {
 // The GUI re-creates a drawing with drawing_id null (GNS3 refuses it);
 // project_id is accepted only when it is the path's.
 func TestDrawingRequestsGNS3Refuses(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "draw"}, 201)["project_id"].(string)
 	base := "/v2/projects/" + pid + "/drawings"
@@ -128,6 +130,7 @@ func TestDrawingRequestsGNS3Refuses(t *testing.T) {
 // could run or fetch something in a client; a refused one changes nothing
 // and the project file stays readable.
 func TestDrawingSVGIsCheckedAndCleaned(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	pid := l.call("POST", "/v2/projects", map[string]any{"name": "draw"}, 201)["project_id"].(string)
 	base := "/v2/projects/" + pid + "/drawings"

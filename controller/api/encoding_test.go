@@ -16,6 +16,7 @@ import (
 // library's output, byte for byte, on every reply shape, with text that
 // must be escaped.
 func TestFastEncoderWritesWhatEncodingJSONWrites(t *testing.T) {
+	t.Parallel()
 	tricky := `<b>"quoted" & \ tab	 é ☃ ` + "\u2028"
 	cmd := tricky
 	cpu := 12.5

@@ -11,6 +11,7 @@ import (
 // exact message in a {"message", "status"} body, the X-Route header, and
 // that everything a client can read of the lab is as it was before.
 func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
+	t.Parallel()
 	const (
 		rFilters   = rLink + "/available_filters"
 		rNodeLinks = rNode + "/links"
@@ -139,6 +140,7 @@ func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
 // and 4.7: a link with one endpoint answers 201 and does not reserve its
 // port, so another link, half or whole, can still use it; a whole link does.
 func TestAOneEndpointLinkIsCreatedAndLeavesItsPortFree(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	p := "/v2/projects/" + l.project
 	var pcs []string

@@ -18,6 +18,7 @@ const (
 // written inside their directory only, 404 with "status" when absent (the
 // GUI's editor keys on it), the project file never written by a client.
 func TestProjectAndNodeFilesStayInTheirDirectory(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	p := "/v2/projects/" + l.project
 	r := l.do("GET", p+"/files/README.txt", nil)
@@ -75,6 +76,7 @@ func TestProjectAndNodeFilesStayInTheirDirectory(t *testing.T) {
 // Duplicate copies a stopped VPCS with its startup.vpc under the next
 // free name; a started one is refused; console resets answer 204.
 func TestNodeDuplicateAndConsoleReset(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	p := "/v2/projects/" + l.project
 	l.do("POST", p+"/nodes/"+l.a+"/files/startup.vpc", "ip 10.0.0.1/24\n")
@@ -100,6 +102,7 @@ func TestNodeDuplicateAndConsoleReset(t *testing.T) {
 // members and properties, and every file of the node's directory (regular
 // files and folders only: a link to elsewhere is not followed).
 func TestNodeDuplicateKeepsWhatLabtapDoesNotModel(t *testing.T) {
+	t.Parallel()
 	f := mixedLabFile(t, func(typ string) bool { return typ == "vpcs" })
 	pc := f["topology"].(map[string]any)["nodes"].([]any)[0].(map[string]any)
 	pc["future_member"] = map[string]any{"depth": []any{json.Number("1"), "two"}}

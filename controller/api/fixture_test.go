@@ -74,6 +74,7 @@ const gns3File = `{
 `
 
 func TestAProjectWrittenByGNS3Opens(t *testing.T) {
+	t.Parallel()
 	const id = "5d8c6f2e-3b7a-4c1d-9e0f-1a2b3c4d5e6f"
 	s := newServerWith(t, func(data string) {
 		dir := filepath.Join(data, "projects", id)
@@ -104,6 +105,7 @@ func TestAProjectWrittenByGNS3Opens(t *testing.T) {
 }
 
 func TestANewerProjectFileRevisionIsNotLoaded(t *testing.T) {
+	t.Parallel()
 	s := newServerWith(t, func(data string) {
 		dir := filepath.Join(data, "projects", "x")
 		os.MkdirAll(dir, 0o755)

@@ -32,6 +32,7 @@ func bareApp(t *testing.T, pin bool) *fiber.App {
 // names it (api-v2-gui-complete.md 4.4); anything else, and every client
 // when the version is pinned, gets the configured one.
 func TestVersionAnswersA22GUIItsOwnVersion(t *testing.T) {
+	t.Parallel()
 	ask := func(app *fiber.App, ua string) string {
 		req := httptest.NewRequest("GET", "/v2/version", nil)
 		if ua != "" {
@@ -72,6 +73,7 @@ func TestVersionAnswersA22GUIItsOwnVersion(t *testing.T) {
 // gets a real answer or a clean close after 65 s: never an unsolicited
 // 408, which the GUI would take for the reply to its next request.
 func TestAnIdleConnectionIsNeverAnswered408(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits 65 s")
 	}

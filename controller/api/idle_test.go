@@ -11,6 +11,7 @@ import (
 // notices its client's departure by watching it, and a wrapper that hid it
 // kept every abandoned stream's descriptors until the next frame.
 func TestAQuietConnectionStillLetsAStreamWatchItsClient(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -208,6 +208,7 @@ func (ls *listener) expect(t *testing.T, actions ...string) []event {
 }
 
 func TestProjectStreamsCarryNodeLinkAndCaptureEventsInOrder(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"http", "websocket"} {
 		t.Run(kind, func(t *testing.T) {
 			l := newLive(t, time.Minute)
@@ -268,6 +269,7 @@ func TestProjectStreamsCarryNodeLinkAndCaptureEventsInOrder(t *testing.T) {
 }
 
 func TestComputeEventsReachTheControllerStream(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	ctl := l.listenHTTP("/v2/notifications")
 	l.call("POST", "/v2/computes", map[string]any{"compute_id": "far", "protocol": "http", "host": "127.0.0.1", "port": 9}, 201)
@@ -287,6 +289,7 @@ func TestComputeEventsReachTheControllerStream(t *testing.T) {
 }
 
 func TestUnknownProjectStreamIs404AndAPlainRequestOnAWebSocketRouteIs426(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	resp, err := http.Get(l.url + "/v2/projects/nope/notifications")
 	if err != nil {
@@ -307,6 +310,7 @@ func TestUnknownProjectStreamIs404AndAPlainRequestOnAWebSocketRouteIs426(t *test
 }
 
 func TestAutoCloseWaitsForTheGraceAndHonoursTheSetting(t *testing.T) {
+	t.Parallel()
 	// The hub, the project service and their wiring as the controller
 	// makes them (main.go), in a synctest bubble: the clock moves only
 	// when every goroutine waits, so the grace is exact and takes no time.
@@ -365,6 +369,7 @@ func TestAutoCloseWaitsForTheGraceAndHonoursTheSetting(t *testing.T) {
 }
 
 func TestAWebSocketListenerLeavingLetsItsProjectAutoClose(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, 50*time.Millisecond)
 	auto := l.call("POST", "/v2/projects", map[string]any{"name": "auto"}, 201)["project_id"].(string) // auto_close defaults to true
 	keep := l.call("POST", "/v2/projects", map[string]any{"name": "keep", "auto_close": false}, 201)["project_id"].(string)

@@ -50,6 +50,7 @@ func raw(t *testing.T, addr, request string) (*http.Response, map[string]any) {
 }
 
 func TestEveryErrorIsJSONEvenFasthttpsOwn(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	addr := s.listen(t)
 	tests := []struct {
@@ -85,6 +86,7 @@ func clientFrom(src string) *http.Client {
 }
 
 func TestFailedAuthenticationIsThrottledPerClient(t *testing.T) {
+	t.Parallel()
 	app := authServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -124,6 +124,7 @@ func jsonDiff(path string, a, b any) []string {
 // model at every level) goes through open → change → close, and its file
 // keeps every member labtap did not change.
 func TestOpenChangeCloseKeepsWhatLabtapDoesNotModel(t *testing.T) {
+	t.Parallel()
 	runnable := func(typ string) bool { return typ == "vpcs" || typ == "ethernet_switch" }
 	orig := mixedLabFile(t, runnable)
 	s := newServerWith(t, func(data string) { writeProjectFile(t, data, mixedLab, "mixed-lab.gns3", orig) })
@@ -153,6 +154,7 @@ func TestOpenChangeCloseKeepsWhatLabtapDoesNotModel(t *testing.T) {
 // A project with node types labtap does not run (qemu, docker, dynamips)
 // is listed and changed while closed without losing any of them.
 func TestAClosedProjectOfOtherNodeTypesIsRewrittenWhole(t *testing.T) {
+	t.Parallel()
 	all := func(string) bool { return true }
 	orig := mixedLabFile(t, all)
 	s := newServerWith(t, func(data string) { writeProjectFile(t, data, mixedLab, "mixed-lab.gns3", orig) })
@@ -174,6 +176,7 @@ func TestAClosedProjectOfOtherNodeTypesIsRewrittenWhole(t *testing.T) {
 // 409 naming its type, starting all starts the others; the file keeps them
 // whole (spec 3.1 item 18, 6.7).
 func TestAProjectWithNodesThisServerCannotRunOpens(t *testing.T) {
+	t.Parallel()
 	keep := func(typ string) bool { return typ == "vpcs" || typ == "ethernet_switch" || typ == "dynamips" }
 	orig := mixedLabFile(t, keep)
 	topo := orig["topology"].(map[string]any)

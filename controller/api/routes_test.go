@@ -26,13 +26,14 @@ import (
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/controller/topology"
 	"github.com/labtap/labtap/controller/web"
-	"github.com/labtap/labtap/internal/cli"
+	"github.com/labtap/labtap/internal/testenv"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 )
 
 func TestVersionCheck(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r := s.must("POST", "/v2/version", map[string]any{"version": "2.2.59", "local": true}, 200, "/v2/version")
 	if r.body["version"] != "2.2.59" {
@@ -47,6 +48,7 @@ func TestVersionCheck(t *testing.T) {
 }
 
 func TestComputeRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const route = "/v2/computes/{compute_id}"
 	// An agent that is not there is registered anyway, not connected.
@@ -87,6 +89,7 @@ func TestComputeRoutes(t *testing.T) {
 }
 
 func TestComputesAreSavedAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "computes.json")
 	r := compute.NewRegistry(compute.RegistryConfig{Path: path, Client: quickClient()})
 	if _, err := r.Create(t.Context(), compute.Compute{ID: "c1", Name: "one", Protocol: "http", Host: "127.0.0.1", Port: 9, Password: "pw"}, compute.Grant{}); err != nil {
@@ -105,6 +108,7 @@ func TestComputesAreSavedAcrossRestarts(t *testing.T) {
 }
 
 func TestProjectLifecycleRoutes(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, true)
 	p := "/v2/projects/" + l.project
 	u := l.must("PUT", p, map[string]any{"zoom": 120, "project_id": l.project}, 200, rProject) // project_id accepted (GNS3: 400)
@@ -163,6 +167,7 @@ func TestProjectLifecycleRoutes(t *testing.T) {
 }
 
 func TestNodeRoutesForBulkUpdateAndLinks(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	p := "/v2/projects/" + l.project
 	for _, op := range []string{"start", "stop", "reload"} {
@@ -195,6 +200,7 @@ func TestNodeRoutesForBulkUpdateAndLinks(t *testing.T) {
 }
 
 func TestLinkUpdateAndAvailableFilters(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, false)
 	const rFilters = "/v2/projects/{project_id}/links/{link_id}/available_filters"
 	af := l.must("GET", l.linkPath("/available_filters"), nil, 200, rFilters)
@@ -241,6 +247,7 @@ func TestLinkUpdateAndAvailableFilters(t *testing.T) {
 }
 
 func TestTemplateRoutes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const vpcs = "19021f99-e36f-394d-b4a1-8aaa902ab9cc"
 	list := s.must("GET", "/v2/templates", nil, 200, "/v2/templates")
@@ -299,6 +306,7 @@ func authServer(t *testing.T) *fiber.App {
 }
 
 func TestBasicAuthenticationAnswersLikeGNS3(t *testing.T) {
+	t.Parallel()
 	app := authServer(t)
 	for name, auth := range map[string]string{
 		"no credentials": "",
@@ -328,6 +336,7 @@ func TestBasicAuthenticationAnswersLikeGNS3(t *testing.T) {
 }
 
 func TestOversizedJSONBodiesAre413AndChangeNothing(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	big := `{"name": "` + strings.Repeat("x", 1<<20) + `"}`
 	r := s.must("POST", "/v2/projects", big, 413, rProjects)
@@ -340,6 +349,7 @@ func TestOversizedJSONBodiesAre413AndChangeNothing(t *testing.T) {
 }
 
 func TestInvalidUTF8IsABadRequestNotACrash(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r := s.must("POST", "/v2/projects", "{\"name\": \"caf\xe9\"}", 400, rProjects)
 	if r.body["message"] != "Invalid JSON: the body is not UTF-8" {
@@ -350,6 +360,7 @@ func TestInvalidUTF8IsABadRequestNotACrash(t *testing.T) {
 var update = flag.Bool("update", false, "rewrite openapi.json from the routes")
 
 func TestOpenAPIListsExactlyTheRegisteredRoutes(t *testing.T) {
+	t.Parallel()
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
 	svc := project.NewService(project.Config{ProjectsDir: t.TempDir(), Computes: reg.Agents})
 	app, a, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", View: web.New(web.Config{})})
@@ -552,7 +563,7 @@ func BenchmarkGetLink(b *testing.B) {
 // the same for a trivial fasthttp handler; scripts/bench -api measures it.
 func BenchmarkGetLinkHandler(b *testing.B) {
 	a, app := benchServerWith(b, func(c *api.Config) {
-		c.Logger = cli.NewLogger(io.Discard, "text", slog.LevelInfo).With("component", "api") // cli.Logger's
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "api") // as cli.Logger's
 		c.Requests = metrics.NewHTTP(prometheus.NewRegistry())
 	})
 	pid, lid := benchProject(b, a, 1)
@@ -635,6 +646,7 @@ func BenchmarkCreateNode(b *testing.B) {
 }
 
 func TestSwitchHubAndCloudNodesThroughTheRealAgent(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	pid := s.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
 	nodes := "/v2/projects/" + pid + "/nodes"
@@ -667,19 +679,9 @@ func TestSwitchHubAndCloudNodesThroughTheRealAgent(t *testing.T) {
 			"properties": map[string]any{"ports_mapping": []any{map[string]any{
 				"name": "UDP tunnel 1", "port_number": 0, "type": "udp", "lport": lport, "rhost": "127.0.0.1", "rport": lport + 1}}}}, 201, rNodes).body
 	}
-	a, b := cloud("Gen", freeUDP(t)), cloud("Sink", freeUDP(t))
+	a, b := cloud("Gen", testenv.UnusedUDPPort(t)), cloud("Sink", testenv.UnusedUDPPort(t))
 	s.must("POST", "/v2/projects/"+pid+"/links", map[string]any{"nodes": []any{
 		map[string]any{"node_id": a["node_id"], "adapter_number": 0, "port_number": 0},
 		map[string]any{"node_id": b["node_id"], "adapter_number": 0, "port_number": 0},
 	}}, 201, rLinks)
-}
-
-// freeUDP returns a UDP port that was free a moment ago.
-func freeUDP(t *testing.T) int {
-	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }

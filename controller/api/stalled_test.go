@@ -28,6 +28,8 @@ var smallBuffers = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) err
 	return serr
 }}
 
+// Not parallel, unlike the package's other tests: it sets the stream
+// write grace and cut hook, package globals every stream reads.
 func TestAStalledListenerIsDroppedWhileHealthyOnesGetEveryMessage(t *testing.T) {
 	defer api.SetWriteGrace(2 * time.Second)()
 	cut := make(chan struct{}, 16)

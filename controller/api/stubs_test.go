@@ -18,6 +18,7 @@ import (
 // What the GUI asks at every connect and every time Preferences opens
 // answers without an error (api-v2-gui-complete.md 1.1, 5.3, 2.13-2.16).
 func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	for _, path := range []string{"/v2/appliances", "/v2/appliances?symbol_theme=Classic", "/v2/appliances?update=yes&symbol_theme=nope",
 		"/v2/gns3vm/engines", "/v2/gns3vm/engines/vmware/vms", "/v2/gns3vm/engines/remote/vms",
@@ -52,6 +53,7 @@ func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
 // Settings pages save: merged (GNS3 replaced them whole, then crashed),
 // validated, kept across a restart; enabling a GNS3 VM is refused.
 func TestPreferencesAreValidatedMergedAndKept(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "settings.json")
 	newAPI := func() *server {
 		reg := compute.NewRegistry(compute.RegistryConfig{Client: quickClient()})
@@ -86,6 +88,7 @@ func TestPreferencesAreValidatedMergedAndKept(t *testing.T) {
 // memory and swap in bytes as /proc/meminfo has them, the disk of the data
 // directory as statfs has it, the load average per CPU.
 func TestStatisticsAreTheHostsFigures(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	st := s.must("GET", "/v2/statistics", nil, 200, "/v2/statistics")
 	if len(st.list) != 1 {
@@ -145,6 +148,7 @@ func TestStatisticsAreTheHostsFigures(t *testing.T) {
 // one it does not run is 409 saying so, an unknown compute 404; the
 // endpoint route hands back the controller's own route for the call.
 func TestForwardedComputeCalls(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const fwd = "/v2/computes/{compute_id}/{emulator}/{action:.+}"
 	for _, c := range []struct {

@@ -128,6 +128,7 @@ func componentEscape(id string) string {
 }
 
 func TestSymbolListHasGNS3ShapeAndOrder(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	s.expect(t, "POST", "/v2/symbols/mine.svg/raw", svgImage(20, 20), 204, rRaw, "")
 	r := s.expect(t, "GET", "/v2/symbols", nil, 200, rSymbols, "application/json")
@@ -176,6 +177,7 @@ func TestSymbolListHasGNS3ShapeAndOrder(t *testing.T) {
 // Every id default_symbols names downloads as a well-formed SVG with a
 // positive size, however the client encodes it.
 func TestEveryDefaultSymbolDownloads(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	r := s.expect(t, "GET", "/v2/default_symbols", nil, 200, rDefaults, "application/json")
 	var themes map[string]map[string]string
@@ -219,6 +221,7 @@ func TestEveryDefaultSymbolDownloads(t *testing.T) {
 }
 
 func TestSymbolIDsArriveInEveryEncodingClientsUse(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	router := s.builtin(":/symbols/classic/router.svg")
 	for name, target := range map[string]string{
@@ -253,6 +256,7 @@ func TestSymbolIDsArriveInEveryEncodingClientsUse(t *testing.T) {
 // GNS3 answers an unknown id with a picture, not 404, and clients rely on
 // it: the classic file of the same base name, else the computer.
 func TestUnknownSymbolsFallBackLikeGNS3(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	computer := s.builtin(":/symbols/classic/computer.svg")
 	r := s.expect(t, "GET", "/v2/symbols/404.png/raw", nil, 200, rRaw, "image/svg+xml")
@@ -271,6 +275,7 @@ func TestUnknownSymbolsFallBackLikeGNS3(t *testing.T) {
 }
 
 func TestUploadThenListThenDownload(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	var pngData bytes.Buffer
 	if err := png.Encode(&pngData, image.NewRGBA(image.Rect(0, 0, 12, 8))); err != nil {
@@ -331,6 +336,7 @@ func symbolTree(t *testing.T, dir string) []string {
 
 // No encoding of a path out of the symbols folder reads or writes there.
 func TestSymbolIDsCannotLeaveTheSymbolsFolder(t *testing.T) {
+	t.Parallel()
 	secret := []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"><!-- secret --></svg>`)
 	tests := []struct {
 		name string
@@ -388,6 +394,7 @@ func TestSymbolIDsCannotLeaveTheSymbolsFolder(t *testing.T) {
 }
 
 func TestUploadsThatAreNotImagesAreRefused(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	for name, body := range map[string]string{
 		"html":  "<html><script>alert(1)</script></html>",
@@ -414,6 +421,7 @@ func TestUploadsThatAreNotImagesAreRefused(t *testing.T) {
 }
 
 func TestDimensionsOfABrokenImageIsAJSONNotFound(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	dir := filepath.Join(s.data, "symbols")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -492,6 +500,7 @@ func rawRequest(t *testing.T, addr, head string, body []byte) *http.Response {
 }
 
 func TestOversizeUploadIs413AndWritesNothing(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	addr := s.listen(t)
 	tests := []struct {
@@ -528,6 +537,7 @@ func TestOversizeUploadIs413AndWritesNothing(t *testing.T) {
 }
 
 func TestInterruptedUploadLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := newSymbolServer(t)
 	addr := s.listen(t)
 	full := svgImage(20, 20)

@@ -13,6 +13,7 @@ const rTemplates = "/v2/templates"
 // observed defaults for each type labtap runs (api-v2-gui-complete.md
 // 2.12), announces it on the controller stream, and makes nodes.
 func TestTemplatesAreCreatedWithGNS3sDefaultsAndAnnounced(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	ctl := l.listenHTTP("/v2/notifications")
 	eight := func(f func(i int) map[string]any) []any {
@@ -68,6 +69,7 @@ func TestTemplatesAreCreatedWithGNS3sDefaultsAndAnnounced(t *testing.T) {
 // Edits are merged then checked whole: a bad one changes nothing;
 // built-ins are read-only; GNS3's messages for the refusals.
 func TestTemplateEditsAreCheckedAndBuiltinsAreReadOnly(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	ctl := l.listenHTTP("/v2/notifications")
 	const vpcs = "19021f99-e36f-394d-b4a1-8aaa902ab9cc"
@@ -137,6 +139,7 @@ func itoa(i int) string { return string(rune('0' + i)) }
 // Template names are held to the project's name check (project.CheckName):
 // a refused name gets the same 400 and the same reason a project name gets.
 func TestTemplateNamesUseTheProjectsNameCheck(t *testing.T) {
+	t.Parallel()
 	l := newLive(t, time.Minute)
 	id := l.call("POST", rTemplates, map[string]any{"name": "ok", "template_type": "vpcs", "compute_id": "local"}, 201)["template_id"].(string)
 	for _, name := range []string{"bad\nname", "bad\x7fname", strings.Repeat("é", 128)} {

@@ -169,7 +169,9 @@ func (c *Client) call(ctx context.Context, t target, method, path string, in, ou
 	}
 	resp, err := rc.Do(req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		// The call's own time ran out; not errors.Is(err,
+		// context.DeadlineExceeded), which a dial timeout matches too.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return &project.Error{Kind: project.ErrConflict, Err: err,
 				Msg: fmt.Sprintf("Timeout error for %s call to %s after %v", method, t.url+path, c.timeout)}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/internal/testenv"
 )
 
 // fakeProjects is one project of VPCS nodes whose link captures are pipes
@@ -319,9 +320,8 @@ func TestAProjectCaptureIsInTimeOrderWithinEachAgentWhateverOrderTheStreamsArriv
 	inOrder("gopacket", got)
 
 	// tshark reads it the same way.
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Log("no tshark: checked with gopacket only")
-		return
+	if !testenv.HaveTool(t, "tshark") {
+		return // checked with gopacket only
 	}
 	out, err := exec.Command("tshark", "-r", final.FilePath, "-T", "fields", "-E", "separator=|", "-e", "frame.interface_name", "-e", "frame.time_epoch").Output()
 	if err != nil {

@@ -118,14 +118,9 @@ func PortRange(s string) ([2]int, error) {
 // written behind the caller (see behindWriter), so a line per request
 // costs the request no write(2); Exit writes out what is left.
 func Logger(format string, level slog.Level) *slog.Logger {
-	return NewLogger(logOut, format, level)
-}
-
-// NewLogger is Logger writing to w (benchmarks, tests).
-func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(logOut, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(logOut, opts))
 }

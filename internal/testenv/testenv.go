@@ -5,10 +5,12 @@ package testenv
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,23 @@ func RequireTools(t testing.TB, tools ...string) {
 			SkipOrFail(t, "LABTAP_REQUIRE_TOOLS", tool+" is not installed; scripts/test installs it")
 		}
 	}
+}
+
+// HaveTool reports whether tool is on PATH, for a check a test adds where
+// the tool is (a second reader of a file, say). Where it is not, the test
+// logs that it made the check without it, or fails when
+// LABTAP_REQUIRE_TOOLS is set: scripts/test installs the tool, so a check
+// left out there is a hole, not a skip.
+func HaveTool(t testing.TB, tool string) bool {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		if os.Getenv("LABTAP_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%s is not installed; scripts/test installs it", tool)
+		}
+		t.Logf("%s is not installed: its check is left out", tool)
+		return false
+	}
+	return true
 }
 
 // SkipOrFail skips a test that cannot run here, or fails it when the
@@ -70,6 +89,51 @@ func LoopbackUDP(t testing.TB) *net.UDPConn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// UnusedUDPPort returns a UDP port of 127.0.0.1 that is free now, for a
+// test that must name the port a labtap part binds (a cloud node's lport).
+// A port the kernel handed out for port 0 and the test closed can be handed
+// to any other socket of the machine before the part binds it (the tests of
+// several packages bind relays, fakes and consoles at once); this one is
+// below the kernel's ephemeral range, which only an explicit bind to it
+// takes. It never returns a port twice in a process.
+func UnusedUDPPort(t testing.TB) int {
+	t.Helper()
+	low := 32768 // the kernel's default ip_local_port_range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const first = 10000 // above the well-known ports and VPCS's defaults
+	if low <= first+100 {
+		t.Fatalf("the ephemeral port range starts at %d: no port below it to take", low)
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := first + rand.IntN(low-first)
+		if portsGiven[p] {
+			continue
+		}
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p})
+		if err != nil {
+			continue // taken
+		}
+		c.Close()
+		portsGiven[p] = true
+		return p
+	}
+	t.Fatalf("no free UDP port in %d-%d", first, low-1)
+	return 0
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // Docker skips a test (or fails it, under LABTAP_DOCKER=1) when no Docker
 // Engine answers, when it is root-less, or under -short, and makes sure the
