@@ -192,5 +192,6 @@ func TestACaptureStartOnAFullDiskFailsWithItsReasonAndLeavesNoFile(t *testing.T)
 		t.Fatalf("the start once the disk has room: %+v, want full.pcap", started)
 	}
 }
+
 // freeUDPPort is a port for a cloud node's lport: see testenv.UnusedUDPPort.
 func freeUDPPort(t *testing.T) int { return testenv.UnusedUDPPort(t) }
