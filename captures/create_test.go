@@ -87,8 +87,10 @@ func TestARingFileWritesNoRecordBeforeItIsReleased(t *testing.T) {
 	}
 	// Fifty flush intervals: an ungated writer writes them in one.
 	time.Sleep(50 * time.Millisecond)
-	if fi, err := os.Stat(path); err != nil || fi.Size() != 24 {
-		t.Fatalf("before its release the file holds %d bytes (%v), want its 24-byte header alone", fi.Size(), err)
+	if fi, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	} else if fi.Size() != 24 {
+		t.Fatalf("before its release the file holds %d bytes, want its 24-byte header alone", fi.Size())
 	}
 	release()
 	if err := r.Close(); err != nil {

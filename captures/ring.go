@@ -148,6 +148,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	if err != nil {
 		opts.gate.open()
 		f.Close()
+		_ = r.dir.Remove(name) // a failed start leaves no file, as Create's own failures
 		return nil, fmt.Errorf("captures: open %s for followers: %w", name, err)
 	}
 	if r.hooks.Created != nil {

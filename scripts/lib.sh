@@ -30,7 +30,18 @@ apt_install() {
 	# Wait for the dpkg lock rather than fail at once: on a machine just
 	# booted, unattended-upgrades (or another script's install) may hold it.
 	local wait=(-o DPkg::Lock::Timeout=600)
-	$sudo apt-get "${wait[@]}" update -qq
+	# That option does not cover update's lock on the lists: a busy lists
+	# lock is waited for here, up to 10 minutes; any other failure ends it.
+	local out tries=0
+	until out=$($sudo apt-get "${wait[@]}" update -qq 2>&1); do
+		case $out in
+		*"Could not get lock"*) ;;
+		*) echo "$out" >&2; exit 1 ;;
+		esac
+		tries=$((tries + 1))
+		if [ "$tries" -ge 60 ]; then echo "$out" >&2; exit 1; fi
+		sleep 10
+	done
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
 }
 

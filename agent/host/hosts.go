@@ -260,10 +260,12 @@ func (o *Captures) repairCaptures(p *project) {
 	defer p.caps.nameMu.Unlock()
 	root, err := p.caps.rootLocked()
 	if err != nil {
+		o.log.Error("captures not repaired: their folder cannot be opened or made durable", "err", err)
 		return
 	}
 	entries, err := os.ReadDir(root.Name())
 	if err != nil {
+		o.log.Error("captures not repaired: their folder cannot be read", "err", err)
 		return
 	}
 	for _, e := range entries {

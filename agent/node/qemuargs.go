@@ -280,6 +280,7 @@ var forbiddenOptions = []string{
 	"-dtb", "-acpitable", "-option-rom", "-gdb", "-s", "-mem-path", "-tpmdev", "-audiodev", "-audio",
 	"-iscsi", "-semihosting-config", "-qtest", "-qtest-log", "-sandbox", "-rtc-td-hack",
 	"-set", "-fda", "-fdb", // -set rewrites any object's member (the agent's chardev, a drive's file)
+	"-semihosting", // the guest opens host files (arm, riscv, m68k)
 }
 
 // forbiddenValues are members of -device, -machine or -boot values that
@@ -287,7 +288,8 @@ var forbiddenOptions = []string{
 // (dumpdtb= writes), boot splash=, usb-mtp's rootdir=, evdev=, and the
 // devices that pass host devices through.
 var forbiddenValues = []string{"chardev=", "netdev=", "drive=", "file=", "path=", "fd=", "addr=unix", "socket", "memory-backend", "vnc", "spice",
-	"kernel=", "initrd=", "dtb=", "firmware=", "splash=", "rootdir=", "evdev=", "usb-host", "vfio", "vhost", "pci-assign"}
+	"kernel=", "initrd=", "dtb=", "firmware=", "splash=", "rootdir=", "evdev=", "usb-host", "vfio", "vhost", "pci-assign",
+	"hidraw=", "rendernode="}
 
 // options checks and substitutes the options property into arguments.
 func (q *Qemu) options() ([]string, error) {
@@ -329,6 +331,11 @@ func QemuOptions(options string, vars map[string]string) ([]string, error) {
 		}
 		if strings.HasPrefix(opt, "-") && (opt == "-device" || opt == "-machine" || opt == "-M" || opt == "-global" || opt == "-display" || opt == "-boot") && i+1 < len(words) {
 			v := strings.ToLower(words[i+1])
+			if strings.HasPrefix(strings.TrimSpace(v), "{") {
+				// QEMU also takes these values as JSON, whose members
+				// ("romfile":"/etc/shadow") no key= above would see.
+				return nil, fmt.Errorf("Forbidden additional option: %s %s (write it as key=value)", w, words[i+1])
+			}
 			for _, bad := range forbiddenValues {
 				if strings.Contains(v, bad) {
 					return nil, fmt.Errorf("Forbidden additional option: %s %s", w, words[i+1])

@@ -40,6 +40,9 @@ func TestQemuOptionsRefuseTheOtherWaysToTheHost(t *testing.T) {
 		"-device usb-host,hostbus=1,hostaddr=2", "-device vfio-pci,host=01:00.0", "-device vhost-vsock-pci,guest-cid=3",
 		"-device usb-mtp,rootdir=/", "-device virtio-input-host-pci,evdev=/dev/input/event0",
 		"-device guest-loader,addr=0x1000,kernel=/etc/shadow",
+		`-device '{"driver":"e1000","romfile":"/etc/shadow"}'`, `-device ' {"driver":"usb-mtp","rootdir":"/"}'`,
+		`-device '{"driver":"loader","file":"/etc/shadow","addr":"0x1000"}'`, "-semihosting",
+		"-device u2f-passthru,hidraw=/dev/hidraw0", "-display egl-headless,rendernode=/dev/dri/renderD128",
 	} {
 		if _, err := QemuOptions(bad, nil); err == nil || !strings.Contains(err.Error(), "Forbidden additional option") {
 			t.Errorf("%q: %v, want Forbidden additional option", bad, err)

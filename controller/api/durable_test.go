@@ -20,16 +20,10 @@ type faultyDisk struct {
 }
 
 func (d *faultyDisk) SaveAsync(snap *project.Snapshot) (func() error, error) {
-	wait, err := d.Store.SaveAsync(snap)
-	if err != nil {
-		return nil, err
+	if d.failing.Load() { // written nowhere: only a later save can carry it
+		return func() error { return errors.New("fsync: input/output error") }, nil
 	}
-	return func() error {
-		if d.failing.Load() {
-			return errors.New("fsync: input/output error")
-		}
-		return wait()
-	}, nil
+	return d.Store.SaveAsync(snap)
 }
 
 func (d *faultyDisk) Save(snap *project.Snapshot) error {
@@ -59,13 +53,21 @@ func TestAChangeTheDiskDoesNotTakeIsA500(t *testing.T) {
 	if r.status != 500 || r.body["message"] != "Could not write topology: no space left on device" || r.body["status"] != float64(500) {
 		t.Fatalf("a change the disk did not take: %d %s", r.status, r.raw)
 	}
+	got := s.must("GET", "/v2/projects/"+p, nil, 200, "/v2/projects/{project_id}").body
+	onDisk := func() *project.Snapshot {
+		t.Helper()
+		snap, err := (&topology.Store{Dir: dir}).Load(&project.Project{ID: p, Path: got["path"].(string), Filename: got["filename"].(string)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	if w := onDisk().Project.Settings.SceneWidth; w == 3000 {
+		t.Fatal("the failed change is on disk already: the test's disk wrote it")
+	}
 	disk.failing.Store(false)
 	s.must("PUT", "/v2/projects/"+p, map[string]any{"scene_height": 2000}, 200, "/v2/projects/{project_id}")
-	got := s.must("GET", "/v2/projects/"+p, nil, 200, "/v2/projects/{project_id}").body
-	snap, err := (&topology.Store{Dir: dir}).Load(&project.Project{ID: p, Path: got["path"].(string), Filename: got["filename"].(string)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := onDisk()
 	if snap.Project.Settings.SceneWidth != 3000 || snap.Project.Settings.SceneHeight != 2000 {
 		t.Fatalf("on disk: scene %dx%d, want the failed change's width 3000 and the next one's height 2000",
 			snap.Project.Settings.SceneWidth, snap.Project.Settings.SceneHeight)

@@ -23,7 +23,7 @@ type requestContext struct {
 	deadline time.Time
 
 	mu     sync.Mutex
-	ctx    context.Context // nil until Done or Err asks; then the real one
+	ctx    context.Context // nil until Done, Err or Value asks; then the real one
 	cancel context.CancelFunc
 	ended  bool // the request was answered
 }

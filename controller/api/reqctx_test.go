@@ -49,10 +49,14 @@ func TestARequestContextEndsAtItsDeadline(t *testing.T) {
 func TestARequestContextEndsWhenTheServerStops(t *testing.T) {
 	for _, askFirst := range []bool{true, false} {
 		server, stop := context.WithCancel(context.WithValue(t.Context(), "k", "v"))
-		rc := newRequestContext(server, time.Now(), time.Hour)
-		if rc.Value("k") != "v" {
-			t.Fatalf("value %v, want the server context's", rc.Value("k"))
+		// Value makes the real context: asked of another, so that rc's is
+		// made after the stop when askFirst is false.
+		other := newRequestContext(server, time.Now(), time.Hour)
+		defer other.end()
+		if other.Value("k") != "v" {
+			t.Fatalf("value %v, want the server context's", other.Value("k"))
 		}
+		rc := newRequestContext(server, time.Now(), time.Hour)
 		if d, _ := rc.Deadline(); time.Until(d) < 59*time.Minute {
 			t.Fatalf("deadline %v, want an hour on", d)
 		}

@@ -154,19 +154,25 @@ func (s *Service) Start(ctx context.Context, projectID string, spec capspec.Spec
 			return State{}, &project.Error{Kind: project.ErrInvalid, Msg: err.Error()}
 		}
 	}
+	joinCtx, stopJoining := context.WithCancel(context.WithoutCancel(ctx))
+	streamCtx, endStreams := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	if r, ok := s.running[projectID]; ok {
 		s.mu.Unlock()
+		stopJoining()
+		endStreams()
 		return r.state(), &project.Error{Kind: project.ErrConflict, Msg: "The project is being captured already, into " + r.name}
 	}
 	r, err := s.create(projectID, p.Path, name)
-	s.mu.Unlock()
 	if err != nil {
+		s.mu.Unlock()
+		stopJoining()
+		endStreams()
 		return State{}, err
 	}
-	joinCtx, stopJoining := context.WithCancel(context.WithoutCancel(ctx))
-	streamCtx, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	// Before s.mu is let go: a Stop that finds the run calls them.
 	r.stopJoining, r.endStreams, r.streamCtx = stopJoining, endStreams, streamCtx
+	s.mu.Unlock()
 	r.reconcile(joinCtx, spec.Filter) // the links there are join before Start returns
 	s.wg.Go(func() { r.loop(joinCtx, spec.Filter) })
 	s.wg.Go(r.releaseLoop)

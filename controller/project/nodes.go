@@ -175,7 +175,8 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 		st.nodeOrder = append(st.nodeOrder, n.ID)
 	})
 	if err := s.core.save(st); err != nil {
-		// Nothing stays of a node that could not be saved.
+		// Nothing stays of a node whose save failed at once. (One whose
+		// flush fails later, at Unlock, is kept: see core.durable.)
 		st.change(func() {
 			delete(st.nodes, n.ID)
 			st.nodeOrder = st.nodeOrder[:len(st.nodeOrder)-1]
