@@ -18,15 +18,7 @@ import (
 // slow: it gets every byte, as the QEMU e2e test's console once did not
 // (the bound counted reads, 256, and dropped it mid-boot).
 func TestAConsoleClientBehindByManySmallReadsGetsEveryByte(t *testing.T) {
-	pr, pw := io.Pipe()
-	term := struct {
-		io.Reader
-		io.Writer
-	}{pr, io.Discard}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw, term, ln := pipedConsole(t, io.Discard)
 	s := ServeConsole(ln, term, ConsoleOptions{})
 	defer s.Close()
 	defer pw.Close() // first: Close waits for the terminal's reader
@@ -69,15 +61,7 @@ func TestAConsoleClientBehindByManySmallReadsGetsEveryByte(t *testing.T) {
 // clients over loopback: one op is a 1 KiB chunk the node prints, read
 // by the console and written to both clients (allocations per chunk).
 func BenchmarkConsoleOutput(b *testing.B) {
-	pr, pw := io.Pipe()
-	term := struct {
-		io.Reader
-		io.Writer
-	}{pr, io.Discard}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	pw, term, ln := pipedConsole(b, io.Discard)
 	s := ServeConsole(ln, term, ConsoleOptions{})
 	defer s.Close()
 	defer pw.Close() // first: Close waits for the terminal's reader
@@ -150,16 +134,8 @@ func (b *lockedBuffer) String() string {
 // printed, in order; pushed far behind, it gets what was printed in
 // order, up to where it was cut off, never a gap or a reordering.
 func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) {
-	pr, pw := io.Pipe()
 	typed := &lockedBuffer{}
-	term := struct {
-		io.Reader
-		io.Writer
-	}{pr, typed}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw, term, ln := pipedConsole(t, typed)
 	s := ServeConsole(ln, term, ConsoleOptions{})
 	defer s.Close()
 	defer pw.Close() // first: Close waits for the terminal's reader
@@ -328,15 +304,7 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 // A new client is replayed the console's last output, exactly: the
 // window of recent output moves through its buffer as the node prints.
 func TestANewConsoleClientIsReplayedTheLastOutput(t *testing.T) {
-	pr, pw := io.Pipe()
-	term := struct {
-		io.Reader
-		io.Writer
-	}{pr, io.Discard}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw, term, ln := pipedConsole(t, io.Discard)
 	const replay = 100
 	s := serveConsoleWith(ln, term, nil, ConsoleOptions{Replay: replay})
 	defer s.Close()
@@ -381,4 +349,20 @@ func TestANewConsoleClientIsReplayedTheLastOutput(t *testing.T) {
 			t.Fatalf("after %d bytes, a new client got %q, want the greeting and %q", len(printed), hello, want)
 		}
 	}
+}
+
+// pipedConsole is a console's terminal, read from a pipe the test writes
+// as the node would print (pw) and writing what clients type to typed,
+// and a loopback listener for its clients.
+func pipedConsole(tb testing.TB, typed io.Writer) (*io.PipeWriter, io.ReadWriter, net.Listener) {
+	tb.Helper()
+	pr, pw := io.Pipe()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pw, struct {
+		io.Reader
+		io.Writer
+	}{pr, typed}, ln
 }
