@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -71,33 +72,37 @@ func TestCreateFailsWhenItsFileOrItsDirectoryCannotBeMadeDurable(t *testing.T) {
 
 // A Ring's file takes no record on disk before its Created hook releases
 // it: the owner's mark of the file (for a repair after a crash) is made
-// before any record can be torn by one.
+// before any record can be torn by one. In a synctest bubble, the records
+// wait fifty flush intervals of the bubble's clock, which passes only once
+// every goroutine of the ring is blocked: an ungated writer has written
+// them by then, however loaded the machine.
 func TestARingFileWritesNoRecordBeforeItIsReleased(t *testing.T) {
-	root, dir := openRoot(t)
-	released := make(chan func(), 1)
-	r, err := CreateRing(root, "gated.pcap", Options{FlushInterval: time.Millisecond}, Limits{},
-		RingHooks{Created: func(name string, release func()) { released <- release }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := <-released
-	path := filepath.Join(dir, "gated.pcap")
-	for i := range 10 {
-		r.WritePackets(AtoB, [][]byte{numbered(i, 100)})
-	}
-	// Fifty flush intervals: an ungated writer writes them in one.
-	time.Sleep(50 * time.Millisecond)
-	if fi, err := os.Stat(path); err != nil {
-		t.Fatal(err)
-	} else if fi.Size() != 24 {
-		t.Fatalf("before its release the file holds %d bytes, want its 24-byte header alone", fi.Size())
-	}
-	release()
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(path)
-	if got := sequenceOf(t, "pcap", data); len(got) != 10 {
-		t.Fatalf("the file holds records %v, want the 10 written", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		root, dir := openRoot(t)
+		released := make(chan func(), 1)
+		r, err := CreateRing(root, "gated.pcap", Options{FlushInterval: time.Millisecond, Pool: NewPool(DefaultQueueBytes, 0)}, Limits{},
+			RingHooks{Created: func(name string, release func()) { released <- release }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := <-released
+		path := filepath.Join(dir, "gated.pcap")
+		for i := range 10 {
+			r.WritePackets(AtoB, [][]byte{numbered(i, 100)})
+		}
+		time.Sleep(50 * time.Millisecond)
+		if fi, err := os.Stat(path); err != nil {
+			t.Fatal(err)
+		} else if fi.Size() != 24 {
+			t.Fatalf("before its release the file holds %d bytes, want its 24-byte header alone", fi.Size())
+		}
+		release()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(path)
+		if got := sequenceOf(t, "pcap", data); len(got) != 10 {
+			t.Fatalf("the file holds records %v, want the 10 written", got)
+		}
+	})
 }
