@@ -86,6 +86,8 @@ func TestARingFileWritesNoRecordBeforeItIsReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 		release := <-released
+		defer r.Close() // a failure ends the ring too: the bubble's goroutines must end
+		defer release()
 		path := filepath.Join(dir, "gated.pcap")
 		for i := range 10 {
 			r.WritePackets(AtoB, [][]byte{numbered(i, 100)})
