@@ -176,7 +176,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Created: func(name string, release func()) {
 			go func() {
 				defer release()
-				markWriting(c.root, c.dir, name)
+				o.markWriting(c.root, c.dir, name)
 			}()
 		},
 		Closed:  func(name string) { unmarkWriting(c.root, name) },

@@ -434,3 +434,77 @@ func TestACaptureWhoseFileCannotBeMadeDurableFailsAndLeavesNothing(t *testing.T)
 		t.Fatalf("the next start: %+v, %v; want durable.pcap, running", st, err)
 	}
 }
+
+// A capture's file takes no record before its .writing mark is durable
+// (captures.RingHooks.Created): a crash then leaves either a header alone
+// or a marked file, which the next open repairs. Here making the mark is
+// slow: frames cross the link meanwhile, and the file holds its header
+// alone until the mark is made; then the records come.
+func TestACapturesRecordsWaitForItsWritingMark(t *testing.T) {
+	h, fakes := linkedFakes(t)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var enterOnce, unblockOnce sync.Once
+	free := func() { unblockOnce.Do(func() { close(unblock) }) }
+	t.Cleanup(free) // registered after linkedFakes' Close: runs before it
+	h.hooks.marking = func(name string) {
+		if name == "marked.pcap" {
+			enterOnce.Do(func() { close(entered) })
+			<-unblock
+		}
+	}
+	st, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "marked.pcap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the capture's file was not marked within 30 s")
+	}
+	const n, size = 10, 100
+	send(t, fakes, n, size) // each frame crossed the link: the capture has queued it
+	mark := st.FilePath + writingSuffix
+	if _, err := os.Stat(mark); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the mark exists before it was made: %v", err)
+	}
+	// A record waits two flush intervals at most before it is written:
+	// watch a hundred. A loaded machine can only make this pass wrongly,
+	// never fail wrongly; captures' TestARingFileWritesNoRecordBeforeItIsReleased
+	// shows the gate itself on a synctest clock.
+	for range 100 {
+		fi, err := os.Stat(st.FilePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != 24 {
+			t.Fatalf("while its mark is being made the file holds %d bytes, want its 24-byte header alone", fi.Size())
+		}
+		time.Sleep(captures.DefaultFlushInterval)
+	}
+	free()
+	want := int64(24 + n*(16+size))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fi, err := os.Stat(st.FilePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after its mark the file holds %d bytes, want %d", fi.Size(), want)
+		}
+		time.Sleep(captures.DefaultFlushInterval)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the records were written and the mark is not there: %v", err)
+	}
+	final, err := h.Captures.Stop(testProject, testLink)
+	if err != nil || final.Frames != n {
+		t.Fatalf("stop: %+v, %v", final, err)
+	}
+	if _, err := os.Stat(mark); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the mark outlived the capture's clean end: %v", err)
+	}
+}

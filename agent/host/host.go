@@ -193,6 +193,7 @@ type hooks struct {
 	// new-file hook.
 	ringMade, began func()
 	creating        func(name string)    // a ring is about to create its file name
+	marking         func(name string)    // a capture file's .writing mark is about to be made (markWriting)
 	sync            func(*os.File) error // makes a new capture file, or its folder, durable (captures.Options.Sync); nil: fsync
 	resolving       func()               // a tunnel's remote host name is about to be looked up
 }

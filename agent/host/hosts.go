@@ -238,7 +238,10 @@ const writingSuffix = ".writing"
 // before it returns (captures.RingHooks.Created). A mark that cannot be
 // made is skipped, as before: a crash may then leave the file's last
 // record torn, unrepaired.
-func markWriting(root *os.Root, dir *os.File, name string) {
+func (o *Captures) markWriting(root *os.Root, dir *os.File, name string) {
+	if o.hooks.marking != nil {
+		o.hooks.marking(name)
+	}
 	f, err := root.Create(name + writingSuffix)
 	if err != nil {
 		return
