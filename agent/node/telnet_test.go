@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -261,9 +262,10 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 	}
 	// Stalled again, for four times the backlog, and given up on after
 	// 10 ms without reading: it is cut off, by the write that times out
-	// (the backlog fills in 160 ms at this pace: it drops the client if
-	// the writer does not run meanwhile); what it gets is what was
-	// printed, in order, with no gap.
+	// or by the backlog (which fills in 160 ms at this pace), whichever
+	// comes first: TestAConsoleClientThatReadsNothingIsCutOffWhenItsWriteTimesOut
+	// shows the timeout alone. What it gets is what was printed, in
+	// order, with no gap.
 	s.s.mu.Lock()
 	for c := range s.s.clients {
 		if c.conn.RemoteAddr().String() == stalled.LocalAddr().String() {
@@ -299,6 +301,99 @@ func TestAStalledConsoleClientBlocksNobodyAndLosesNothingSilently(t *testing.T) 
 		t.Fatalf("the live client was disconnected: %v", err)
 	default:
 	}
+}
+
+// A client that reads nothing is cut off once a write to it has waited
+// its stall for it to read, though it is far from the backlog: the node
+// prints less than clientBacklog in all, so only the write's timeout can
+// cut it off. Its stall is 10 ms, and it is cut off before clientStall:
+// by its own stall, not the console's default. What it got is the start of
+// what was printed.
+func TestAConsoleClientThatReadsNothingIsCutOffWhenItsWriteTimesOut(t *testing.T) {
+	pw, term, ln := pipedConsole(t, io.Discard)
+	s := ServeConsole(ln, term, ConsoleOptions{})
+	defer s.Close()
+	defer pw.Close() // first: Close waits for the terminal's reader
+	// A small receive buffer, set before connecting so that the window the
+	// client offers is small from the start: the kernel holds little of
+	// the output (not so small that the kernel's window updates wait for
+	// its persist timer when the client reads at last).
+	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	conn, err := dialer.DialContext(t.Context(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hello := make([]byte, len(greeting))
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(conn, hello); err != nil { // registered
+		t.Fatal(err)
+	}
+	// The console's end of the connection gets a small send buffer too,
+	// and the client its stall.
+	const stall = 10 * time.Millisecond
+	var client *consoleClient
+	s.s.mu.Lock()
+	for c := range s.s.clients { // the only one
+		c.conn.(*net.TCPConn).SetWriteBuffer(64 << 10)
+		c.stall, client = stall, c
+	}
+	s.s.mu.Unlock()
+
+	// The node prints 960 KiB, numbered, far more than the kernel's
+	// buffers hold and less than the backlog.
+	var printed []byte
+	for i := 0; len(printed) < clientBacklog-64<<10; i++ {
+		printed = fmt.Appendf(printed, "%08d ", i)
+	}
+	start := time.Now()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := pw.Write(printed) // read by the console before it returns
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node was held up printing: the client that reads nothing blocked it")
+	}
+	for {
+		s.s.mu.Lock()
+		_, in := s.s.clients[client]
+		s.s.mu.Unlock()
+		if !in {
+			break
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatal("the client that reads nothing was not cut off within 60 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The default's write waits clientStall from its start, after start:
+	// only a machine stalled for seconds delays the right cut this long.
+	if took := time.Since(start); took >= clientStall {
+		t.Fatalf("cut off %v after the output: by the console's default stall (%v), not the client's (%v)", took, clientStall, stall)
+	}
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the client cut off, after %d bytes: %v", len(got), err)
+	}
+	if len(got) >= len(printed) || !bytes.HasPrefix(printed, got) {
+		t.Fatalf("the client cut off got %d bytes, want fewer than the %d printed and the start of them", len(got), len(printed))
+	}
+	t.Logf("the client got %d of %d bytes", len(got), len(printed))
 }
 
 // A new client is replayed the console's last output, exactly: the
