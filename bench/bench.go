@@ -1109,7 +1109,7 @@ func (gs *gaps) add(seq int, s *sent) {
 	if gs.n == 1 {
 		gs.first = gs.cur
 	}
-	if gs.cur.len() > gs.longest.len() {
+	if gs.n == 1 || gs.cur.len() > gs.longest.len() {
 		gs.longest = gs.cur
 	}
 }

@@ -64,4 +64,10 @@ func TestCaptureGapsSayWhereFramesAreMissing(t *testing.T) {
 	if got, want := g.String(), "missing in 3 gaps: first 1 frames from seq 5, sent 0s-0s into the run; longest 4 frames from seq 120, sent 1ms-1ms into the run"; got != want {
 		t.Errorf("gaps say %q, want %q", got, want)
 	}
+	var one gaps // gaps of one frame each: the longest is one of them
+	one.add(7, s)
+	one.add(9, s)
+	if one.longest != (gap{lo: 7, hi: 7}) {
+		t.Errorf("gaps of one frame each: longest %+v", one.longest)
+	}
 }
