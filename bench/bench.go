@@ -628,6 +628,10 @@ func (b *bench) one(s spec) result {
 	}
 	before, _ := b.linkState()
 	refused0 := b.pathRefused()
+	pool0 := int64(-1)
+	if s.capture {
+		pool0 = b.poolRefused()
+	}
 	cpu0, wait0 := b.agentsCPU()
 	steal0 := cpuTimes("")
 	sinkPort := b.sink.LocalAddr().(*net.UDPAddr).Port
@@ -699,6 +703,10 @@ func (b *bench) one(s spec) result {
 		c := verifyCapture(capPath, s, g, sk, r.emitted)
 		c.dropped = st.Dropped
 		c.agentFrames = st.Frames
+		c.poolRefused = -1
+		if pool1 := b.poolRefused(); pool0 >= 0 && pool1 >= 0 {
+			c.poolRefused = pool1 - pool0
+		}
 		r.capture = &c
 		if !b.cfg.keep {
 			os.Remove(capPath)
@@ -749,6 +757,34 @@ func (b *bench) pathRefused() int64 {
 		}
 	}
 	return n
+}
+
+// poolRefused returns how many blocks agent A's capture memory pool
+// refused so far (labtap_capture_memory_refused_total: frames dropped
+// because the agent-wide pool was exhausted, not because their capture's
+// own queue was full), -1 if unknown.
+func (b *bench) poolRefused() int64 {
+	req, err := http.NewRequest("GET", b.api+proto.MetricsPath, nil)
+	if err != nil {
+		return -1
+	}
+	req.Header.Set(proto.SecretHeader, b.secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "labtap_capture_memory_refused_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return int64(n)
+		}
+	}
+	return -1
 }
 
 // linkState returns the captured link's state on agent A.
@@ -1074,6 +1110,7 @@ type captureCheck struct {
 	unemitted   int64  // records - frames the link emitted (0 when complete)
 	stale       int    // records of frames of an earlier run, which the link forwarded late
 	gaps        gaps   // where the missing frames are
+	poolRefused int64  // blocks the agent's capture memory pool refused during the run, -1 if unknown
 	err         error
 }
 
@@ -1225,6 +1262,12 @@ func (r result) captureSummary() string {
 	gaps := ""
 	if c.gaps.n > 0 {
 		gaps = "; " + c.gaps.String()
+	}
+	if c.dropped > 0 && c.poolRefused >= 0 {
+		// The agent drops a frame when its capture's queue is full (the
+		// disk or the writer fell behind) or the agent-wide pool is
+		// exhausted: the pool's refusals tell which.
+		gaps += fmt.Sprintf("; the agent's capture memory pool refused %d blocks", c.poolRefused)
 	}
 	return fmt.Sprintf("CAPTURE INCOMPLETE: %d records%s, agent wrote %d dropped %d, %d missing, %d changed, %d out of order, %+d vs emitted by the link, err %v%s",
 		c.records, stale, c.agentFrames, c.dropped, c.missing, c.changed, c.disorder, c.unemitted, c.err, gaps)

@@ -71,3 +71,16 @@ func TestCaptureGapsSayWhereFramesAreMissing(t *testing.T) {
 		t.Errorf("gaps of one frame each: longest %+v", one.longest)
 	}
 }
+
+// A capture that dropped frames says whether the agent's pool refused
+// memory meanwhile: none refused, its own queue was full.
+func TestIncompleteCaptureSaysWhetherThePoolRefused(t *testing.T) {
+	r := result{capture: &captureCheck{records: 10, agentFrames: 10, dropped: 5, missing: 5, poolRefused: 0}}
+	if got := r.captureSummary(); !strings.Contains(got, "CAPTURE INCOMPLETE") || !strings.Contains(got, "pool refused 0 blocks") {
+		t.Errorf("summary %q", got)
+	}
+	r.capture.poolRefused = -1 // unknown: not said
+	if got := r.captureSummary(); strings.Contains(got, "pool refused") {
+		t.Errorf("summary with the pool unknown %q", got)
+	}
+}
