@@ -22,7 +22,12 @@
 // whose CPU is taken by its neighbours measures them, not the relay. With
 // capture on it checks that the capture is complete: every frame the relay
 // forwarded is in the file, byte-identical to what the generator sent and
-// the sink received, in order, and the agent counted no capture drop.
+// the sink received, in order, and the agent counted no capture drop; an
+// incomplete one says where its missing frames are. A steady run whose
+// generator sent under 99% of the frames due (its thread stopped for a
+// while and the run ended on time) is said to be CUT SHORT, with the
+// generator's longest pause, and fails the steady goal: its figures cover
+// a shorter run than the one asked for.
 //
 // Usage (scripts/bench builds and runs it, pinned):
 //
