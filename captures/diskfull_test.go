@@ -72,19 +72,21 @@ func TestAWriteCutShortByAFullDiskKeepsTheWholeRecordsItWrote(t *testing.T) {
 			name   string
 			frames int
 			at     float64 // where the limit falls, as a share of the records' bytes
+			early  int     // records written, and waited for, before the others come
 		}{
-			{"tail flush", 100, 0.61},
-			{"block run", 6000, 0.83},
-			{"block run, just after a block's start", 6000, -1},
+			{"tail flush", 100, 0.61, 0},
+			{"tail flush after flushes", 100, 0.61, 30},
+			{"block run", 6000, 0.83, 0},
+			{"block run, just after a block's start", 6000, -1, 0},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", format, tc.name), func(t *testing.T) {
-				testDiskFullMidWrite(t, format, tc.frames, tc.at)
+				testDiskFullMidWrite(t, format, tc.frames, tc.at, tc.early)
 			})
 		}
 	}
 }
 
-func testDiskFullMidWrite(t *testing.T, format string, nframes int, at float64) {
+func testDiskFullMidWrite(t *testing.T, format string, nframes int, at float64, early int) {
 	enc, err := newEncoder(Options{Format: format, Snaplen: DefaultSnaplen})
 	if err != nil {
 		t.Fatal(err)
@@ -106,11 +108,18 @@ func testDiskFullMidWrite(t *testing.T, format string, nframes int, at float64) 
 		limit = 2*blockSize + 3000 // in the second 2-MiB block, past the record straddling into it and the next
 	}
 	disk := &limitDisk{limit: limit}
-	c, err := newFile("/nowhere/x."+format, disk, nil, Options{Format: format, FlushInterval: time.Hour, Now: fixedClock(time.Unix(1e9, 0))})
+	interval := time.Hour // nothing is written before Close but full runs
+	if early > 0 {
+		interval = time.Millisecond
+	}
+	c, err := newFile("/nowhere/x."+format, disk, nil, Options{Format: format, FlushInterval: interval, Now: fixedClock(time.Unix(1e9, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range recs {
+		if i == early && early > 0 {
+			waitFor(t, func() bool { frames, _, _ := c.Stats(); return frames == uint64(early) })
+		}
 		frame := bytes.Repeat([]byte{byte(i)}, r.size)
 		c.WritePacket(r.dir, frame)
 	}
