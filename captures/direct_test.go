@@ -395,8 +395,8 @@ func TestWriteVecFinishesShortWrites(t *testing.T) {
 	}
 	for max := 1; max <= len(want); max++ {
 		w := &shortWriter{memDisk: memDisk{room: -1}, max: max}
-		if err := writeVec(w, slices.Clone(bufs), 3); err != nil {
-			t.Fatal(err)
+		if n, err := writeVec(w, slices.Clone(bufs), 3); err != nil || n != len(want) {
+			t.Fatalf("max %d: writeVec = %d, %v; want %d, nil", max, n, err, len(want))
 		}
 		if got := w.bytes(); !bytes.Equal(got[3:], want) {
 			t.Fatalf("max %d: wrote %q, want %q", max, got[3:], want)

@@ -2,6 +2,7 @@ package captures
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -171,6 +172,20 @@ type block struct {
 	// how many records, per direction, the file holds up to there.
 	whole int
 	count [2]uint64
+	// b[first] is where a record starts (the first one wholly in b, or
+	// b's end), and before is how many records, per direction, the file
+	// holds before it: where a write that failed after writing part of
+	// the block can walk its records from (see salvage). Guarded by
+	// File.mu.
+	first  int
+	before [2]uint64
+	// runs says which direction each record of a pcap file, whose records
+	// do not say, was sent in: one entry, offset<<1 | direction, where
+	// each run of records of one direction begins in b. Empty for pcapng,
+	// whose records name their interface. At most 4 bytes per record, when
+	// every record changes direction (a 2-MiB block of 80-byte records:
+	// 100 KiB); one per batch of a busy link. Guarded by File.mu.
+	runs  []uint32
 	reg   *region // the pool's memory it is in
 	chunk int     // its small block in reg, -1 for a big block
 }
@@ -376,6 +391,7 @@ func (c *File) takeCurLocked() *block {
 	page := int(c.pos&^(directAlign-1) - off)
 	blk.b = append(blk.b[:page], c.tail...)
 	blk.flushed = len(blk.b)
+	blk.first, blk.before = len(blk.b), c.queued
 	c.cur = blk
 	return blk
 }
@@ -401,7 +417,16 @@ func (c *File) giveBackLocked(blk *block) {
 	delete(c.held, blk)
 	c.heldBytes -= cap(blk.b)
 	blk.flushed, blk.whole, blk.count = 0, 0, [2]uint64{}
+	blk.first, blk.before, blk.runs = 0, [2]uint64{}, blk.runs[:0]
 	c.pool.put(blk)
+}
+
+// mark notes, for a pcap file, that the record about to be appended to b
+// was sent in direction dir. File.mu must be held.
+func (b *block) mark(dir Direction) {
+	if n := len(b.runs); n == 0 || Direction(b.runs[n-1]&1) != dir {
+		b.runs = append(b.runs, uint32(len(b.b))<<1|uint32(dir))
+	}
 }
 
 // WritePacket appends frame as one record. See WritePackets.
@@ -466,6 +491,9 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) (n int) {
 				continue
 			}
 		}
+		if !c.enc.pcapng {
+			cur.mark(dir)
+		}
 		if len(cur.b)+maxRecord(len(f)) <= cap(cur.b) {
 			cur.b = c.enc.appendRecord(cur.b, dir, ts, f)
 			c.queued[dir]++
@@ -492,8 +520,17 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) (n int) {
 			continue
 		}
 		cur.whole, cur.count = len(cur.b), c.queued
+		if room == 0 { // the record starts in next
+			next.before = c.queued
+			if !c.enc.pcapng {
+				next.mark(dir)
+			}
+		}
 		cur.b = append(cur.b, rec[:room]...)
 		c.queued[dir]++
+		if room > 0 {
+			next.first, next.before = len(rec)-room, c.queued
+		}
 		next.b = append(next.b, rec[room:]...)
 		c.full = append(c.full, cur)
 		c.fullBytes += cap(cur.b)
@@ -542,9 +579,11 @@ func notify(ch chan struct{}) {
 // blockWrite is a run of full blocks, consecutive in the file, being
 // written by a goroutine of its own.
 type blockWrite struct {
-	blks []*block
-	err  error         // set before done is closed
-	done chan struct{} // closed when the write has returned
+	blks    []*block
+	data    [][]byte      // the blocks' bytes, laid end to end in the file from blks[0].off
+	err     error         // set before done is closed
+	reached int           // with err: the file holds data's bytes up to there (set before done is closed)
+	done    chan struct{} // closed when the write has returned
 }
 
 // writeLoop writes the queue to the file. Every FlushInterval after records
@@ -672,10 +711,11 @@ func (c *File) startBlockWrites(pending []*blockWrite, all bool) []*blockWrite {
 		for i, blk := range blks {
 			data[i] = blk.b[:cap(blk.b)]
 		}
+		w.data = data
 		off, from := blks[0].off, blks[0].flushed
 		go func() {
 			defer close(w.done)
-			w.err = c.writeRange(data, off, from)
+			w.reached, w.err = c.writeRange(data, off, from)
 		}()
 		pending = append(pending, w)
 	}
@@ -689,6 +729,7 @@ func (c *File) commitOldest(pending []*blockWrite) ([]*blockWrite, error) {
 	w := pending[0]
 	pending = pending[:copy(pending, pending[1:])]
 	if w.err != nil {
+		c.salvage(w.blks, w.data, w.reached)
 		return pending, w.err
 	}
 	last := w.blks[len(w.blks)-1]
@@ -733,11 +774,13 @@ func (c *File) flushTail() (bool, error) {
 	c.mu.Unlock()
 	// The block may fill and join c.full meanwhile; it is written only
 	// from this goroutine, after this returns.
-	if err := c.writeRange([][]byte{data}, blk.off, from); err != nil {
+	if reached, err := c.writeRange([][]byte{data}, blk.off, from); err != nil {
+		c.salvage([]*block{blk}, [][]byte{data}, reached)
 		return false, err
 	}
 	c.mu.Lock()
 	blk.flushed = len(data)
+	blk.first, blk.before = len(data), count
 	c.giveBackCurLocked(blk)
 	c.mu.Unlock()
 	c.commit(blk.off+int64(len(data)), count)
@@ -747,8 +790,13 @@ func (c *File) flushTail() (bool, error) {
 // writeRange writes the bytes of data, laid end to end at off, from byte
 // from on: the aligned part with one direct write when the file has a
 // direct handle, the rest through the page cache. Every piece of data but
-// the last is a whole number of aligned pages.
-func (c *File) writeRange(data [][]byte, off int64, from int) error {
+// the last is a whole number of aligned pages. When a write fails, reached
+// says how far the file holds data's bytes: from on, up to there, as the
+// system calls reported they wrote them (a full disk takes the bytes that
+// fit, then fails). A direct write of a full disk may write fewer bytes
+// than asked too, counted the same way: it reports whole aligned pages,
+// and the pages it did not write are past reached.
+func (c *File) writeRange(data [][]byte, off int64, from int) (reached int, err error) {
 	end := 0
 	for _, d := range data {
 		end += len(d)
@@ -756,23 +804,24 @@ func (c *File) writeRange(data [][]byte, off int64, from int) error {
 	if c.direct != nil && !c.noDirect.Load() {
 		lo, hi := from/directAlign*directAlign, end/directAlign*directAlign
 		if hi > lo {
-			err := writeVec(c.direct, span(data, lo, hi), off+int64(lo))
+			n, err := writeVec(c.direct, span(data, lo, hi), off+int64(lo))
 			switch {
 			case errors.Is(err, syscall.EINVAL):
 				// The file system takes no direct writes of this shape
 				// after all: from now on everything takes the page cache.
 				c.noDirect.Store(true)
 			case err != nil:
-				return err
+				return max(from, lo+n), err
 			default:
 				from = max(from, hi)
 			}
 		}
 	}
 	if from == end {
-		return nil
+		return end, nil
 	}
-	return writeVec(c.f, span(data, from, end), off+int64(from))
+	n, err := writeVec(c.f, span(data, from, end), off+int64(from))
+	return from + n, err
 }
 
 // span returns the buffers that hold bytes [lo, hi) of data laid end to
@@ -798,25 +847,32 @@ type vecWriter interface {
 }
 
 // writeVec writes bufs laid end to end at off: with one call when h can,
-// else one per buffer.
-func writeVec(h fileHandle, bufs [][]byte, off int64) error {
+// else one per buffer. It returns how many bytes it wrote, a prefix of
+// bufs': all of them unless it fails.
+func writeVec(h fileHandle, bufs [][]byte, off int64) (written int, err error) {
 	v, ok := h.(vecWriter)
 	if !ok || len(bufs) == 1 {
 		for _, b := range bufs {
-			if err := writeAt(h, b, off); err != nil {
-				return err
+			n, err := h.WriteAt(b, off)
+			written += max(n, 0)
+			if err == nil && n < len(b) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				return written, err
 			}
 			off += int64(len(b))
 		}
-		return nil
+		return written, nil
 	}
 	for len(bufs) > 0 {
 		n, err := v.WriteVecAt(bufs, off)
+		written += max(n, 0)
 		if err != nil {
-			return err
+			return written, err
 		}
 		if n == 0 {
-			return io.ErrShortWrite
+			return written, io.ErrShortWrite
 		}
 		off += int64(n)
 		for len(bufs) > 0 && n >= len(bufs[0]) {
@@ -827,7 +883,7 @@ func writeVec(h fileHandle, bufs [][]byte, off int64) error {
 			bufs = append([][]byte{bufs[0][n:]}, bufs[1:]...)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 func writeAt(h fileHandle, p []byte, off int64) error {
@@ -836,6 +892,77 @@ func writeAt(h fileHandle, p []byte, off int64) error {
 		err = io.ErrShortWrite
 	}
 	return err
+}
+
+// salvage commits, after a write of the blocks blks (their bytes laid end
+// to end in data) failed having written data's bytes up to reached, the
+// records that lie wholly below reached: a full disk takes the part of a
+// write that fits, often many records, and the file keeps them. It walks
+// the records from blks[0].first, a record's start that the write reached
+// or began after (every byte of data before the write's start is on disk
+// already), with the counts the block holds for there, and reads each
+// record's direction from the record (pcapng) or the block's runs (pcap).
+// Only the writer goroutine calls it, with every earlier write committed.
+func (c *File) salvage(blks []*block, data [][]byte, reached int) {
+	c.mu.Lock()
+	at, count := blks[0].first, blks[0].before
+	if at > reached {
+		c.mu.Unlock()
+		return // the write ended inside the record that straddles into it
+	}
+	le := binary.LittleEndian
+	var hdr [16]byte
+	bi, bstart, run := 0, 0, 0 // the block at holds, where it starts in data, its run of at
+	for at+len(hdr) <= reached {
+		for bi < len(blks) && at >= bstart+len(data[bi]) {
+			bstart += len(data[bi])
+			bi, run = bi+1, 0
+		}
+		if bi == len(blks) {
+			break
+		}
+		gather(hdr[:], data, at)
+		var n int
+		var dir Direction
+		if c.enc.pcapng {
+			n, dir = int(le.Uint32(hdr[4:])), Direction(le.Uint32(hdr[8:])&1)
+		} else {
+			n = 16 + int(le.Uint32(hdr[8:]))
+			runs, local := blks[bi].runs, uint32(at-bstart)
+			for run+1 < len(runs) && runs[run+1]>>1 <= local {
+				run++
+			}
+			if run >= len(runs) || runs[run]>>1 > local {
+				break // cannot happen: every record's direction is noted
+			}
+			dir = Direction(runs[run] & 1)
+		}
+		if n < len(hdr) || at+n > reached {
+			break
+		}
+		at += n
+		count[dir]++
+	}
+	size := blks[0].off + int64(at)
+	c.mu.Unlock()
+	if size > c.size.Load() {
+		c.commit(size, count)
+	}
+}
+
+// gather copies into dst the bytes of data, laid end to end, from at on.
+func gather(dst []byte, data [][]byte, at int) {
+	for _, d := range data {
+		if len(dst) == 0 {
+			return
+		}
+		if at >= len(d) {
+			at -= len(d)
+			continue
+		}
+		n := copy(dst, d[at:])
+		dst, at = dst[n:], 0
+	}
 }
 
 // drain writes everything queued, after Close: no record can be queued any
