@@ -124,6 +124,7 @@ type File struct {
 
 	mu        sync.Mutex          // guards the queue and the fields below
 	cur       *block              // being filled: its records are whole; nil when the file has every record queued
+	spareRuns [][]uint32          // direction runs of blocks given back, for the next ones (newBlockLocked)
 	full      []*block            // full, waiting to be written, oldest first
 	fullBytes int                 // their size
 	held      map[*block]struct{} // every block taken from the pool and not given back
@@ -182,9 +183,10 @@ type block struct {
 	// runs says which direction each record of a pcap file, whose records
 	// do not say, was sent in: one entry, offset<<1 | direction, where
 	// each run of records of one direction begins in b. Empty for pcapng,
-	// whose records name their interface. At most 4 bytes per record, when
-	// every record changes direction (a 2-MiB block of 80-byte records:
-	// 100 KiB); one per batch of a busy link. Guarded by File.mu.
+	// whose records name their interface. 4 bytes per record when every
+	// record changes direction (a 2-MiB block of 80-byte records: 100 KiB,
+	// up to twice that in capacity), one per change of direction; kept
+	// across blocks (File.spareRuns). Guarded by File.mu.
 	runs  []uint32
 	reg   *region // the pool's memory it is in
 	chunk int     // its small block in reg, -1 for a big block
@@ -369,6 +371,12 @@ func (c *File) newBlockLocked(off int64, big bool) *block {
 		return nil
 	}
 	blk.off = off
+	if n := len(c.spareRuns); n > 0 && !c.enc.pcapng {
+		// The pool makes a new block struct per lend: the direction runs
+		// of blocks given back are kept here, so a pcap capture grows
+		// them once, not per block, under c.mu.
+		blk.runs, c.spareRuns = c.spareRuns[n-1], c.spareRuns[:n-1]
+	}
 	if c.held == nil {
 		c.held = make(map[*block]struct{})
 	}
@@ -417,7 +425,10 @@ func (c *File) giveBackLocked(blk *block) {
 	delete(c.held, blk)
 	c.heldBytes -= cap(blk.b)
 	blk.flushed, blk.whole, blk.count = 0, 0, [2]uint64{}
-	blk.first, blk.before, blk.runs = 0, [2]uint64{}, blk.runs[:0]
+	if cap(blk.runs) > 0 && len(c.spareRuns) < 4 {
+		c.spareRuns = append(c.spareRuns, blk.runs[:0])
+	}
+	blk.first, blk.before, blk.runs = 0, [2]uint64{}, nil
 	c.pool.put(blk)
 }
 
