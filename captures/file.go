@@ -173,8 +173,8 @@ type block struct {
 	// how many records, per direction, the file holds up to there.
 	whole int
 	count [2]uint64
-	// b[first] is where a record starts (the first one wholly in b, or
-	// b's end), and before is how many records, per direction, the file
+	// b[first] is where a record starts (the first one wholly in b, the
+	// end of its last flush, or b's end), and before is how many records, per direction, the file
 	// holds before it: where a write that failed after writing part of
 	// the block can walk its records from (see salvage). Guarded by
 	// File.mu.
