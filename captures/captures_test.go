@@ -59,15 +59,20 @@ func fixedClock(t0 time.Time) func() time.Time {
 
 // memDisk is a file in memory. It takes room bytes (any number when room
 // is negative), then writes what fits of the next write and fails with
-// ENOSPC, like a file system that has just filled up. With a gate, every
+// ENOSPC, like a file system that has just filled up. With limit set, it
+// holds only the bytes below that offset, failing the same way: whether a
+// byte fits then depends on where it goes, not on the order of writes, so
+// concurrent block writes fail the same way each run. With a gate, every
 // write but the header's waits until the gate is closed, like a disk that
 // cannot keep up.
 type memDisk struct {
-	gate chan struct{}
+	gate  chan struct{}
+	limit int64 // 0: none
 
 	mu     sync.Mutex
 	buf    []byte
 	room   int
+	full   int // writes that ran past limit
 	closed bool
 }
 
@@ -83,6 +88,10 @@ func (d *memDisk) WriteAt(p []byte, off int64) (int, error) {
 			n, err = d.room, syscall.ENOSPC
 		}
 		d.room -= n
+	}
+	if d.limit > 0 && off+int64(n) > d.limit {
+		n, err = int(max(d.limit-off, 0)), syscall.ENOSPC
+		d.full++
 	}
 	if end := int(off) + n; end > len(d.buf) {
 		d.buf = append(d.buf, make([]byte, end-len(d.buf))...)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,53 +12,6 @@ import (
 	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/capspec"
 )
-
-// limitDisk is a file in memory on a disk that holds bytes below limit
-// only: a write that runs past it writes the bytes below it, then fails
-// with ENOSPC, as write(2) does on tmpfs or ext4 that fill up mid-write.
-// Unlike memDisk, whether a byte fits depends on where it goes, not on the
-// order of writes, so concurrent block writes fail the same way each run.
-type limitDisk struct {
-	limit int64
-
-	mu     sync.Mutex
-	buf    []byte
-	writes int // writes that hit the limit
-}
-
-func (d *limitDisk) WriteAt(p []byte, off int64) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n, err := len(p), error(nil)
-	if off+int64(n) > d.limit {
-		n, err = int(max(d.limit-off, 0)), syscall.ENOSPC
-		d.writes++
-	}
-	if end := int(off) + n; end > len(d.buf) {
-		d.buf = append(d.buf, make([]byte, end-len(d.buf))...)
-	}
-	copy(d.buf[off:], p[:n])
-	return n, err
-}
-
-func (d *limitDisk) Truncate(size int64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if int(size) <= len(d.buf) {
-		d.buf = d.buf[:size]
-	} else {
-		d.buf = append(d.buf, make([]byte, int(size)-len(d.buf))...)
-	}
-	return nil
-}
-
-func (d *limitDisk) Close() error { return nil }
-
-func (d *limitDisk) bytes() []byte {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return bytes.Clone(d.buf)
-}
 
 // TestAWriteCutShortByAFullDiskKeepsTheWholeRecordsItWrote fills the disk in
 // the middle of one write holding many records, both of a tail flush and of
@@ -107,7 +59,7 @@ func testDiskFullMidWrite(t *testing.T, format string, nframes int, at float64, 
 	if at < 0 {
 		limit = 2*blockSize + 3000 // in the second 2-MiB block, past the record straddling into it and the next
 	}
-	disk := &limitDisk{limit: limit}
+	disk := &memDisk{room: -1, limit: limit}
 	interval := time.Hour // nothing is written before Close but full runs
 	if early > 0 {
 		interval = time.Millisecond
@@ -126,7 +78,7 @@ func testDiskFullMidWrite(t *testing.T, format string, nframes int, at float64, 
 	if err := c.Close(); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Close() = %v, want ENOSPC", err)
 	}
-	if disk.writes == 0 {
+	if disk.full == 0 {
 		t.Fatal("no write reached the limit: the test tests nothing")
 	}
 	// The records wholly below the limit.
