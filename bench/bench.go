@@ -764,7 +764,9 @@ func (b *bench) pathRefused() int64 {
 // because the agent-wide pool was exhausted, not because their capture's
 // own queue was full), -1 if unknown.
 func (b *bench) poolRefused() int64 {
-	req, err := http.NewRequest("GET", b.api+proto.MetricsPath, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a report line, not worth a hang
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", b.api+proto.MetricsPath, nil)
 	if err != nil {
 		return -1
 	}

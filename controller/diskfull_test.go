@@ -27,10 +27,9 @@ func mountNamespaceWrapper(t *testing.T, dir, size string) []string {
 func TestACaptureThatFillsItsDiskEndsValidAndTheLinkSaysSo(t *testing.T) {
 	testenv.RequireTools(t, "tshark", "capinfos")
 	data := t.TempDir()
-	// 4 MiB, not 1: a failed write takes back the whole write (the records
-	// queued in the last FlushInterval or two, ~300 KB at this test's pace
-	// on a fast machine), so on 1 MiB the frames kept before the disk filled
-	// could fall under the bound below by the machine's speed alone.
+	// 4 MiB: room for the bound below many times over, whatever the
+	// machine's pace (the records a failed write got in are kept; those
+	// after are dropped, up to a FlushInterval or two of them).
 	c := startControllerUnder(t, mountNamespaceWrapper(t, data, "4m"), data, nil)
 
 	var project struct {

@@ -166,7 +166,7 @@ const maxBody = 10 << 20
 // the bound of other routes holds.
 func (a *API) boundBody(c *fiber.Ctx) error {
 	req := c.Request()
-	if !req.IsBodyStream() || c.Method() == fiber.MethodPost && (matchTemplate(rImport, c.Path()) || isImageUpload(c.Path()) || isUnrunImageUpload(c.Path())) {
+	if !req.IsBodyStream() || c.Method() == fiber.MethodPost && (matchTemplate(rImport, c.Path()) || isImageUpload(c.Path())) {
 		return c.Next()
 	}
 	if req.Header.ContentLength() > maxBody {

@@ -284,8 +284,10 @@ func (h qemuRoutes) resizeDisk(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusCreated)
 }
 
-// isImageUpload reports a QEMU image upload's path, whose body is streamed
-// to disk under its own cap (boundBody lets it through).
+// isImageUpload reports an image upload's path, whose body boundBody
+// leaves unread: a QEMU image's is streamed to disk under its own cap; an
+// IOU or Dynamips image's (tens of MiB) is refused unread (notRunHere).
 func isImageUpload(path string) bool {
-	return strings.HasPrefix(path, imageUploadPrefix) && strings.Contains(path, "/qemu/images/")
+	return strings.HasPrefix(path, imageUploadPrefix) && strings.Contains(path, "/qemu/images/") ||
+		strings.HasPrefix(path, "/v2/compute/iou/images/") || strings.HasPrefix(path, "/v2/compute/dynamips/images/")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -160,20 +159,13 @@ func (a *API) computeEmptyList(c *fiber.Ctx) error {
 
 // notRunHere answers an upload or action of an emulator labtap does not
 // run: 409 saying so. An image upload's body (IOU and Dynamips images are
-// tens of MiB: boundBody leaves it to the handler, see isUnrunImageUpload)
+// tens of MiB: boundBody leaves it to the handler, see isImageUpload)
 // is left unread, so the connection closes after the answer.
 func notRunHere(emulator string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		c.Context().SetConnectionClose()
 		return &project.Error{Kind: project.ErrConflict, Msg: emulator + " is not supported by this server"}
 	}
-}
-
-// isUnrunImageUpload reports the web UI's upload of an IOU or Dynamips
-// image, which notRunHere refuses whatever its size: boundBody lets it
-// through unread rather than answer 413 for an image over its limit.
-func isUnrunImageUpload(path string) bool {
-	return strings.HasPrefix(path, "/v2/compute/iou/images/") || strings.HasPrefix(path, "/v2/compute/dynamips/images/")
 }
 
 // computeNotRunHere is notRunHere for one compute: 404 if it is unknown.
