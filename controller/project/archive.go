@@ -433,17 +433,7 @@ func checkProjectName(name string) error {
 func (s *Archives) freeProjectName(name string) string {
 	s.core.mu.RLock()
 	defer s.core.mu.RUnlock()
-	taken := func(n string) bool {
-		for _, st := range s.core.projects {
-			st.mu.RLock()
-			same := st.p.Name == n
-			st.mu.RUnlock()
-			if same {
-				return true
-			}
-		}
-		return false
-	}
+	taken := s.core.nameTakenLocked
 	if !taken(name) {
 		return name
 	}

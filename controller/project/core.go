@@ -17,9 +17,12 @@ type core struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.RWMutex // guards projects and order
+	mu       sync.RWMutex // guards projects, order and creating
 	projects map[string]*state
 	order    []string // creation order of project ids
+	// creating holds the ids (and names) of the projects being created:
+	// claimed under mu, written to disk outside it.
+	creating map[string]string
 
 	// Work a request starts and does not wait for (a project's
 	// auto-start) runs in bg, on bgCtx, and Close waits for it.
@@ -67,6 +70,25 @@ func (s *core) openOn(ctx context.Context, st *state, computeID string) error {
 		st.onComputes[computeID] = true
 	})
 	return nil
+}
+
+// nameTakenLocked says whether a project, or one being created, has
+// name. s.mu must be held.
+func (s *core) nameTakenLocked(name string) bool {
+	for _, st := range s.projects {
+		st.mu.RLock()
+		same := st.p.Name == name
+		st.mu.RUnlock()
+		if same {
+			return true
+		}
+	}
+	for _, n := range s.creating {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup returns a project's state.

@@ -123,7 +123,7 @@ func NewService(cfg Config) *Service {
 	if cfg.Symbols == nil {
 		cfg.Symbols = func(string) (int, int) { return 65, 59 }
 	}
-	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state)}
+	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state), creating: make(map[string]string)}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	s := &Service{core: c}
 	s.Drawings = &Drawings{core: c}
@@ -210,26 +210,35 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 	if err := CheckName("Project name", req.Name); err != nil {
 		return Project{}, err
 	}
+	// The checks and the claim on the id and name are made under core.mu;
+	// the directory and the first save are made outside it, since every
+	// lookup of every project takes that lock and a disk may be slow.
 	s.core.mu.Lock()
-	defer s.core.mu.Unlock()
 	if req.ID != "" {
 		if st, ok := s.core.projects[req.ID]; ok {
+			s.core.mu.Unlock()
 			st.mu.RLock()
 			defer st.mu.RUnlock()
 			return st.p, nil
 		}
+		if _, ok := s.core.creating[req.ID]; ok {
+			s.core.mu.Unlock()
+			return Project{}, errorf(ErrConflict, "Project ID %s is being created", req.ID)
+		}
 	} else {
 		req.ID = uuid.NewString()
 	}
-	for _, st := range s.core.projects {
-		if st.p.Name == req.Name {
-			return Project{}, errorf(ErrConflict, "Project \"%s\" already exists", req.Name)
-		}
+	if s.core.nameTakenLocked(req.Name) {
+		s.core.mu.Unlock()
+		return Project{}, errorf(ErrConflict, "Project \"%s\" already exists", req.Name)
 	}
 	path, err := s.projectPath(req.ID, req.Path)
 	if err != nil {
+		s.core.mu.Unlock()
 		return Project{}, err
 	}
+	s.core.creating[req.ID] = req.Name
+	s.core.mu.Unlock()
 	p := Project{
 		ID:       req.ID,
 		Name:     req.Name,
@@ -238,23 +247,37 @@ func (s *Service) CreateProject(ctx context.Context, req ProjectCreate) (Project
 		Status:   Opened,
 		Settings: req.Settings,
 	}
-	_, statErr := os.Stat(path)
-	made := errors.Is(statErr, fs.ErrNotExist)
-	if err := os.MkdirAll(path, 0o755); err != nil {
-		return Project{}, &Error{Kind: ErrInternal, Msg: fmt.Sprintf("Could not create project directory: %v", err), Err: err}
+	if err := s.makeProject(p); err != nil {
+		s.core.mu.Lock()
+		delete(s.core.creating, p.ID)
+		s.core.mu.Unlock()
+		return Project{}, err
 	}
-	if err := s.core.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
-		if made {
-			// A refused create leaves nothing behind.
-			os.RemoveAll(path)
-		}
-		return Project{}, writeFailed(err)
-	}
+	s.core.mu.Lock()
+	defer s.core.mu.Unlock()
+	delete(s.core.creating, p.ID)
 	s.core.projects[p.ID] = newState(p)
 	s.core.order = append(s.core.order, p.ID)
 	s.core.cfg.Events.Emit(Event{Action: ProjectCreated, ProjectID: p.ID, Project: &p})
 	s.core.log.Info("project created", "project", p.ID, "name", p.Name)
 	return p, nil
+}
+
+// makeProject makes a new project's directory and its first save; a
+// refused create leaves nothing behind.
+func (s *Service) makeProject(p Project) error {
+	_, statErr := os.Stat(p.Path)
+	made := errors.Is(statErr, fs.ErrNotExist)
+	if err := os.MkdirAll(p.Path, 0o755); err != nil {
+		return &Error{Kind: ErrInternal, Msg: fmt.Sprintf("Could not create project directory: %v", err), Err: err}
+	}
+	if err := s.core.cfg.Store.Save(&Snapshot{Project: p}); err != nil {
+		if made {
+			os.RemoveAll(p.Path)
+		}
+		return writeFailed(err)
+	}
+	return nil
 }
 
 // projectPath returns the absolute directory of a new project: the one
