@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -282,5 +283,50 @@ func TestAComputeThatMovesKeepsTheSecretOnlyIfTheRequestVouches(t *testing.T) {
 	}
 	if got := b.got(); got[len(got)-1] != secret {
 		t.Fatalf("after proving the secret the agent was called with %q", got[len(got)-1])
+	}
+}
+
+// A change that saves while an earlier change's save waits for the
+// store's lock must not be undone by that earlier save: each save writes
+// the list as it is when it holds the lock.
+func TestAnEarlierSaveDoesNotWriteAnOlderList(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	path := filepath.Join(t.TempDir(), "computes.json")
+	r := NewRegistry(RegistryConfig{Path: path, Client: NewClient(ClientConfig{Retries: 0, Timeout: time.Second})})
+	held, release := make(chan struct{}), make(chan struct{})
+	var saves atomic.Int32
+	r.store.beforeLock = func() {
+		if saves.Add(1) == 1 {
+			close(held)
+			<-release
+		}
+	}
+	mk := func(id string) Compute {
+		return Compute{ID: id, Name: id, Protocol: "http", Host: "127.0.0.1", Port: port}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Create(context.Background(), mk("first"), Grant{})
+		done <- err
+	}()
+	<-held
+	if _, err := r.Create(t.Context(), mk("second"), Grant{}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	reloaded := NewRegistry(RegistryConfig{Path: path, Client: NewClient(ClientConfig{Retries: 0, Timeout: time.Second})})
+	if err := reloaded.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(reloaded.List()); got != 2 {
+		t.Fatalf("the file holds %d computes, want 2", got)
 	}
 }

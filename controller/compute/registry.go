@@ -257,7 +257,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 				cur.SharedSecret, cur.Secret = true, r.secret
 			}
 			r.mu.Unlock()
-			if err := r.store.save(r.List()); err != nil {
+			if err := r.store.save(r.List); err != nil {
 				return Compute{}, err
 			}
 		}
@@ -284,7 +284,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 	c.SharedSecret = shared
 	c.Secret = r.secretFor(c)
 	got := r.Add(ctx, c)
-	if err := r.store.save(r.List()); err != nil {
+	if err := r.store.save(r.List); err != nil {
 		r.Remove(c.ID)
 		return Compute{}, err
 	}
@@ -392,7 +392,7 @@ func (r *Registry) Update(ctx context.Context, id string, u ComputeUpdate) (Comp
 		*c = next
 	}
 	r.mu.Unlock()
-	if err := r.store.save(r.List()); err != nil {
+	if err := r.store.save(r.List); err != nil {
 		return Compute{}, err
 	}
 	r.Health.check(ctx, id)
@@ -412,7 +412,7 @@ func (r *Registry) Remove(id string) error {
 		return nil
 	}
 	r.onChange("compute.deleted", *c)
-	return r.store.save(r.List())
+	return r.store.save(r.List)
 }
 
 // agentURL is where an agent registered by host and port listens.

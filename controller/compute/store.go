@@ -14,6 +14,9 @@ import (
 type store struct {
 	path string     // where the computes are saved; "" keeps them in memory
 	mu   sync.Mutex // serialises save: the last save holds the newest list
+	// beforeLock, when set, runs as a save starts, before it takes mu:
+	// tests hold a save there while another change saves.
+	beforeLock func()
 }
 
 // stored is a compute in the registry's file.
@@ -29,24 +32,29 @@ type stored struct {
 	SharedSecret bool `json:"shared_secret,omitempty"`
 }
 
-// save writes every compute of list but the local one, atomically,
-// readable by its owner only (it holds passwords).
-func (s *store) save(computes []Compute) error {
+// save writes every compute that list returns but the local one,
+// atomically, readable by its owner only (it holds passwords). list is
+// called under the store's lock, so two changes saving at once each write
+// the list as it is when their turn comes and the last file written holds
+// the newest list (a list taken before the lock could be older than the
+// one another save has just written).
+func (s *store) save(list func() []Compute) error {
 	if s.path == "" {
 		return nil
 	}
-	// Two computes registering at once each save: without this lock the
-	// older list could be renamed over the newer one.
+	if s.beforeLock != nil {
+		s.beforeLock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var list []stored
-	for _, c := range computes {
+	var out []stored
+	for _, c := range list() {
 		if c.ID == LocalID {
 			continue
 		}
-		list = append(list, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret})
+		out = append(out, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret})
 	}
-	data, err := json.MarshalIndent(list, "", "    ")
+	data, err := json.MarshalIndent(out, "", "    ")
 	if err != nil {
 		return err
 	}
