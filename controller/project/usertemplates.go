@@ -253,9 +253,16 @@ func nodeSettingsOf(m map[string]any) map[string]any {
 // templateStore keeps user templates in one JSON file beside the projects,
 // written atomically and durably (atomicfile), in creation order.
 type templateStore struct {
-	mu   sync.Mutex // serialises changes and writes
-	path string     // "" keeps them in memory
-	list []map[string]any
+	// mu serialises changes and their writes. Readers do not take it: a
+	// change writes the file under mu alone and swaps the new list in
+	// under listMu, so a listing never waits for a disk.
+	mu     sync.Mutex
+	listMu sync.RWMutex // guards list; changed only with mu held too
+	path   string       // "" keeps them in memory
+	list   []map[string]any
+	// beforeWrite, when set, runs before each write of the file: tests
+	// stall the disk there.
+	beforeWrite func()
 	// broken is why the file could not be read: nothing is written over
 	// it then (it would lose every template in it).
 	broken error
@@ -277,10 +284,13 @@ func (ts *templateStore) load() error {
 		ts.broken = fmt.Errorf("%s: %w", ts.path, err)
 		return ts.broken
 	}
+	ts.listMu.Lock()
 	ts.list = list
+	ts.listMu.Unlock()
 	return nil
 }
 
+// saveLocked writes list and makes it the templates. ts.mu must be held.
 func (ts *templateStore) saveLocked(list []map[string]any) error {
 	if ts.broken != nil {
 		return &Error{Kind: ErrConflict, Msg: "The templates file cannot be read; fix or remove it first", Err: ts.broken}
@@ -290,17 +300,22 @@ func (ts *templateStore) saveLocked(list []map[string]any) error {
 		if err != nil {
 			return err
 		}
+		if ts.beforeWrite != nil {
+			ts.beforeWrite()
+		}
 		if err := atomicfile.Write(ts.path, data, 0o644); err != nil {
 			return &Error{Kind: ErrConflict, Msg: "Could not save the templates", Err: err}
 		}
 	}
+	ts.listMu.Lock()
 	ts.list = list
+	ts.listMu.Unlock()
 	return nil
 }
 
 func (ts *templateStore) all() []map[string]any {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	ts.listMu.RLock()
+	defer ts.listMu.RUnlock()
 	return slices.Clone(ts.list)
 }
 
