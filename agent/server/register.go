@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -57,7 +58,9 @@ func Register(ctx context.Context, reg Registration) error {
 	base.User = nil
 	endpoint := strings.TrimSuffix(base.String(), "/") + "/v2/computes"
 	client := &http.Client{Timeout: 10 * time.Second, Transport: reg.Transport}
-	backoff := 250 * time.Millisecond
+	wait := &backoff.ExponentialBackOff{InitialInterval: 250 * time.Millisecond, MaxInterval: 10 * time.Second,
+		Multiplier: 2, RandomizationFactor: 0.5} // jitter: agents restarted together do not call together
+	wait.Reset()
 	for {
 		err := registerOnce(ctx, client, endpoint, user, reg)
 		if err == nil {
@@ -67,13 +70,13 @@ func Register(ctx context.Context, reg Registration) error {
 		if _, final := errors.AsType[refusedError](err); final {
 			return err
 		}
-		log.Warn("register with the controller: will retry", "controller", endpoint, "err", err, "in", backoff)
+		in := wait.NextBackOff()
+		log.Warn("register with the controller: will retry", "controller", endpoint, "err", err, "in", in)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(backoff):
+		case <-time.After(in):
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 

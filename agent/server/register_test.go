@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,7 +71,9 @@ func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rec.Result(), nil
 }
 
-func TestRegisterBacksOffDoublingUpTo10s(t *testing.T) {
+// Retries double from 250 ms up to 10 s apart, each jittered by up to
+// half its length (agents restarted together do not call together).
+func TestRegisterBacksOffDoublingUpTo10sWithJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var at []time.Duration
@@ -88,9 +89,14 @@ func TestRegisterBacksOffDoublingUpTo10s(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms := time.Millisecond
-		want := []time.Duration{0, 250 * ms, 750 * ms, 1750 * ms, 3750 * ms, 7750 * ms, 15750 * ms, 25750 * ms, 35750 * ms}
-		if !slices.Equal(at, want) {
-			t.Fatalf("attempts at %v, want %v", at, want)
+		nominal := []time.Duration{250 * ms, 500 * ms, 1000 * ms, 2000 * ms, 4000 * ms, 8000 * ms, 10000 * ms, 10000 * ms}
+		if len(at) != len(nominal)+1 || at[0] != 0 {
+			t.Fatalf("attempts at %v, want %d starting at 0", at, len(nominal)+1)
+		}
+		for i, n := range nominal {
+			if gap := at[i+1] - at[i]; gap < n/2 || gap > n*3/2 {
+				t.Errorf("gap %d is %v, want %v ± 50%% (attempts at %v)", i+1, gap, n, at)
+			}
 		}
 	})
 }

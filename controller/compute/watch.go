@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/proto"
@@ -83,10 +84,12 @@ func (h *Health) Watch(ctx context.Context, l Listener) error {
 func (h *Health) watch(ctx context.Context, id string, l Listener) {
 	log := h.log.With("compute", id)
 	lost := false
-	backoff := 250 * time.Millisecond
+	wait := &backoff.ExponentialBackOff{InitialInterval: 250 * time.Millisecond, MaxInterval: 5 * time.Second,
+		Multiplier: 2, RandomizationFactor: 0.5} // jitter: a controller restart does not reconnect every compute at once
+	wait.Reset()
 	for ctx.Err() == nil {
 		err := h.follow(ctx, id, l, func() {
-			backoff = 250 * time.Millisecond
+			wait.Reset()
 			h.reg.setConnected(id, nil)
 			if lost {
 				lost = false
@@ -106,9 +109,8 @@ func (h *Health) watch(ctx context.Context, id string, l Listener) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait.NextBackOff()):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

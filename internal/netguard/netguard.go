@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,19 +98,24 @@ func (l *Listener) Open() int {
 // again, backing off up to a second, as net/http does; it returns an error
 // only when the listener is closed or fails otherwise.
 func (l *Listener) Accept() (net.Conn, error) {
-	var backoff time.Duration
+	var wait *backoff.ExponentialBackOff
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			if exhausted(err) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				l.logf("exhausted", "accept: out of resources, retrying", "err", err, "in", backoff)
-				time.Sleep(backoff)
+				if wait == nil {
+					wait = &backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, MaxInterval: time.Second,
+						Multiplier: 2, RandomizationFactor: 0.5}
+					wait.Reset()
+				}
+				in := wait.NextBackOff()
+				l.logf("exhausted", "accept: out of resources, retrying", "err", err, "in", in)
+				time.Sleep(in)
 				continue
 			}
 			return nil, err
 		}
-		backoff = 0
+		wait = nil
 		ip := clientIP(c.RemoteAddr())
 		if msg := l.admit(ip); msg != "" {
 			l.logf("refused "+ip, "connection refused", "client", ip, "why", msg)
