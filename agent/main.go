@@ -106,9 +106,7 @@ func run(args []string) error {
 		return err
 	}
 	log := cli.Logger(o.LogFormat, o.LogLevel)
-	if limit, err := netguard.RaiseFileLimit(); err != nil {
-		log.Warn("raise the open-file limit", "limit", limit, "err", err)
-	} else {
+	if limit, err := netguard.FileLimit(); err == nil {
 		log.Info("open-file limit", "limit", limit)
 	}
 

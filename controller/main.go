@@ -133,9 +133,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if limit, err := netguard.RaiseFileLimit(); err != nil {
-		log.Warn("raise the open-file limit", "limit", limit, "err", err)
-	} else {
+	if limit, err := netguard.FileLimit(); err == nil {
 		log.Info("open-file limit", "limit", limit)
 	}
 	if o.MaxConns == 0 {

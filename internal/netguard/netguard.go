@@ -19,19 +19,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RaiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit and
-// returns the limit now in force.
-func RaiseFileLimit() (uint64, error) {
+// FileLimit returns the open-file limit in force. The Go runtime has
+// already raised the soft RLIMIT_NOFILE to the hard limit at start (and
+// gives child processes the original back), so there is nothing to raise.
+func FileLimit() (uint64, error) {
 	var l unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
 		return 0, fmt.Errorf("getrlimit: %w", err)
-	}
-	if l.Cur < l.Max {
-		old := l.Cur
-		l.Cur = l.Max
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
-			return old, fmt.Errorf("setrlimit: %w", err)
-		}
 	}
 	return l.Cur, nil
 }
