@@ -54,6 +54,7 @@ func (a *API) basicAuth(c *fiber.Ctx) error {
 	switch ok, wait := a.authenticate(ip, credentials); {
 	case wait > 0:
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfter(wait)))
+		c.Context().SetConnectionClose() // a streamed body stays unread
 		return fiber.NewError(fiber.StatusTooManyRequests, "Too many failed authentication attempts from "+ip+": try again later")
 	case !ok:
 		c.Set(fiber.HeaderWWWAuthenticate, `Basic realm="GNS3 server"`)

@@ -43,6 +43,7 @@ func (a *API) checkOrigin(c *fiber.Ctx) error {
 		}
 	}
 	if !a.sameOrigin(c) {
+		c.Context().SetConnectionClose() // a streamed body stays unread
 		return fiber.NewError(fiber.StatusForbidden, "Cross-origin request refused: this server takes state changes and WebSockets from its own pages and the allowed origins only (--allowed-origins)")
 	}
 	return c.Next()
