@@ -70,6 +70,8 @@ type controller struct {
 	cmd  *exec.Cmd
 	log  *syncBuffer
 	done chan error
+	// user and password, when set, go with every request of call.
+	user, password string
 }
 
 var listenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
@@ -165,6 +167,9 @@ func (c *controller) call(method, path string, body any, want int, out any) {
 		rd = bytes.NewReader(data)
 	}
 	req, _ := http.NewRequest(method, c.url+path, rd)
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.password)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

@@ -98,3 +98,20 @@ func TestTheGNS3VersionIsPinnedOnlyWhenGiven(t *testing.T) {
 		t.Fatalf("a reversed console range: %v", err)
 	}
 }
+
+func TestAllowedOriginsFlag(t *testing.T) {
+	t.Setenv("LABTAP_ALLOWED_ORIGINS", "https://webui.example,http://10.0.0.5:4200")
+	o, err := parse(nil)
+	if err != nil || len(o.AllowedOrigins) != 2 || o.AllowedOrigins[1] != "http://10.0.0.5:4200" {
+		t.Fatalf("%q, %v", o.AllowedOrigins, err)
+	}
+	if o, err := parse([]string{"--allowed-origins", "http://a.example"}); err != nil || len(o.AllowedOrigins) != 1 {
+		t.Fatalf("flag over variable: %q, %v", o.AllowedOrigins, err)
+	}
+	for _, bad := range []string{"webui.example", "ftp://webui.example", "https://webui.example/path", "null"} {
+		t.Setenv("LABTAP_ALLOWED_ORIGINS", bad)
+		if _, err := parse(nil); !isUsage(err) {
+			t.Errorf("%q: %v, want a usage error", bad, err)
+		}
+	}
+}

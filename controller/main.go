@@ -12,7 +12,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_PPROF_LISTEN); a flag wins over its variable, and a bad value of
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
@@ -82,7 +82,8 @@ type options struct {
 	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
-	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
 }
 
@@ -105,6 +106,9 @@ func (o *options) Validate() error {
 	}
 	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
 		return fmt.Errorf("--console-ports: %w", err)
+	}
+	if _, err := api.ParseOrigins(o.AllowedOrigins); err != nil {
+		return fmt.Errorf("--allowed-origins: %w", err)
 	}
 	return nil
 }
@@ -308,7 +312,7 @@ func run(args []string) error {
 		Fetch:  registry.Agents.Metrics,
 		Logger: log.With("component", "metrics"),
 	}
-	app, _, err := api.New(api.Config{
+	app, apiServer, err := api.New(api.Config{
 		Projects:        projects,
 		ProjectCaptures: projectCaptures,
 		Computes:        registry,
@@ -316,6 +320,7 @@ func run(args []string) error {
 		Symbols:         symbolLib,
 		User:            o.User,
 		Password:        o.Password,
+		AllowedOrigins:  o.AllowedOrigins,
 		MaxJSONBody:     o.MaxJSONBody,
 		Hub:             hub,
 		Load:            localLoad(registry),
@@ -335,7 +340,7 @@ func run(args []string) error {
 	}
 	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
 	if pln != nil {
-		servePprof(gctx, g, pln, log)
+		servePprof(gctx, g, pln, apiServer.Guard, log)
 	}
 	g.Go(func() error {
 		<-gctx.Done()

@@ -27,7 +27,7 @@ func TestPprofServesProfilesUntilTheControllerStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	g, gctx := errgroup.WithContext(ctx)
-	servePprof(gctx, g, ln, slog.New(slog.DiscardHandler))
+	servePprof(gctx, g, ln, func(h http.Handler) http.Handler { return h }, slog.New(slog.DiscardHandler))
 	resp, err := http.Get("http://" + ln.Addr().String() + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		t.Fatal(err)

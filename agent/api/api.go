@@ -175,7 +175,7 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 		cfg.PingInterval = proto.PingInterval
 	}
 	h := &handlers{svc: svc, caps: parts.Captures, filters: parts.Filters, feed: parts.Events, secret: []byte(cfg.Secret), maxImage: cfg.MaxImageBytes, requests: cfg.Requests, ping: cfg.PingInterval, log: cfg.Logger}
-	mux := http.NewServeMux()
+	mux := &routes{ServeMux: http.NewServeMux()}
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
 	mux.HandleFunc("GET "+proto.DockerImagesPath, h.dockerImages)
@@ -238,11 +238,34 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 	return h.guard(mux)
 }
 
-// guard checks the shared secret and answers unknown routes with a proto
-// error instead of the mux's plain text. It counts every request by its
-// route pattern and logs it once answered (the access log).
-func (h *handlers) guard(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// routes is the agent's mux, noting the patterns registered on it.
+type routes struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routes) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *routes) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// guarded is the agent's handler: the routes behind guard.
+type guarded struct {
+	http.Handler
+	patterns []string // every route's, as registered
+}
+
+// guard refuses requests from web pages, checks the shared secret (both
+// before any route runs, unknown ones included) and answers unknown
+// routes with a proto error instead of the mux's plain text. It counts
+// every request by its route pattern and logs it once answered (the
+// access log).
+func (h *handlers) guard(mux *routes) http.Handler {
+	return &guarded{patterns: mux.patterns, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		_, pattern := mux.Handler(r)
 		route := "unmatched"
@@ -260,6 +283,10 @@ func (h *handlers) guard(mux *http.ServeMux) http.Handler {
 				slog.String("route", route), slog.Int("status", rw.status),
 				slog.Duration("duration", d), slog.Int64("bytes", rw.bytes))
 		}()
+		if fromPage(r) {
+			writeError(rw, proto.Errorf(proto.CodeForbidden, "requests from web pages are refused: this agent answers its controller and other agents"))
+			return
+		}
 		if len(h.secret) > 0 && subtle.ConstantTimeCompare([]byte(r.Header.Get(proto.SecretHeader)), h.secret) != 1 {
 			writeError(rw, proto.Errorf(proto.CodeUnauthorized, "missing or wrong shared secret"))
 			return
@@ -272,7 +299,18 @@ func (h *handlers) guard(mux *http.ServeMux) http.Handler {
 			r.Body = http.MaxBytesReader(rw, r.Body, limit)
 		}
 		mux.ServeHTTP(rw, r)
-	})
+	})}
+}
+
+// fromPage reports whether a browser sent r for a web page: browsers name
+// the page's origin in Origin on every request but a same-origin GET, and
+// say in Sec-Fetch-Site, which no page can set, whether it crosses sites.
+// No page has any business with an agent (its callers are the controller
+// and other agents, which send neither), and without a secret a page the
+// user visits could otherwise drive it with a plain POST.
+func fromPage(r *http.Request) bool {
+	site := r.Header.Get("Sec-Fetch-Site")
+	return r.Header.Get("Origin") != "" || site != "" && site != "none"
 }
 
 // recorder notes the status and the body size of a reply. Unwrap gives

@@ -9,7 +9,7 @@ import (
 )
 
 // registerImages adds the image and QEMU wizard routes.
-func (h *handlers) registerImages(mux *http.ServeMux, is ImageService) {
+func (h *handlers) registerImages(mux *routes, is ImageService) {
 	mux.HandleFunc("GET /v1/images/{type}", func(w http.ResponseWriter, r *http.Request) {
 		list, err := is.Images(r.Context(), r.PathValue("type"))
 		h.reply(w, list, err)

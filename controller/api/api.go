@@ -75,6 +75,10 @@ type Config struct {
 	// User and Password, when both set, turn on HTTP Basic authentication
 	// (GNS3's realm and replies).
 	User, Password string
+	// AllowedOrigins are the browser origins ("https://host:port"), besides
+	// the server's own, whose pages may change state and open WebSockets
+	// (ParseOrigins checks them).
+	AllowedOrigins []string
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
 	// MaxImportSize bounds a project archive upload; 0 means 10 GiB.
@@ -124,6 +128,7 @@ type API struct {
 	cfg      Config
 	log      *slog.Logger
 	auth     *authLimiter // failed Basic authentications, by client address
+	origins  []string     // Config.AllowedOrigins, canonical (canonicalOrigin)
 	projects *project.Service
 	computes Computes
 	hub      *notify.Hub
@@ -207,7 +212,11 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, decoder: &decoder{schemas: schemas, maxBody: cfg.MaxJSONBody},
+	origins, err := ParseOrigins(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), origins: origins, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, decoder: &decoder{schemas: schemas, maxBody: cfg.MaxJSONBody},
 		settings: newSettingsStore(cfg.SettingsFile)}
 	if a.settings.broken != nil {
 		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
@@ -234,7 +243,10 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	})
 	app.Use(recover.New())
 	app.Use(a.observe)
-	if cfg.User != "" && cfg.Password != "" {
+	// Before authentication and every route: a refused request from a
+	// foreign page neither counts as a failed login nor reaches a handler.
+	app.Use(a.checkOrigin)
+	if a.authOn() {
 		app.Use(a.basicAuth)
 	}
 	app.Use(a.boundBody)

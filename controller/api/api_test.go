@@ -30,6 +30,9 @@ type server struct {
 	t    *testing.T
 	app  *fiber.App
 	data string
+	// user and password, when set, go with every request of do.
+	user, password string
+	api            *api.API
 }
 
 func newServer(t *testing.T) *server {
@@ -40,6 +43,13 @@ func newServer(t *testing.T) *server {
 // newServerWith is newServer with a hook that prepares the data directory
 // (e.g. writes project files) before the controller loads it.
 func newServerWith(t *testing.T, prepare func(data string)) *server {
+	t.Helper()
+	return newServerConfig(t, prepare, nil)
+}
+
+// newServerConfig is newServerWith with a hook that changes the API's
+// settings (authentication, allowed origins) before it is built.
+func newServerConfig(t *testing.T, prepare func(data string), configure func(*api.Config)) *server {
 	t.Helper()
 	data := t.TempDir()
 	if prepare != nil {
@@ -66,11 +76,15 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 	for _, err := range svc.Load(t.Context(), nil) {
 		t.Logf("load: %v", err) // tests assert what loaded
 	}
-	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context()})
+	cfg := api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context()}
+	if configure != nil {
+		configure(&cfg)
+	}
+	app, a, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &server{t: t, app: app, data: data}
+	return &server{t: t, app: app, data: data, user: cfg.User, password: cfg.Password, api: a}
 }
 
 type reply struct {
@@ -94,6 +108,9 @@ func (s *server) do(method, path string, body any) reply {
 		rd = bytes.NewReader(data)
 	}
 	req := httptest.NewRequest(method, path, rd)
+	if s.user != "" {
+		req.SetBasicAuth(s.user, s.password)
+	}
 	resp, err := s.app.Test(req, -1)
 	if err != nil {
 		s.t.Fatal(err)

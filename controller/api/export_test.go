@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // SetWriteGrace shortens how long a notification stream waits for a client
 // that reads nothing, for a test; it returns the function that restores it.
@@ -18,3 +21,6 @@ func OnStreamCut(f func()) (restore func()) {
 	streamCut = f
 	return func() { streamCut = old }
 }
+
+// Routes are the registered routes, in the order they were registered.
+func (a *API) Routes() []Route { return slices.Clone(a.routes) }
