@@ -752,13 +752,15 @@ func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
 	return n, nil
 }
 
-// NodeFile reads a file of a node's directory (confined to it).
+// NodeFile reads a regular file of a node's directory (confined to it):
+// a link, FIFO or device a node's process made there is refused at once,
+// and a read answers within confined.ReadTimeout.
 func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
 	n, err := h.node(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	data, err := confined.Read(n.dir, name, proto.MaxNodeFile)
+	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
 	return data, fileError(name, err)
 }
 
@@ -790,6 +792,10 @@ func fileError(name string, err error) error {
 		return proto.Errorf(proto.CodeInvalid, "%s is a directory", name)
 	case errors.Is(err, confined.ErrTooLarge):
 		return proto.Errorf(proto.CodeInvalid, "File %s is over %d bytes", name, proto.MaxNodeFile)
+	case errors.Is(err, confined.ErrNotRegular):
+		return proto.Errorf(proto.CodeConflict, "%s is not a regular file", name)
+	case errors.Is(err, confined.ErrTimeout):
+		return proto.Errorf(proto.CodeConflict, "File %s could not be read in time", name)
 	case errors.Is(err, confined.ErrBadPath):
 		return proto.Errorf(proto.CodeInvalid, "Invalid file path %q", name)
 	}
