@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/imagesum"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
@@ -133,7 +134,13 @@ type Config struct {
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
 	// pcapfilter.DefaultDeadline.
 	FilterDeadline time.Duration
-	Logger         *slog.Logger
+	// ImageHashes sets up the md5 sums of images (imagesum.Config: how
+	// many are hashed at once, the largest file hashed).
+	ImageHashes imagesum.Config
+	// ImageListWait is how long an images listing waits for sums not
+	// known yet before answering them empty; 0 means DefaultImageListWait.
+	ImageListWait time.Duration
+	Logger        *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -310,7 +317,11 @@ func New(cfg Config) *Host {
 	h.Events = &Events{}
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
 		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
-	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
+	sums := cfg.ImageHashes
+	if sums.Logger == nil {
+		sums.Logger = cfg.Logger
+	}
+	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
