@@ -70,21 +70,19 @@ func sumOf(list []proto.Image, name string) (string, bool) {
 	return "", false
 }
 
-// waitStill waits until the agent hashes no more bytes (each hash checks
-// its context every MiB) and returns its stats then.
+// waitStill waits until the agent runs no hash any more (each hash looks
+// at its context every MiB) and returns its stats then.
 func waitStill(t *testing.T, a *agent) imagesum.Stats {
 	t.Helper()
-	prev := a.host.Images.SumStats()
-	for range 100 {
-		time.Sleep(100 * time.Millisecond)
-		st := a.host.Images.SumStats()
-		if st.Bytes == prev.Bytes {
+	var st imagesum.Stats
+	for range 200 {
+		if st = a.host.Images.SumStats(); st.Running == 0 {
 			return st
 		}
-		prev = st
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the agent still hashes: %+v", prev)
-	return prev
+	t.Fatalf("the agent still hashes: %+v", st)
+	return st
 }
 
 // By default a 2 TiB sparse image is too large to hash: listings answer
@@ -116,7 +114,7 @@ func TestSecurityImageListingDoesNotHashAHugeSparseImage(t *testing.T) {
 // listing waits any more the computation stops, and the next one goes on
 // from where it stopped.
 func TestSecurityImageListingsShareOneHashAndStopIt(t *testing.T) {
-	a := newAgentWith(t, host.Config{ImageHashes: imagesum.Config{MaxBytes: 4 << 40}, ImageListWait: time.Second})
+	a := newAgentWith(t, host.Config{ImageHashes: imagesum.Config{MaxBytes: 4 << 40}, ImageListWait: 3 * time.Second})
 	_, small := hugeImage(t, a)
 	os.Remove(small) // one hash at a time: it would wait behind the huge one
 	var wg sync.WaitGroup
@@ -128,7 +126,7 @@ func TestSecurityImageListingsShareOneHashAndStopIt(t *testing.T) {
 				return
 			}
 			if sum, _ := sumOf(list, "huge.img"); sum != "" {
-				t.Errorf("huge.img md5 %q after a second's hashing", sum)
+				t.Errorf("huge.img md5 %q after 3 s of hashing", sum)
 			}
 		})
 	}

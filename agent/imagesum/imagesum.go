@@ -75,13 +75,14 @@ type Sums struct {
 }
 
 type stats struct {
-	runs, finished, paused atomic.Int64
-	bytes                  atomic.Int64
+	runs, running, finished, paused atomic.Int64
+	bytes                           atomic.Int64
 }
 
 // Stats counts what a Sums did.
 type Stats struct {
 	Runs     int64 // computations started or resumed
+	Running  int64 // computations going on now (waiting for a slot included)
 	Finished int64 // sums computed
 	Paused   int64 // computations stopped as nobody waited any more
 	Bytes    int64 // bytes hashed
@@ -143,7 +144,7 @@ func New(cfg Config) *Sums {
 
 // Stats returns what s did so far.
 func (s *Sums) Stats() Stats {
-	return Stats{Runs: s.st.runs.Load(), Finished: s.st.finished.Load(), Paused: s.st.paused.Load(), Bytes: s.st.bytes.Load()}
+	return Stats{Runs: s.st.runs.Load(), Running: s.st.running.Load(), Finished: s.st.finished.Load(), Paused: s.st.paused.Load(), Bytes: s.st.bytes.Load()}
 }
 
 // Cached returns the sum of the file at path when it is known for the
@@ -242,6 +243,7 @@ func (s *Sums) startLocked(path string, j *job) {
 	ctx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
 	s.st.runs.Add(1)
+	s.st.running.Add(1)
 	go s.run(ctx, path, j)
 }
 
@@ -266,6 +268,7 @@ func (s *Sums) run(ctx context.Context, path string, j *job) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.st.running.Add(-1)
 	j.cancel = nil
 	switch {
 	case err == nil:
