@@ -48,6 +48,7 @@ type agent struct {
 	url   string
 	data  string
 	api   api.Config // the handler's settings, Secret aside
+	host  *host.Host
 	mu    sync.Mutex
 	fakes map[string]*node.Fake
 }
@@ -91,6 +92,7 @@ func newAgentAPI(t *testing.T, cfg host.Config, acfg api.Config) *agent {
 // serve runs an agent with cfg on httptest until the test ends.
 func (a *agent) serve(cfg host.Config) {
 	h := host.New(cfg)
+	a.host = h
 	acfg := a.api
 	acfg.Secret = secret
 	srv := httptest.NewServer(api.NewHandler(api.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, acfg))

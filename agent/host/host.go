@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/imagesum"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
@@ -133,7 +134,13 @@ type Config struct {
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
 	// pcapfilter.DefaultDeadline.
 	FilterDeadline time.Duration
-	Logger         *slog.Logger
+	// ImageHashes sets up the md5 sums of images (imagesum.Config: how
+	// many are hashed at once, the largest file hashed).
+	ImageHashes imagesum.Config
+	// ImageListWait is how long an images listing waits for sums not
+	// known yet before answering them empty; 0 means DefaultImageListWait.
+	ImageListWait time.Duration
+	Logger        *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -310,7 +317,11 @@ func New(cfg Config) *Host {
 	h.Events = &Events{}
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
 		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
-	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger}
+	sums := cfg.ImageHashes
+	if sums.Logger == nil {
+		sums.Logger = cfg.Logger
+	}
+	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.runners = cfg.Runners
 	if h.runners == nil {
@@ -752,13 +763,15 @@ func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
 	return n, nil
 }
 
-// NodeFile reads a file of a node's directory (confined to it).
+// NodeFile reads a regular file of a node's directory (confined to it):
+// a link, FIFO or device a node's process made there is refused at once,
+// and a read answers within confined.ReadTimeout.
 func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
 	n, err := h.node(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	data, err := confined.Read(n.dir, name, proto.MaxNodeFile)
+	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
 	return data, fileError(name, err)
 }
 
@@ -790,6 +803,10 @@ func fileError(name string, err error) error {
 		return proto.Errorf(proto.CodeInvalid, "%s is a directory", name)
 	case errors.Is(err, confined.ErrTooLarge):
 		return proto.Errorf(proto.CodeInvalid, "File %s is over %d bytes", name, proto.MaxNodeFile)
+	case errors.Is(err, confined.ErrNotRegular):
+		return proto.Errorf(proto.CodeConflict, "%s is not a regular file", name)
+	case errors.Is(err, confined.ErrTimeout):
+		return proto.Errorf(proto.CodeConflict, "File %s could not be read in time", name)
 	case errors.Is(err, confined.ErrBadPath):
 		return proto.Errorf(proto.CodeInvalid, "Invalid file path %q", name)
 	}

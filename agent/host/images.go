@@ -14,18 +14,28 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
-	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/agent/imagesum"
 	"github.com/labtap/labtap/proto"
 )
 
 // Images is the agent's images folders and the QEMU wizard's facts: what
-// the images and QEMU routes serve. It holds no state but the data
-// directory, so it needs no lock; each call does its own disk I/O.
+// the images and QEMU routes serve. It holds the data directory and the
+// images' md5 sums (safe for concurrent use), so it needs no lock; each
+// call does its own disk I/O.
 type Images struct {
-	dataDir string
-	log     *slog.Logger
+	dataDir  string
+	log      *slog.Logger
+	sums     *imagesum.Sums
+	listWait time.Duration // DefaultImageListWait when 0
 }
+
+// DefaultImageListWait is how long an images listing waits for md5 sums
+// not known yet before it answers them empty.
+const DefaultImageListWait = 2 * time.Second
 
 // DefaultMaxImageBytes bounds one image upload: 128 GiB.
 const DefaultMaxImageBytes = 128 << 30
@@ -40,6 +50,10 @@ func (im *Images) ImagesDir(nodeType string) string {
 	return filepath.Join(im.dataDir, "images", sub)
 }
 
+// SumStats counts the md5 computations of images so far (for metrics and
+// tests).
+func (im *Images) SumStats() imagesum.Stats { return im.sums.Stats() }
+
 // imageTypes are the node types with an images folder.
 func imageType(nodeType string) error {
 	if nodeType != TypeQemu {
@@ -51,13 +65,18 @@ func imageType(nodeType string) error {
 // Images lists the images of a node type (GNS3's rules): every regular file
 // under the images folder, sorted by file name, but hidden ones, md5
 // caches, partial uploads, files under 7 bytes and ELF executables. Each
-// md5 is computed once and cached next to its file in <file>.md5sum.
+// md5 comes from imagesum: known ones at once, the others computed in the
+// background (shared with other listings, a few files at a time) and
+// waited for until ctx is done or listWait has passed; a sum not known by
+// then, or of a file too large to hash, is empty. A computation no
+// listing waits for any more pauses.
 func (im *Images) Images(ctx context.Context, nodeType string) ([]proto.Image, error) {
 	if err := imageType(nodeType); err != nil {
 		return nil, err
 	}
 	dir := im.ImagesDir(nodeType)
 	out := []proto.Image{}
+	var paths []string // of out's images
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == dir {
@@ -85,27 +104,50 @@ func (im *Images) Images(ctx context.Context, nodeType string) ([]proto.Image, e
 		if head, err := readHead(p, 4); err != nil || bytes.Equal(head, []byte("\x7fELF")) {
 			return nil
 		}
-		sum, err := node.FileMD5(p)
-		if err != nil {
-			return err
-		}
 		rel, _ := filepath.Rel(dir, p)
-		out = append(out, proto.Image{Filename: name, Path: filepath.ToSlash(rel), MD5Sum: sum, FileSize: info.Size()})
+		out = append(out, proto.Image{Filename: name, Path: filepath.ToSlash(rel), FileSize: info.Size()})
+		paths = append(paths, p)
 		return nil
 	})
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInternal, "list images: %v", err)
 	}
+	wait := im.listWait
+	if wait <= 0 {
+		wait = DefaultImageListWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		if sum, ok := im.sums.Cached(p); ok {
+			out[i].MD5Sum = sum
+			continue
+		}
+		wg.Go(func() {
+			sum, err := im.sums.Sum(wctx, p)
+			if err != nil {
+				im.log.Debug("image md5 not known yet", "path", out[i].Path, "err", err)
+			}
+			out[i].MD5Sum = sum
+		})
+	}
+	wg.Wait()
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Filename < out[j].Filename })
 	return out, nil
 }
 
+// readHead reads the first n bytes of the regular file at path; a FIFO
+// put in a file's place since it was listed is refused without blocking.
 func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	b := make([]byte, n)
 	_, err = io.ReadFull(f, b)
 	return b, err
@@ -142,7 +184,12 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 		}
 	}
 	tmp := clean + ".tmp"
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A fresh file (O_EXCL): a FIFO or link left at the name is removed,
+	// never opened or followed.
+	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, pathlessErr(err))
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, err)
 	}
@@ -167,7 +214,7 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 		}
 		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, err)
 	}
-	_ = root.WriteFile(clean+".md5sum", []byte(hex.EncodeToString(m.Sum(nil))), 0o644)
+	im.sums.Store(filepath.Join(dir, filepath.FromSlash(clean)), hex.EncodeToString(m.Sum(nil)))
 	im.log.Info("image written", "type", nodeType, "path", clean, "bytes", n)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 
+	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -94,13 +95,21 @@ func (h *Host) CopyNodeDir(projectID, fromID, toID string) error {
 // copyInRoots copies file p of src to p in dst, through p's temporary
 // neighbour.
 func copyInRoots(src, dst *os.Root, p string, perm fs.FileMode) error {
-	in, err := src.Open(p)
+	// The walk saw a regular file, but a node's process may have put a
+	// FIFO or a link in its place since: confined.Open refuses those
+	// without blocking.
+	in, err := confined.Open(src, p)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	tmp := path.Join(path.Dir(p), "."+path.Base(p)+".copy")
-	out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	// A fresh name (O_EXCL), so a FIFO or link left in its place is never
+	// opened or followed.
+	if err := dst.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}

@@ -187,6 +187,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		Dir:         env.Dir,
 		RuntimeDir:  h.runtimeDir(env.Spec.NodeID),
 		ImagesDir:   h.Images.ImagesDir(TypeQemu),
+		ImageSums:   h.Images.sums,
 		ConsoleHost: h.cfg.ConsoleBind,
 		Accel:       h.cfg.QemuAccel,
 		Props:       props,

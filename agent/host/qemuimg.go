@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -209,12 +210,9 @@ func (im *Images) ImageFile(nodeType, rel string) (*os.File, error) {
 		return nil, proto.Errorf(proto.CodeNotFound, "Image %s doesn't exist", rel)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	// Not root.Open: a FIFO in the images folder would block it for ever.
+	f, err := confined.Open(root, filepath.ToSlash(rel))
 	if err != nil {
-		return nil, proto.Errorf(proto.CodeNotFound, "Image %s doesn't exist", rel)
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
 		return nil, proto.Errorf(proto.CodeNotFound, "Image %s doesn't exist", rel)
 	}
 	return f, nil

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-qemu/qmp"
+	"github.com/labtap/labtap/agent/imagesum"
 )
 
 // QemuAdapter is one NIC of a QEMU node.
@@ -45,6 +46,9 @@ type QemuConfig struct {
 	RuntimeDir string
 	// ImagesDir is where relative image names are found.
 	ImagesDir string
+	// ImageSums gives the md5 sums of the images (<image>_md5sum); nil
+	// leaves them null.
+	ImageSums *imagesum.Sums
 	// ConsoleHost is where the console (telnet or VNC) listens.
 	ConsoleHost string
 	// Accel is "auto" (KVM when /dev/kvm opens read-write, else TCG),

@@ -1,15 +1,12 @@
 package node
 
 import (
-	"crypto/md5"
-	"encoding/hex"
-	"io"
-	"os"
-	"strings"
+	"context"
+	"time"
 )
 
 // The images' md5 sums a QEMU node reports (GNS3's <image>_md5sum
-// members), cached beside each image as GNS3 does.
+// members), from the agent's imagesum.Sums.
 
 // qemuImageProps are the properties naming image files, with their md5
 // sum members (<name>_md5sum).
@@ -37,53 +34,31 @@ func (p QemuProps) imageProp(name string) string {
 	return ""
 }
 
+// md5Wait is how long a node's creation or update waits for the md5 of
+// an image not hashed yet; a sum not known by then is null.
+const md5Wait = 2 * time.Second
+
 // imageMD5s returns the <image>_md5sum members: the md5 of each image
-// file set, null when none is set or the file is missing (GNS3).
+// file set, null when none is set, the file is missing, or its sum is not
+// known within md5Wait (a large image being hashed in the background, or
+// one too large to hash: imagesum).
 func (q *Qemu) imageMD5s() map[string]any {
 	out := make(map[string]any, len(qemuImageProps))
+	ctx, cancel := context.WithTimeout(context.Background(), md5Wait)
+	defer cancel()
 	for _, k := range qemuImageProps {
 		out[k+"_md5sum"] = nil
 		name := q.cfg.Props.imageProp(k)
-		if name == "" {
+		if name == "" || q.cfg.ImageSums == nil {
 			continue
 		}
 		path, err := q.image(name)
 		if err != nil {
 			continue
 		}
-		if sum, err := FileMD5(path); err == nil {
+		if sum, err := q.cfg.ImageSums.Sum(ctx, path); err == nil {
 			out[k+"_md5sum"] = sum
 		}
 	}
 	return out
-}
-
-// FileMD5 returns a file's md5 (hex), from its cache <file>.md5sum when
-// the cache is not older than the file (GNS3's cache format: 32 hex
-// digits), else computed and cached.
-func FileMD5(path string) (string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	cache := path + ".md5sum"
-	if st, err := os.Stat(cache); err == nil && !st.ModTime().Before(info.ModTime()) {
-		if b, err := os.ReadFile(cache); err == nil {
-			if s := strings.TrimSpace(string(b)); len(s) == 32 {
-				return s, nil
-			}
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	m := md5.New()
-	if _, err := io.Copy(m, f); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(m.Sum(nil))
-	_ = os.WriteFile(cache, []byte(sum), 0o644) // a cache: failing to write it costs time only
-	return sum, nil
 }

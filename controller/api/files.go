@@ -53,7 +53,7 @@ func rawBody(c *fiber.Ctx, max int) ([]byte, error) {
 }
 
 func (h fileRoutes) getProjectFile(c *fiber.Ctx) error {
-	data, err := h.projects.Files.ReadProject(c.Params("project_id"), filePath(c))
+	data, err := h.projects.Files.ReadProject(c.UserContext(), c.Params("project_id"), filePath(c))
 	if err != nil {
 		return err
 	}

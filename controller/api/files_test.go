@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const (
@@ -192,5 +194,50 @@ func TestProjectFileWritesNeverReplaceCapturesOrSnapshots(t *testing.T) {
 	// Reading them stays allowed (GNS3 serves any project file).
 	if r := l.do("GET", p+"/files/project-files/captures/cap.pcap", nil); r.status != 200 || len(r.raw) < 24 {
 		t.Fatalf("read the capture: %d", r.status)
+	}
+}
+
+// A FIFO, a device or a symbolic link in a project's directory is refused
+// at once with a 409 "not a regular file"; a read of a FIFO used to block
+// its request for ever. Writing to such a name replaces it and writes
+// nothing through it.
+func TestSecurityProjectFileNotRegularIsRefused(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, false)
+	p := "/v2/projects/" + l.project
+	dir := filepath.Join(l.data, "projects", l.project)
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(t.TempDir(), "host-secret")
+	os.WriteFile(host, []byte("secret"), 0o600)
+	os.Symlink(host, filepath.Join(dir, "out"))
+	os.Symlink("/dev/zero", filepath.Join(dir, "zero"))
+	for _, name := range []string{"pipe", "out", "zero"} {
+		done := make(chan reply, 1)
+		go func() { done <- l.do("GET", p+"/files/"+name, nil) }()
+		select {
+		case r := <-done:
+			if r.status != 409 || !strings.Contains(string(r.raw), "not a regular file") || strings.Contains(string(r.raw), l.data) {
+				t.Errorf("GET %s = %d %s, want 409 not a regular file", name, r.status, r.raw)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("GET %s did not answer in 10 s", name)
+		}
+	}
+	for _, name := range []string{"pipe", "out"} {
+		done := make(chan reply, 1)
+		go func() { done <- l.do("POST", p+"/files/"+name, "mine") }()
+		select {
+		case r := <-done:
+			if r.status != 201 {
+				t.Errorf("POST %s = %d %s", name, r.status, r.raw)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("POST %s did not answer in 10 s", name)
+		}
+	}
+	if data, _ := os.ReadFile(host); string(data) != "secret" {
+		t.Fatalf("the host file became %q", data)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/labtap/labtap/controller/archive"
+	"github.com/labtap/labtap/internal/confined"
 )
 
 // Images in portable projects (spec 2.4 include_images, 2.5 and 3.1.14):
@@ -174,7 +175,7 @@ func sameFile(root *os.Root, name string, f *zip.File) (bool, error) {
 	if !info.Mode().IsRegular() || uint64(info.Size()) != f.UncompressedSize64 {
 		return false, nil
 	}
-	a, err := root.Open(name)
+	a, err := confined.Open(root, name) // the Lstat above may be stale: never block on a FIFO
 	if err != nil {
 		return false, err
 	}

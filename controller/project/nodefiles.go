@@ -90,8 +90,10 @@ func projectFileName(p Project, name string, writing bool) (string, error) {
 	return clean, nil
 }
 
-// ReadProject reads a file of a project's directory (README.txt, ...).
-func (s *Files) ReadProject(projectID, name string) ([]byte, error) {
+// ReadProject reads a regular file of a project's directory (README.txt,
+// ...): a link, FIFO or device there is refused at once, and the read
+// answers by ctx's deadline or confined.ReadTimeout.
+func (s *Files) ReadProject(ctx context.Context, projectID, name string) ([]byte, error) {
 	p, err := s.core.project(projectID)
 	if err != nil {
 		return nil, err
@@ -110,7 +112,7 @@ func (s *Files) ReadProject(projectID, name string) ([]byte, error) {
 			return data, nil // as the fold wrote it
 		}
 	}
-	data, err := confined.Read(p.Path, clean, MaxProjectFile)
+	data, err := confined.Read(ctx, p.Path, clean, MaxProjectFile)
 	return data, projectFileError(name, err)
 }
 
@@ -145,6 +147,10 @@ func projectFileError(name string, err error) error {
 		return &Error{Kind: ErrInvalid, Msg: name + " is a directory", Err: err}
 	case errors.Is(err, confined.ErrTooLarge):
 		return &Error{Kind: ErrTooLarge, Msg: "File " + name + " is too large", Err: err}
+	case errors.Is(err, confined.ErrNotRegular):
+		return &Error{Kind: ErrConflict, Msg: name + " is not a regular file", Err: err}
+	case errors.Is(err, confined.ErrTimeout):
+		return &Error{Kind: ErrConflict, Msg: "File " + name + " could not be read in time", Err: err}
 	case errors.Is(err, confined.ErrBadPath):
 		return &Error{Kind: ErrInvalid, Msg: "Invalid file path " + name, Err: err}
 	}
