@@ -153,7 +153,7 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 		return nil, err
 	}
 	q.binary = bin
-	if _, err := QemuOptions(cfg.Props.Options, nil); err != nil {
+	if _, err := q.options(); err != nil {
 		return nil, err
 	}
 	if err := q.pickConsole(); err != nil {
@@ -292,7 +292,7 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	if running && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
-	if _, err := QemuOptions(next.Options, nil); err != nil {
+	if _, err := QemuOptions(next.Options, q.optionVars()); err != nil {
 		return err
 	}
 	old := q.cfg

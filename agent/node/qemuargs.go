@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/shlex"
 )
 
 // buildArgs builds QEMU's arguments in GNS3's order (nodes-docker-qemu.md
@@ -267,98 +266,17 @@ func copyFile(src, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
-// forbiddenOptions open host paths, networks or monitors outside what the
-// agent sets up; options may not use them (GNS3 forbids the disk and
-// network ones; labtap also the ones that open files, sockets or
-// monitors, since options come from API users).
-var forbiddenOptions = []string{
-	"-blockdev", "-drive", "-hda", "-hdb", "-hdc", "-hdd", "-fsdev", "-virtfs", "-nic", "-netdev", "-net",
-	"-chardev", "-serial", "-parallel", "-monitor", "-qmp", "-qmp-pretty", "-mon", "-debugcon",
-	"-kernel", "-initrd", "-bios", "-cdrom", "-mtdblock", "-sd", "-pflash", "-loadvm", "-incoming",
-	"-add-fd", "-object", "-D", "-pidfile", "-readconfig", "-writeconfig", "-L", "-plugin", "-trace",
-	"-smbios", "-fw_cfg", "-usbdevice", "-daemonize", "-runas", "-chroot", "-run-with", "-spice", "-vnc",
-	"-dtb", "-acpitable", "-option-rom", "-gdb", "-s", "-mem-path", "-tpmdev", "-audiodev", "-audio",
-	"-iscsi", "-semihosting-config", "-qtest", "-qtest-log", "-sandbox", "-rtc-td-hack",
-	"-set", "-fda", "-fdb", // -set rewrites any object's member (the agent's chardev, a drive's file)
-	"-semihosting", // the guest opens host files (arm, riscv, m68k)
-}
-
-// forbiddenValues are members of -device, -machine or -boot values that
-// name a host path, a backend or host hardware: machine kernel=, dtb=
-// (dumpdtb= writes), boot splash=, usb-mtp's rootdir=, evdev=, and the
-// devices that pass host devices through.
-var forbiddenValues = []string{"chardev=", "netdev=", "drive=", "file=", "path=", "fd=", "addr=unix", "socket", "memory-backend", "vnc", "spice",
-	"kernel=", "initrd=", "dtb=", "firmware=", "splash=", "rootdir=", "evdev=", "usb-host", "vfio", "vhost", "pci-assign",
-	"hidraw=", "rendernode="}
-
 // options checks and substitutes the options property into arguments.
 func (q *Qemu) options() ([]string, error) {
-	return QemuOptions(q.cfg.Props.Options, map[string]string{
-		"%vm-name%": q.cfg.Name, "%vm-id%": q.cfg.NodeID, "%project-id%": q.cfg.ProjectID,
-		"%project-path%": q.cfg.ProjectDir, "%console-port%": strconv.Itoa(q.console),
-	})
+	return QemuOptions(q.cfg.Props.Options, q.optionVars())
 }
 
-// QemuOptions splits a QEMU node's options with shell rules, refuses the
-// ones that would open host paths, networks or monitors, maps GNS3's
-// -no-kvm/-no-hax/-enable-kvm, and substitutes vars. Its errors are
-// GNS3's messages.
-func QemuOptions(options string, vars map[string]string) ([]string, error) {
-	if strings.TrimSpace(options) == "" {
-		return nil, nil
+// optionVars are the substitutions of the options property (GNS3's).
+// They are made before the allowlist checks the words, so a VM name
+// cannot add members to an option.
+func (q *Qemu) optionVars() map[string]string {
+	return map[string]string{
+		"%vm-name%": q.cfg.Name, "%vm-id%": q.cfg.NodeID, "%project-id%": q.cfg.ProjectID,
+		"%project-path%": q.cfg.ProjectDir, "%console-port%": strconv.Itoa(q.console),
 	}
-	words, err := shlex.Split(options)
-	if err != nil {
-		return nil, fmt.Errorf("Invalid options %q: %v", options, err)
-	}
-	var out []string
-	for i := 0; i < len(words); i++ {
-		w := words[i]
-		opt := w
-		if strings.HasPrefix(opt, "--") {
-			opt = opt[1:]
-		}
-		if k, _, ok := strings.Cut(opt, "="); ok && strings.HasPrefix(opt, "-") {
-			opt = k
-		}
-		switch {
-		case slices.Contains(forbiddenOptions, opt):
-			return nil, fmt.Errorf("Forbidden additional option: %s", w)
-		case opt == "-no-kvm" || opt == "-no-hax":
-			continue // the accelerator is chosen from it (tcg)
-		case opt == "-enable-kvm":
-			continue
-		}
-		if strings.HasPrefix(opt, "-") && (opt == "-device" || opt == "-machine" || opt == "-M" || opt == "-global" || opt == "-display" || opt == "-boot") && i+1 < len(words) {
-			v := strings.ToLower(words[i+1])
-			if strings.HasPrefix(strings.TrimSpace(v), "{") {
-				// QEMU also takes these values as JSON, whose members
-				// ("romfile":"/etc/shadow") no key= above would see.
-				return nil, fmt.Errorf("Forbidden additional option: %s %s (write it as key=value)", w, words[i+1])
-			}
-			for _, bad := range forbiddenValues {
-				if strings.Contains(v, bad) {
-					return nil, fmt.Errorf("Forbidden additional option: %s %s", w, words[i+1])
-				}
-			}
-			if opt == "-machine" || opt == "-M" { // the accelerator is -accel's
-				var keep []string
-				for _, m := range strings.Split(words[i+1], ",") {
-					if !strings.HasPrefix(m, "accel=") {
-						keep = append(keep, m)
-					}
-				}
-				if len(keep) == 0 {
-					i++
-					continue
-				}
-				words[i+1] = strings.Join(keep, ",")
-			}
-		}
-		for k, v := range vars {
-			w = strings.ReplaceAll(w, k, v)
-		}
-		out = append(out, w)
-	}
-	return out, nil
 }
