@@ -163,34 +163,6 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 	return q, nil
 }
 
-// resolveBinary finds the QEMU executable: qemu_path, a name looked up in
-// PATH, or qemu-system-<platform> (x86_64 when neither is set).
-func (q *Qemu) resolveBinary() (string, error) {
-	p := q.cfg.Props.QemuPath
-	if p == "" {
-		plat := q.cfg.Props.Platform
-		if plat == "" {
-			plat = "x86_64"
-		}
-		p = "qemu-system-" + plat
-	}
-	if !strings.Contains(p, "/") {
-		found, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("QEMU binary path %s is not found in the path", p)
-		}
-		p = found
-	}
-	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("QEMU binary '%s' is not accessible", p)
-	}
-	if st.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("QEMU binary '%s' is not executable", p)
-	}
-	return p, nil
-}
-
 // pickConsole picks the console port: any free port for telnet, one from
 // 5900 up for VNC (the display number is the port minus 5900).
 func (q *Qemu) pickConsole() error {
