@@ -156,6 +156,9 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 	if _, err := q.options(); err != nil {
 		return nil, err
 	}
+	if err := q.checkImageNames(cfg.Props); err != nil {
+		return nil, err
+	}
 	if err := q.pickConsole(); err != nil {
 		return nil, err
 	}
@@ -265,6 +268,9 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
 	if _, err := QemuOptions(next.Options, q.optionVars()); err != nil {
+		return err
+	}
+	if err := q.checkImageNames(next); err != nil {
 		return err
 	}
 	old := q.cfg

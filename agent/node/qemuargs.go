@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
 )
 
 // buildArgs builds QEMU's arguments in GNS3's order (nodes-docker-qemu.md
@@ -55,11 +53,11 @@ func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.Addr
 		if pr.HDC != "" {
 			return nil, nil, fmt.Errorf("You cannot use a disk image on hdc disk and a CDROM image at the same time")
 		}
-		path, err := q.image(pr.CDROM)
+		cdrom, err := q.cdromArgs(pr.CDROM)
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, "-cdrom", commas(path))
+		args = append(args, cdrom...)
 	}
 	disks, err := q.diskArgs()
 	if err != nil {
@@ -142,27 +140,51 @@ func (q *Qemu) ram() int {
 // commas doubles commas, QEMU's escape inside option values.
 func commas(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// image resolves an image property: a name relative to the images folder
-// (which it must not leave), or an absolute path (the agent is local).
-// A missing file is GNS3's ImageMissingError message.
+// image resolves an image property inside the images folder (a name
+// relative to it, or an absolute path inside it) through an os.Root, so
+// that neither ".." nor a symbolic link leads out, and returns the
+// image's real path. A missing file is GNS3's ImageMissingError message.
 func (q *Qemu) image(name string) (string, error) {
-	path := name
-	if !filepath.IsAbs(name) {
-		if !filepath.IsLocal(name) {
-			return "", fmt.Errorf("image %s is outside the images folder", name)
-		}
-		path = filepath.Join(q.cfg.ImagesDir, name)
+	rel, err := q.imageRel("image", name)
+	if err != nil {
+		return "", err
 	}
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+	dir, err := filepath.Abs(q.cfg.ImagesDir)
+	if err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
 		return "", fmt.Errorf("The image %s is missing", name)
 	}
-	return path, nil
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	// QEMU opens the image by name: give it the real path, which the
+	// root just showed to be inside the folder, and check it is the same
+	// file.
+	realDir, err1 := filepath.EvalSymlinks(dir)
+	real, err2 := filepath.EvalSymlinks(filepath.Join(dir, rel))
+	if err1 != nil || err2 != nil {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	if r, err := filepath.Rel(realDir, real); err != nil || !filepath.IsLocal(r) {
+		return "", fmt.Errorf("image %s is outside the images folder", name)
+	}
+	if rst, err := os.Stat(real); err != nil || !os.SameFile(st, rst) {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	return real, nil
 }
 
 // diskArgs gives the -drive options of hda to hdd. The guest writes to an
 // overlay in the node's folder (qcow2 backed by the image: a linked
 // clone), or to a full copy there when linked_clone is false: the base
-// image is never written.
+// image is never written. Each disk is given as an explicit chain the
+// agent checked (diskSpec), so QEMU follows no file name read from an
+// image.
 func (q *Qemu) diskArgs() ([]string, error) {
 	pr := q.cfg.Props
 	disks := []struct{ name, image, iface string }{
@@ -178,7 +200,7 @@ func (q *Qemu) diskArgs() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		disk, err := q.nodeDisk(d.name, base)
+		spec, err := q.nodeDisk(d.name, base)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +209,7 @@ func (q *Qemu) diskArgs() ([]string, error) {
 			iface = "ide"
 			q.cfg.OnWarning(fmt.Sprintf("%s: %s has no disk interface: using ide", q.cfg.Name, d.name))
 		}
-		file := commas(disk)
+		file := commas(spec.filename())
 		switch iface {
 		case "sata":
 			args = append(args, "-device", fmt.Sprintf("ahci,id=ahci%d", i),
@@ -207,51 +229,73 @@ func (q *Qemu) diskArgs() ([]string, error) {
 	return args, nil
 }
 
-// nodeDisk returns the node's disk for base: <dir>/<hd?>_disk.qcow2, made
-// once (an overlay with qemu-img, or a copy) and reused at every start.
-func (q *Qemu) nodeDisk(name, base string) (string, error) {
-	linked := q.cfg.Props.LinkedClone == nil || *q.cfg.Props.LinkedClone
-	if !linked {
-		disk := filepath.Join(q.cfg.Dir, name+"_disk"+filepath.Ext(base))
-		if _, err := os.Stat(disk); err == nil {
-			return disk, nil
-		}
-		if err := copyFile(base, disk); err != nil {
-			return "", fmt.Errorf("copy %s: %w", base, err)
-		}
-		return disk, nil
-	}
-	disk := filepath.Join(q.cfg.Dir, name+"_disk.qcow2")
-	if _, err := os.Stat(disk); err == nil {
-		return disk, nil
-	}
-	img, err := exec.LookPath(filepath.Join(filepath.Dir(q.binary), "qemu-img"))
-	if err != nil {
-		if img, err = exec.LookPath("qemu-img"); err != nil {
-			return "", fmt.Errorf("Could not find qemu-img (install qemu-utils): a linked clone of %s needs it", name)
-		}
-	}
-	format := "raw"
-	if head, err := readHead(base, 4); err == nil && bytes.Equal(head, []byte{'Q', 'F', 'I', 0xfb}) {
-		format = "qcow2"
-	}
-	out, err := exec.Command(img, "create", "-f", "qcow2", "-F", format, "-b", base, disk).CombinedOutput()
-	if err != nil {
-		os.Remove(disk)
-		return "", fmt.Errorf("Could not create linked clone of %s: %s", base, strings.TrimSpace(string(out)))
-	}
-	return disk, nil
-}
-
-func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
+// cdromArgs gives the CD-ROM as -cdrom would (index 2, the machine's
+// default interface), with its format explicit and no backing file.
+func (q *Qemu) cdromArgs(name string) ([]string, error) {
+	path, err := q.image(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	b := make([]byte, n)
-	_, err = f.Read(b)
-	return b, err
+	format, err := imageFormat(path)
+	if err != nil {
+		return nil, fmt.Errorf("The image %s is missing", name)
+	}
+	if err := checkStandalone(path, format); err != nil {
+		return nil, err
+	}
+	return []string{"-drive", "file=" + commas(jsonFilename(blockJSON(format, path, nil))) + ",index=2,media=cdrom"}, nil
+}
+
+// nodeDisk returns the node's disk for base: <dir>/<hd?>_disk.qcow2 (an
+// overlay made with qemu-img) or <dir>/<hd?>_disk<ext> (a copy, when
+// linked_clone is false), made once and reused at every start, checked
+// each time: the base names no other file, an overlay's backing file is
+// base, a copy has the base's format and names no other file.
+func (q *Qemu) nodeDisk(name, base string) (diskSpec, error) {
+	baseFormat, err := imageFormat(base)
+	if err != nil {
+		return diskSpec{}, fmt.Errorf("read %s: %w", filepath.Base(base), err)
+	}
+	if err := checkStandalone(base, baseFormat); err != nil {
+		return diskSpec{}, err
+	}
+	linked := q.cfg.Props.LinkedClone == nil || *q.cfg.Props.LinkedClone
+	if !linked {
+		disk := filepath.Join(q.cfg.Dir, name+"_disk"+filepath.Ext(base))
+		if _, err := os.Lstat(disk); err != nil {
+			if err := copyFile(base, disk); err != nil {
+				return diskSpec{}, fmt.Errorf("copy %s: %w", base, err)
+			}
+		}
+		if st, err := os.Lstat(disk); err != nil || !st.Mode().IsRegular() {
+			return diskSpec{}, fmt.Errorf("%s is not a regular file", filepath.Base(disk))
+		}
+		if format, err := imageFormat(disk); err != nil || format != baseFormat && baseFormat != "raw" {
+			return diskSpec{}, fmt.Errorf("%s is not a %s image like %s: delete it to copy the image again", filepath.Base(disk), baseFormat, filepath.Base(base))
+		}
+		if err := checkStandalone(disk, baseFormat); err != nil {
+			return diskSpec{}, err
+		}
+		return diskSpec{disk: disk, diskFormat: baseFormat}, nil
+	}
+	disk := filepath.Join(q.cfg.Dir, name+"_disk.qcow2")
+	spec := diskSpec{disk: disk, diskFormat: "qcow2", base: base, baseFormat: baseFormat}
+	if st, err := os.Lstat(disk); err == nil {
+		if !st.Mode().IsRegular() {
+			return diskSpec{}, fmt.Errorf("%s is not a regular file", filepath.Base(disk))
+		}
+		return spec, checkOverlay(disk, base)
+	}
+	img, err := q.qemuImg()
+	if err != nil {
+		return diskSpec{}, fmt.Errorf("Could not find qemu-img (install qemu-utils): a linked clone of %s needs it", name)
+	}
+	out, err := exec.Command(img, "create", "-f", "qcow2", "-F", baseFormat, "-b", base, disk).CombinedOutput()
+	if err != nil {
+		os.Remove(disk)
+		return diskSpec{}, fmt.Errorf("Could not create linked clone of %s: %s", base, strings.TrimSpace(string(out)))
+	}
+	return spec, nil
 }
 
 func copyFile(src, dst string) error {
