@@ -102,6 +102,11 @@ func qemuVersion(ctx context.Context, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return versionIn(bin, out)
+}
+
+// versionIn finds the number after "version" in bin's version output.
+func versionIn(bin string, out []byte) (string, error) {
 	f := strings.Fields(string(out))
 	for i, w := range f {
 		if w == "version" && i+1 < len(f) {
