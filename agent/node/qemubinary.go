@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +37,9 @@ func QemuBinaries() []string {
 
 // resolveBinary finds the QEMU executable: qemu_path, or
 // qemu-system-<platform> (x86_64 when neither is set). It must be one of
-// QemuBinaries, named by its file name or by a path to the same file:
-// any other program would run as the agent's user.
+// QemuBinaries, named by its file name or by a path to the same file
+// (a path to no file at all, from a project made on another host, counts
+// as its file name): any other program would run as the agent's user.
 func (q *Qemu) resolveBinary() (string, error) {
 	p := q.cfg.Props.QemuPath
 	if p == "" {
@@ -58,10 +61,16 @@ func (q *Qemu) resolveBinary() (string, error) {
 	real := ""
 	if strings.Contains(p, "/") {
 		r, err := filepath.EvalSymlinks(p)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// A project made on another host names its QEMU there: use
+			// the binary of the same name here, as a bare name would.
+			p = filepath.Base(p)
+		case err != nil:
 			return "", fmt.Errorf("qemu_path %s is not one of this compute's QEMU binaries (see /qemu/binaries)", p)
+		default:
+			real = r
 		}
-		real = r
 	}
 	for _, b := range QemuBinaries() {
 		if real == "" && filepath.Base(b) == p {
