@@ -27,9 +27,6 @@ var qemuImgFormats = []string{"qcow2", "qcow", "vpc", "vdi", "vmdk", "raw"}
 // the node's own disks.
 var nodeDiskName = regexp.MustCompile(`^hd[a-d]_disk\.(qcow2|qcow|vmdk|vdi|vhd|vpc|raw|img)$`)
 
-// uuidName is a node folder's name: the node's id.
-var uuidName = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 // diskPath resolves a client's disk path. A relative one is inside the
 // QEMU images folder, as is an absolute one naming a file there; the only
 // other absolute paths are a QEMU node's disks,
@@ -70,7 +67,7 @@ func (im *Images) diskPath(p string) (string, error) {
 		return "", forbidden
 	}
 	parts := strings.Split(filepath.ToSlash(rel), "/")
-	if len(parts) != 5 || parts[1] != "project-files" || parts[2] != "qemu" || !uuidName.MatchString(parts[3]) || !nodeDiskName.MatchString(parts[4]) {
+	if len(parts) != 5 || parts[1] != "project-files" || parts[2] != "qemu" || !uuidRE.MatchString(parts[3]) || !nodeDiskName.MatchString(parts[4]) {
 		return "", forbidden
 	}
 	if st, err := os.Lstat(filepath.Join(projects, parts[0])); err != nil || !st.IsDir() {
