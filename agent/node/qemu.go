@@ -478,6 +478,9 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
 		return fail(err)
 	}
+	if err := q.checkOpenedFiles(p.mon.Run); err != nil {
+		return fail(err)
+	}
 	// Paused still: the priority is set on every thread QEMU has, and the
 	// threads it makes later inherit it.
 	if err := renice(p.pid(), niceOf(q.cfg.Props.ProcessPriority)); err != nil {

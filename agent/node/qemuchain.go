@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -245,4 +246,59 @@ func QemuImgName(path string) (string, error) {
 		}
 	}
 	return jsonFilename(blockJSON(format, path, nil)), nil
+}
+
+// blockDrivers are the block drivers a node's QEMU may have opened: the
+// image formats labtap hands it, on plain files.
+var blockDrivers = []string{"file", "qcow2", "raw", "vmdk", "vdi", "vpc"}
+
+// checkOpenedFiles asks the paused QEMU which block nodes it opened and
+// refuses, before the guest runs, any driver other than a format on a
+// plain file, and any file outside the images folder, the node's own
+// disk files and the UEFI firmware. It closes the window between the
+// agent's header checks and QEMU's open: an overlay rewritten meanwhile
+// to name an external data file shows up here.
+func (q *Qemu) checkOpenedFiles(run func([]byte) ([]byte, error)) error {
+	raw, err := run([]byte(`{"execute": "query-named-block-nodes", "arguments": {"flat": true}}`))
+	if err != nil {
+		return fmt.Errorf("list the disks QEMU opened: %w", err)
+	}
+	var reply struct {
+		Return []struct {
+			Driver string `json:"drv"`
+			File   string `json:"file"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal(raw, &reply); err != nil {
+		return fmt.Errorf("list the disks QEMU opened: %w", err)
+	}
+	images, _ := filepath.Abs(q.cfg.ImagesDir)
+	realImages, err := filepath.EvalSymlinks(images)
+	if err != nil {
+		realImages = images
+	}
+	dir, _ := filepath.Abs(q.cfg.Dir)
+	for _, n := range reply.Return {
+		if !slices.Contains(blockDrivers, n.Driver) {
+			return fmt.Errorf("QEMU opened a %s block node: refusing to start", n.Driver)
+		}
+		if n.Driver != "file" {
+			continue
+		}
+		name := filepath.Base(n.File)
+		switch {
+		case inside(realImages, n.File), inside(images, n.File):
+		case filepath.Dir(n.File) == dir && (strings.HasPrefix(name, "hd") && strings.Contains(name, "_disk") || name == "config.img" || name == "OVMF_VARS.fd"):
+		case slices.ContainsFunc(ovmfDirs, func(d string) bool { return inside(d, n.File) }):
+		default:
+			return fmt.Errorf("QEMU opened %s, which is not one of the node's disks or images: refusing to start", n.File)
+		}
+	}
+	return nil
+}
+
+// inside reports whether path lies inside dir (both cleaned).
+func inside(dir, path string) bool {
+	r, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsLocal(r)
 }

@@ -102,3 +102,28 @@ func TestSecurityQemuOverlayChainIsChecked(t *testing.T) {
 		t.Fatalf("a copy with a backing file: %v", err)
 	}
 }
+
+// Before the guest runs, the agent checks what QEMU opened: a file
+// outside the node's disks and the images folder (an overlay rewritten
+// after its check to name a data file), or a network block driver, stops
+// the start.
+func TestSecurityQemuOpenedFilesAreChecked(t *testing.T) {
+	images, dir := t.TempDir(), t.TempDir()
+	q := &Qemu{cfg: QemuConfig{ImagesDir: images, Dir: dir}}
+	reply := func(nodes string) func([]byte) ([]byte, error) {
+		return func([]byte) ([]byte, error) { return []byte(`{"return": [` + nodes + `]}`), nil }
+	}
+	ok := `{"drv": "qcow2", "file": "json:{}"}, {"drv": "file", "file": "` + filepath.Join(dir, "hda_disk.qcow2") + `"},
+		{"drv": "file", "file": "` + filepath.Join(images, "base.qcow2") + `"}, {"drv": "file", "file": "` + filepath.Join(dir, "config.img") + `"}`
+	if err := q.checkOpenedFiles(reply(ok)); err != nil {
+		t.Fatalf("the node's own disks: %v", err)
+	}
+	for _, bad := range []string{
+		`{"drv": "file", "file": "/etc/shadow"}`, `{"drv": "nbd", "file": "nbd://10.0.0.1/x"}`, `{"drv": "http", "file": "http://x/y"}`,
+		`{"drv": "file", "file": "` + filepath.Join(dir, "qemu.log") + `"}`, `{"drv": "host_device", "file": "/dev/sda"}`,
+	} {
+		if err := q.checkOpenedFiles(reply(ok + "," + bad)); err == nil {
+			t.Errorf("QEMU opened %s: not refused", bad)
+		}
+	}
+}
