@@ -651,7 +651,7 @@ func TestQemuImageUploadListsItsMD5AndStaysInTheImagesFolder(t *testing.T) {
 }
 
 // TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked starts a VM
-// QEMU refuses (an unknown NIC model in options): the start is a 409
+// QEMU refuses (an unknown CPU model in options): the start is a 409
 // carrying QEMU's own message and the node stays stopped, with no process
 // left. Options that would open host files or sockets are refused when
 // the node is created or changed, and nothing changes.
@@ -668,13 +668,13 @@ func TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked(t *testing.T) {
 	base := "/v2/projects/" + project.ProjectID
 	var bad nodeReply
 	c.call("POST", base+"/nodes", map[string]any{"name": "bad", "node_type": "qemu", "compute_id": "local",
-		"properties": map[string]any{"options": "-device labtap-no-such-nic", "ram": 64}}, 201, &bad)
+		"properties": map[string]any{"options": "-cpu labtap-no-such-cpu", "ram": 64}}, 201, &bad)
 	var e struct {
 		Message string `json:"message"`
 	}
 	c.call("POST", base+"/nodes/"+bad.NodeID+"/start", nil, 409, &e)
-	if !strings.Contains(e.Message, "labtap-no-such-nic") || !strings.Contains(e.Message, "not a valid device model name") {
-		t.Fatalf("start failure message %q, want QEMU's own words about the device model", e.Message)
+	if !strings.Contains(e.Message, "unable to find CPU model 'labtap-no-such-cpu'") {
+		t.Fatalf("start failure message %q, want QEMU's own words about the CPU model", e.Message)
 	}
 	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &bad)
 	if bad.Status != "stopped" {
@@ -696,7 +696,7 @@ func TestQemuStartFailureIs409WithQemusWordsAndOptionsAreChecked(t *testing.T) {
 	}
 	c.call("PUT", base+"/nodes/"+bad.NodeID, map[string]any{"properties": map[string]any{"options": "-kernel /etc/passwd"}}, 409, &e)
 	c.call("GET", base+"/nodes/"+bad.NodeID, nil, 200, &got)
-	if got.Properties["options"] != "-device labtap-no-such-nic" {
+	if got.Properties["options"] != "-cpu labtap-no-such-cpu" {
 		t.Fatalf("a refused PUT changed options to %v", got.Properties["options"])
 	}
 	c.call("POST", base+"/nodes", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local",

@@ -242,7 +242,7 @@ func (im *Images) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
 			continue
 		}
 		seen[real] = true
-		if v, err := qemuVersion(ctx, p); err == nil {
+		if v, err := qemuImgVersion(ctx, p); err == nil {
 			out = append(out, proto.QemuBinary{Path: p, Version: v})
 		}
 	}

@@ -66,28 +66,6 @@ func (c *carrier) request(up bool) {
 	})
 }
 
-// qemuBinaries lists the qemu-system-* executables in PATH, each once
-// (by real path), in PATH order.
-func qemuBinaries() []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		matches, _ := filepath.Glob(filepath.Join(dir, "qemu-system-*"))
-		for _, m := range matches {
-			real, err := filepath.EvalSymlinks(m)
-			if err != nil || seen[real] {
-				continue
-			}
-			if st, err := os.Stat(real); err != nil || st.Mode()&0o111 == 0 || !st.Mode().IsRegular() {
-				continue
-			}
-			seen[real] = true
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // QemuBinary is one QEMU executable and its version.
 type QemuBinary struct {
 	Path    string `json:"path"`
@@ -99,7 +77,7 @@ type QemuBinary struct {
 // one of them.
 func QemuBinaries(ctx context.Context, archs []string) []QemuBinary {
 	out := []QemuBinary{}
-	for _, b := range qemuBinaries() {
+	for _, b := range node.QemuBinaries() {
 		if len(archs) > 0 {
 			keep := false
 			for _, a := range archs {
@@ -124,6 +102,11 @@ func qemuVersion(ctx context.Context, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return versionIn(bin, out)
+}
+
+// versionIn finds the number after "version" in bin's version output.
+func versionIn(bin string, out []byte) (string, error) {
 	f := strings.Fields(string(out))
 	for i, w := range f {
 		if w == "version" && i+1 < len(f) {
@@ -136,7 +119,7 @@ func qemuVersion(ctx context.Context, bin string) (string, error) {
 // qemuUsable reports whether a qemu-system binary runs here, once.
 func (h *Host) qemuUsable() bool {
 	h.qemuOnce.Do(func() {
-		for _, b := range qemuBinaries() {
+		for _, b := range node.QemuBinaries() {
 			if _, err := qemuVersion(context.Background(), b); err == nil {
 				h.qemuOK = true
 				return

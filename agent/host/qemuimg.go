@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/confined"
@@ -22,46 +24,95 @@ const MaxDiskMB = 2 << 20
 // qemuImgFormats are the formats GNS3's /qemu/img creates.
 var qemuImgFormats = []string{"qcow2", "qcow", "vpc", "vdi", "vmdk", "raw"}
 
-// diskPath resolves a client's disk path: a relative one is inside the
-// QEMU images folder; an absolute one must be inside the images folder
-// or the projects folder (a project's own disks). Neither may leave its
-// folder, through ".." or a symbolic link.
+// nodeDiskName is what qemu/img may make or grow in a QEMU node's folder:
+// the node's own disks.
+var nodeDiskName = regexp.MustCompile(`^hd[a-d]_disk\.(qcow2|qcow|vmdk|vdi|vhd|vpc|raw|img)$`)
+
+// diskPath resolves a client's disk path. A relative one is inside the
+// QEMU images folder, as is an absolute one naming a file there; the only
+// other absolute paths are a QEMU node's disks,
+// <projects>/<project>/project-files/qemu/<node>/hd[a-d]_disk.<format>,
+// in a node folder that exists. Never a project file, a capture, a
+// snapshot or the projects folder itself; never through ".." or a
+// symbolic link.
 func (im *Images) diskPath(p string) (string, error) {
 	if p == "" || strings.ContainsRune(p, 0) || len(p) > 4096 {
 		return "", proto.Errorf(proto.CodeInvalid, "Invalid disk path %q", p)
 	}
-	images := im.ImagesDir(TypeQemu)
+	forbidden := proto.Errorf(proto.CodeForbidden, "%s is not allowed on this server: disks are made in the images folder or as a QEMU node's hd?_disk file", p)
+	images, err := filepath.Abs(im.ImagesDir(TypeQemu))
+	if err != nil {
+		return "", proto.Errorf(proto.CodeConflict, "%v", err)
+	}
 	if err := os.MkdirAll(images, 0o755); err != nil {
 		return "", proto.Errorf(proto.CodeConflict, "%v", err)
 	}
-	full := p
+	full := filepath.Clean(p)
 	if !filepath.IsAbs(p) {
 		full = filepath.Join(images, p)
 	}
-	full = filepath.Clean(full)
-	for _, root := range []string{images, filepath.Join(im.dataDir, "projects")} {
-		rel, err := filepath.Rel(root, full)
-		if err != nil || !filepath.IsLocal(rel) {
-			continue
-		}
-		// The folder the file lands in, with its links resolved, must
-		// still be inside root.
+	if rel, err := filepath.Rel(images, full); err == nil && filepath.IsLocal(rel) {
+		// The folder the file lands in may be made inside the images
+		// folder, and with its links resolved must still be inside it.
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return "", proto.Errorf(proto.CodeConflict, "%v", err)
 		}
-		realRoot, err1 := filepath.EvalSymlinks(root)
-		realDir, err2 := filepath.EvalSymlinks(filepath.Dir(full))
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if r, err := filepath.Rel(realRoot, realDir); err == nil && (r == "." || filepath.IsLocal(r)) {
-			if st, err := os.Lstat(full); err == nil && st.Mode()&os.ModeSymlink != 0 {
-				break
-			}
-			return filepath.Join(realDir, filepath.Base(full)), nil
-		}
+		return confinedPath(images, full, forbidden)
 	}
-	return "", proto.Errorf(proto.CodeForbidden, "%s is not allowed on this server: disks are made in the images folder or a project's folder", p)
+	projects, err := filepath.Abs(filepath.Join(im.dataDir, "projects"))
+	if err != nil {
+		return "", forbidden
+	}
+	rel, err := filepath.Rel(projects, full)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", forbidden
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	if len(parts) != 5 || parts[1] != "project-files" || parts[2] != "qemu" || !uuidRE.MatchString(parts[3]) || !nodeDiskName.MatchString(parts[4]) {
+		return "", forbidden
+	}
+	if st, err := os.Lstat(filepath.Join(projects, parts[0])); err != nil || !st.IsDir() {
+		return "", forbidden // no such project: nothing is made in the projects folder
+	}
+	// A node's folder is made at its first start: the disk may come
+	// first. Made through an os.Root, so no link leads it out.
+	root, err := os.OpenRoot(projects)
+	if err != nil {
+		return "", forbidden
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return "", forbidden
+	}
+	return confinedPath(projects, full, forbidden)
+}
+
+// confinedPath returns full with the links of its folder resolved,
+// when that folder is still inside root and full itself is not a link;
+// else refused.
+func confinedPath(root, full string, refused error) (string, error) {
+	realRoot, err1 := filepath.EvalSymlinks(root)
+	realDir, err2 := filepath.EvalSymlinks(filepath.Dir(full))
+	if err1 != nil || err2 != nil {
+		return "", refused
+	}
+	if r, err := filepath.Rel(realRoot, realDir); err != nil || r != "." && !filepath.IsLocal(r) {
+		return "", refused
+	}
+	if st, err := os.Lstat(full); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		return "", refused
+	}
+	return filepath.Join(realDir, filepath.Base(full)), nil
+}
+
+// freeMB is the space left to unprivileged users on dir's filesystem, in
+// MiB.
+func freeMB(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize >> 20, nil
 }
 
 // qemuImgBinary is the agent's qemu-img.
@@ -71,6 +122,16 @@ func qemuImgBinary() (string, error) {
 		return "", proto.Errorf(proto.CodeConflict, "Could not find qemu-img (install qemu-utils)")
 	}
 	return img, nil
+}
+
+// qemuImgVersion runs img --version (qemu-img has no -version, which
+// QEMU itself takes) and returns its version number.
+func qemuImgVersion(ctx context.Context, img string) (string, error) {
+	out, err := exec.CommandContext(ctx, img, "--version").Output()
+	if err != nil {
+		return "", err
+	}
+	return versionIn(img, out)
 }
 
 // onOff accepts GNS3's "on"/"off" option values.
@@ -132,6 +193,16 @@ func (im *Images) CreateQemuImg(ctx context.Context, c proto.QemuImgCreate) erro
 	if _, err := os.Lstat(path); err == nil {
 		return proto.Errorf(proto.CodeConflict, "Could not create disk image '%s', file already exists", c.Path)
 	}
+	if c.Preallocation == "falloc" || c.Preallocation == "full" {
+		// A preallocated disk takes its whole size at once: it must fit.
+		free, err := freeMB(filepath.Dir(path))
+		if err != nil {
+			return proto.Errorf(proto.CodeConflict, "Could not create disk image '%s': %v", c.Path, err)
+		}
+		if int64(c.Size) > free {
+			return proto.Errorf(proto.CodeInvalid, "Could not create disk image '%s': %d MB preallocated is more than the %d MB free", c.Path, c.Size, free)
+		}
+	}
 	img, err := qemuImgBinary()
 	if err != nil {
 		return err
@@ -166,7 +237,13 @@ func (im *Images) ResizeQemuImg(ctx context.Context, r proto.QemuImgResize) erro
 	if err != nil {
 		return err
 	}
-	if out, err := exec.CommandContext(ctx, img, "resize", path, fmt.Sprintf("+%dM", r.Extend)).CombinedOutput(); err != nil {
+	// Named as an explicit block node: qemu-img follows no backing or
+	// data file name read from the image.
+	name, err := node.QemuImgName(path)
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "Could not resize disk image '%s': %v", r.Path, err)
+	}
+	if out, err := exec.CommandContext(ctx, img, "resize", name, fmt.Sprintf("+%dM", r.Extend)).CombinedOutput(); err != nil {
 		return proto.Errorf(proto.CodeConflict, "Could not resize disk image '%s': %s", r.Path, bytes.TrimSpace(out))
 	}
 	return nil

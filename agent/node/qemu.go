@@ -157,7 +157,10 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 		return nil, err
 	}
 	q.binary = bin
-	if _, err := QemuOptions(cfg.Props.Options, nil); err != nil {
+	if _, err := q.options(); err != nil {
+		return nil, err
+	}
+	if err := q.checkImageNames(cfg.Props); err != nil {
 		return nil, err
 	}
 	if err := q.pickConsole(); err != nil {
@@ -165,34 +168,6 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 	}
 	q.md5s = q.imageMD5s()
 	return q, nil
-}
-
-// resolveBinary finds the QEMU executable: qemu_path, a name looked up in
-// PATH, or qemu-system-<platform> (x86_64 when neither is set).
-func (q *Qemu) resolveBinary() (string, error) {
-	p := q.cfg.Props.QemuPath
-	if p == "" {
-		plat := q.cfg.Props.Platform
-		if plat == "" {
-			plat = "x86_64"
-		}
-		p = "qemu-system-" + plat
-	}
-	if !strings.Contains(p, "/") {
-		found, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("QEMU binary path %s is not found in the path", p)
-		}
-		p = found
-	}
-	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("QEMU binary '%s' is not accessible", p)
-	}
-	if st.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("QEMU binary '%s' is not executable", p)
-	}
-	return p, nil
 }
 
 // pickConsole picks the console port: any free port for telnet, one from
@@ -296,7 +271,10 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	if running && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
-	if _, err := QemuOptions(next.Options, nil); err != nil {
+	if _, err := QemuOptions(next.Options, q.optionVars()); err != nil {
+		return err
+	}
+	if err := q.checkImageNames(next); err != nil {
 		return err
 	}
 	old := q.cfg
@@ -502,6 +480,9 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", q.binary, err, q.logText())
 	}
 	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
+		return fail(err)
+	}
+	if err := q.checkOpenedFiles(p.mon.Run); err != nil {
 		return fail(err)
 	}
 	// Paused still: the priority is set on every thread QEMU has, and the

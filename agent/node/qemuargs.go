@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
@@ -10,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/google/shlex"
 )
 
 // buildArgs builds QEMU's arguments in GNS3's order (nodes-docker-qemu.md
@@ -56,11 +53,11 @@ func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.Addr
 		if pr.HDC != "" {
 			return nil, nil, fmt.Errorf("You cannot use a disk image on hdc disk and a CDROM image at the same time")
 		}
-		path, err := q.image(pr.CDROM)
+		cdrom, err := q.cdromArgs(pr.CDROM)
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, "-cdrom", commas(path))
+		args = append(args, cdrom...)
 	}
 	disks, err := q.diskArgs()
 	if err != nil {
@@ -143,27 +140,51 @@ func (q *Qemu) ram() int {
 // commas doubles commas, QEMU's escape inside option values.
 func commas(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// image resolves an image property: a name relative to the images folder
-// (which it must not leave), or an absolute path (the agent is local).
-// A missing file is GNS3's ImageMissingError message.
+// image resolves an image property inside the images folder (a name
+// relative to it, or an absolute path inside it) through an os.Root, so
+// that neither ".." nor a symbolic link leads out, and returns the
+// image's real path. A missing file is GNS3's ImageMissingError message.
 func (q *Qemu) image(name string) (string, error) {
-	path := name
-	if !filepath.IsAbs(name) {
-		if !filepath.IsLocal(name) {
-			return "", fmt.Errorf("image %s is outside the images folder", name)
-		}
-		path = filepath.Join(q.cfg.ImagesDir, name)
+	rel, err := q.imageRel("image", name)
+	if err != nil {
+		return "", err
 	}
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+	dir, err := filepath.Abs(q.cfg.ImagesDir)
+	if err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
 		return "", fmt.Errorf("The image %s is missing", name)
 	}
-	return path, nil
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	// QEMU opens the image by name: give it the real path, which the
+	// root just showed to be inside the folder, and check it is the same
+	// file.
+	realDir, err1 := filepath.EvalSymlinks(dir)
+	real, err2 := filepath.EvalSymlinks(filepath.Join(dir, rel))
+	if err1 != nil || err2 != nil {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	if r, err := filepath.Rel(realDir, real); err != nil || !filepath.IsLocal(r) {
+		return "", fmt.Errorf("image %s is outside the images folder", name)
+	}
+	if rst, err := os.Stat(real); err != nil || !os.SameFile(st, rst) {
+		return "", fmt.Errorf("The image %s is missing", name)
+	}
+	return real, nil
 }
 
 // diskArgs gives the -drive options of hda to hdd. The guest writes to an
 // overlay in the node's folder (qcow2 backed by the image: a linked
 // clone), or to a full copy there when linked_clone is false: the base
-// image is never written.
+// image is never written. Each disk is given as an explicit chain the
+// agent checked (diskSpec), so QEMU follows no file name read from an
+// image.
 func (q *Qemu) diskArgs() ([]string, error) {
 	pr := q.cfg.Props
 	disks := []struct{ name, image, iface string }{
@@ -179,7 +200,7 @@ func (q *Qemu) diskArgs() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		disk, err := q.nodeDisk(d.name, base)
+		spec, err := q.nodeDisk(d.name, base)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +209,7 @@ func (q *Qemu) diskArgs() ([]string, error) {
 			iface = "ide"
 			q.cfg.OnWarning(fmt.Sprintf("%s: %s has no disk interface: using ide", q.cfg.Name, d.name))
 		}
-		file := commas(disk)
+		file := commas(spec.filename())
 		switch iface {
 		case "sata":
 			args = append(args, "-device", fmt.Sprintf("ahci,id=ahci%d", i),
@@ -208,51 +229,73 @@ func (q *Qemu) diskArgs() ([]string, error) {
 	return args, nil
 }
 
-// nodeDisk returns the node's disk for base: <dir>/<hd?>_disk.qcow2, made
-// once (an overlay with qemu-img, or a copy) and reused at every start.
-func (q *Qemu) nodeDisk(name, base string) (string, error) {
-	linked := q.cfg.Props.LinkedClone == nil || *q.cfg.Props.LinkedClone
-	if !linked {
-		disk := filepath.Join(q.cfg.Dir, name+"_disk"+filepath.Ext(base))
-		if _, err := os.Stat(disk); err == nil {
-			return disk, nil
-		}
-		if err := copyFile(base, disk); err != nil {
-			return "", fmt.Errorf("copy %s: %w", base, err)
-		}
-		return disk, nil
-	}
-	disk := filepath.Join(q.cfg.Dir, name+"_disk.qcow2")
-	if _, err := os.Stat(disk); err == nil {
-		return disk, nil
-	}
-	img, err := exec.LookPath(filepath.Join(filepath.Dir(q.binary), "qemu-img"))
-	if err != nil {
-		if img, err = exec.LookPath("qemu-img"); err != nil {
-			return "", fmt.Errorf("Could not find qemu-img (install qemu-utils): a linked clone of %s needs it", name)
-		}
-	}
-	format := "raw"
-	if head, err := readHead(base, 4); err == nil && bytes.Equal(head, []byte{'Q', 'F', 'I', 0xfb}) {
-		format = "qcow2"
-	}
-	out, err := exec.Command(img, "create", "-f", "qcow2", "-F", format, "-b", base, disk).CombinedOutput()
-	if err != nil {
-		os.Remove(disk)
-		return "", fmt.Errorf("Could not create linked clone of %s: %s", base, strings.TrimSpace(string(out)))
-	}
-	return disk, nil
-}
-
-func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
+// cdromArgs gives the CD-ROM as -cdrom would (index 2, the machine's
+// default interface), with its format explicit and no backing file.
+func (q *Qemu) cdromArgs(name string) ([]string, error) {
+	path, err := q.image(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	b := make([]byte, n)
-	_, err = f.Read(b)
-	return b, err
+	format, err := imageFormat(path)
+	if err != nil {
+		return nil, fmt.Errorf("The image %s is missing", name)
+	}
+	if err := checkStandalone(path, format); err != nil {
+		return nil, err
+	}
+	return []string{"-drive", "file=" + commas(jsonFilename(blockJSON(format, path, nil))) + ",index=2,media=cdrom"}, nil
+}
+
+// nodeDisk returns the node's disk for base: <dir>/<hd?>_disk.qcow2 (an
+// overlay made with qemu-img) or <dir>/<hd?>_disk<ext> (a copy, when
+// linked_clone is false), made once and reused at every start, checked
+// each time: the base names no other file, an overlay's backing file is
+// base, a copy has the base's format and names no other file.
+func (q *Qemu) nodeDisk(name, base string) (diskSpec, error) {
+	baseFormat, err := imageFormat(base)
+	if err != nil {
+		return diskSpec{}, fmt.Errorf("read %s: %w", filepath.Base(base), err)
+	}
+	if err := checkStandalone(base, baseFormat); err != nil {
+		return diskSpec{}, err
+	}
+	linked := q.cfg.Props.LinkedClone == nil || *q.cfg.Props.LinkedClone
+	if !linked {
+		disk := filepath.Join(q.cfg.Dir, name+"_disk"+filepath.Ext(base))
+		if _, err := os.Lstat(disk); err != nil {
+			if err := copyFile(base, disk); err != nil {
+				return diskSpec{}, fmt.Errorf("copy %s: %w", base, err)
+			}
+		}
+		if st, err := os.Lstat(disk); err != nil || !st.Mode().IsRegular() {
+			return diskSpec{}, fmt.Errorf("%s is not a regular file", filepath.Base(disk))
+		}
+		if format, err := imageFormat(disk); err != nil || format != baseFormat && baseFormat != "raw" {
+			return diskSpec{}, fmt.Errorf("%s is not a %s image like %s: delete it to copy the image again", filepath.Base(disk), baseFormat, filepath.Base(base))
+		}
+		if err := checkStandalone(disk, baseFormat); err != nil {
+			return diskSpec{}, err
+		}
+		return diskSpec{disk: disk, diskFormat: baseFormat}, nil
+	}
+	disk := filepath.Join(q.cfg.Dir, name+"_disk.qcow2")
+	spec := diskSpec{disk: disk, diskFormat: "qcow2", base: base, baseFormat: baseFormat}
+	if st, err := os.Lstat(disk); err == nil {
+		if !st.Mode().IsRegular() {
+			return diskSpec{}, fmt.Errorf("%s is not a regular file", filepath.Base(disk))
+		}
+		return spec, checkOverlay(disk, base)
+	}
+	img, err := q.qemuImg()
+	if err != nil {
+		return diskSpec{}, fmt.Errorf("Could not find qemu-img (install qemu-utils): a linked clone of %s needs it", name)
+	}
+	out, err := exec.Command(img, "create", "-f", "qcow2", "-F", baseFormat, "-b", base, disk).CombinedOutput()
+	if err != nil {
+		os.Remove(disk)
+		return diskSpec{}, fmt.Errorf("Could not create linked clone of %s: %s", base, strings.TrimSpace(string(out)))
+	}
+	return spec, nil
 }
 
 func copyFile(src, dst string) error {
@@ -267,98 +310,17 @@ func copyFile(src, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
-// forbiddenOptions open host paths, networks or monitors outside what the
-// agent sets up; options may not use them (GNS3 forbids the disk and
-// network ones; labtap also the ones that open files, sockets or
-// monitors, since options come from API users).
-var forbiddenOptions = []string{
-	"-blockdev", "-drive", "-hda", "-hdb", "-hdc", "-hdd", "-fsdev", "-virtfs", "-nic", "-netdev", "-net",
-	"-chardev", "-serial", "-parallel", "-monitor", "-qmp", "-qmp-pretty", "-mon", "-debugcon",
-	"-kernel", "-initrd", "-bios", "-cdrom", "-mtdblock", "-sd", "-pflash", "-loadvm", "-incoming",
-	"-add-fd", "-object", "-D", "-pidfile", "-readconfig", "-writeconfig", "-L", "-plugin", "-trace",
-	"-smbios", "-fw_cfg", "-usbdevice", "-daemonize", "-runas", "-chroot", "-run-with", "-spice", "-vnc",
-	"-dtb", "-acpitable", "-option-rom", "-gdb", "-s", "-mem-path", "-tpmdev", "-audiodev", "-audio",
-	"-iscsi", "-semihosting-config", "-qtest", "-qtest-log", "-sandbox", "-rtc-td-hack",
-	"-set", "-fda", "-fdb", // -set rewrites any object's member (the agent's chardev, a drive's file)
-	"-semihosting", // the guest opens host files (arm, riscv, m68k)
-}
-
-// forbiddenValues are members of -device, -machine or -boot values that
-// name a host path, a backend or host hardware: machine kernel=, dtb=
-// (dumpdtb= writes), boot splash=, usb-mtp's rootdir=, evdev=, and the
-// devices that pass host devices through.
-var forbiddenValues = []string{"chardev=", "netdev=", "drive=", "file=", "path=", "fd=", "addr=unix", "socket", "memory-backend", "vnc", "spice",
-	"kernel=", "initrd=", "dtb=", "firmware=", "splash=", "rootdir=", "evdev=", "usb-host", "vfio", "vhost", "pci-assign",
-	"hidraw=", "rendernode="}
-
 // options checks and substitutes the options property into arguments.
 func (q *Qemu) options() ([]string, error) {
-	return QemuOptions(q.cfg.Props.Options, map[string]string{
-		"%vm-name%": q.cfg.Name, "%vm-id%": q.cfg.NodeID, "%project-id%": q.cfg.ProjectID,
-		"%project-path%": q.cfg.ProjectDir, "%console-port%": strconv.Itoa(q.console),
-	})
+	return QemuOptions(q.cfg.Props.Options, q.optionVars())
 }
 
-// QemuOptions splits a QEMU node's options with shell rules, refuses the
-// ones that would open host paths, networks or monitors, maps GNS3's
-// -no-kvm/-no-hax/-enable-kvm, and substitutes vars. Its errors are
-// GNS3's messages.
-func QemuOptions(options string, vars map[string]string) ([]string, error) {
-	if strings.TrimSpace(options) == "" {
-		return nil, nil
+// optionVars are the substitutions of the options property (GNS3's).
+// They are made before the allowlist checks the words, so a VM name
+// cannot add members to an option.
+func (q *Qemu) optionVars() map[string]string {
+	return map[string]string{
+		"%vm-name%": q.cfg.Name, "%vm-id%": q.cfg.NodeID, "%project-id%": q.cfg.ProjectID,
+		"%project-path%": q.cfg.ProjectDir, "%console-port%": strconv.Itoa(q.console),
 	}
-	words, err := shlex.Split(options)
-	if err != nil {
-		return nil, fmt.Errorf("Invalid options %q: %v", options, err)
-	}
-	var out []string
-	for i := 0; i < len(words); i++ {
-		w := words[i]
-		opt := w
-		if strings.HasPrefix(opt, "--") {
-			opt = opt[1:]
-		}
-		if k, _, ok := strings.Cut(opt, "="); ok && strings.HasPrefix(opt, "-") {
-			opt = k
-		}
-		switch {
-		case slices.Contains(forbiddenOptions, opt):
-			return nil, fmt.Errorf("Forbidden additional option: %s", w)
-		case opt == "-no-kvm" || opt == "-no-hax":
-			continue // the accelerator is chosen from it (tcg)
-		case opt == "-enable-kvm":
-			continue
-		}
-		if strings.HasPrefix(opt, "-") && (opt == "-device" || opt == "-machine" || opt == "-M" || opt == "-global" || opt == "-display" || opt == "-boot") && i+1 < len(words) {
-			v := strings.ToLower(words[i+1])
-			if strings.HasPrefix(strings.TrimSpace(v), "{") {
-				// QEMU also takes these values as JSON, whose members
-				// ("romfile":"/etc/shadow") no key= above would see.
-				return nil, fmt.Errorf("Forbidden additional option: %s %s (write it as key=value)", w, words[i+1])
-			}
-			for _, bad := range forbiddenValues {
-				if strings.Contains(v, bad) {
-					return nil, fmt.Errorf("Forbidden additional option: %s %s", w, words[i+1])
-				}
-			}
-			if opt == "-machine" || opt == "-M" { // the accelerator is -accel's
-				var keep []string
-				for _, m := range strings.Split(words[i+1], ",") {
-					if !strings.HasPrefix(m, "accel=") {
-						keep = append(keep, m)
-					}
-				}
-				if len(keep) == 0 {
-					i++
-					continue
-				}
-				words[i+1] = strings.Join(keep, ",")
-			}
-		}
-		for k, v := range vars {
-			w = strings.ReplaceAll(w, k, v)
-		}
-		out = append(out, w)
-	}
-	return out, nil
 }

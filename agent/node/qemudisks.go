@@ -78,7 +78,9 @@ func (q *Qemu) ResizeDisk(ctx context.Context, drive string, extendMB int) error
 	if err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, img, "resize", disk, fmt.Sprintf("+%dM", extendMB)).CombinedOutput()
+	// The disk was checked (nodeDisk) and is named as an explicit chain:
+	// qemu-img opens no file name read from it.
+	out, err := exec.CommandContext(ctx, img, "resize", disk.filename(), fmt.Sprintf("+%dM", extendMB)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("Could not resize %s: %s", drive, bytes.TrimSpace(out))
 	}

@@ -19,12 +19,13 @@ import (
 // resumes here too).
 const savedState = "GNS3_SAVED_STATE"
 
-// overlays are the node's qcow2 disks that exist (linked clones).
+// overlays are the node's qcow2 disks that exist (linked clones), but
+// not one keeping its data in an external file.
 func (q *Qemu) overlays() []string {
 	var out []string
 	for _, d := range []string{"hda", "hdb", "hdc", "hdd"} {
 		p := filepath.Join(q.cfg.Dir, d+"_disk.qcow2")
-		if isFile(p) {
+		if h, err := readQcow2Header(p); err == nil && !h.externalData && isFile(p) {
 			out = append(out, p)
 		}
 	}
@@ -33,8 +34,16 @@ func (q *Qemu) overlays() []string {
 
 // hasSavedState reports whether a disk holds the saved VM state.
 func hasSavedState(ctx context.Context, img, disk string) bool {
-	out, err := exec.CommandContext(ctx, img, "snapshot", "-l", "-U", disk).Output()
+	out, err := exec.CommandContext(ctx, img, "snapshot", "-l", "-U", snapshotName(disk)).Output()
 	return err == nil && bytes.Contains(out, []byte(savedState))
+}
+
+// snapshotName names a node's qcow2 disk for qemu-img snapshot: without
+// its backing file, which snapshots of the disk itself do not need, so
+// qemu-img opens no file name read from a disk API users can write
+// (overlays() leaves out the disks that name an external data file).
+func snapshotName(disk string) string {
+	return jsonFilename(blockJSON("qcow2", disk, nil))
 }
 
 // savedStateArgs gives -loadvm when on_close is save_vm_state and the
@@ -56,7 +65,7 @@ func (q *Qemu) savedStateArgs(ctx context.Context) []string {
 		}
 		found = true
 		if q.cfg.Props.OnClose != "save_vm_state" {
-			if out, err := exec.CommandContext(ctx, img, "snapshot", "-d", savedState, d).CombinedOutput(); err != nil {
+			if out, err := exec.CommandContext(ctx, img, "snapshot", "-d", savedState, snapshotName(d)).CombinedOutput(); err != nil {
 				q.cfg.OnWarning(fmt.Sprintf("%s: could not delete the saved state of %s: %s", q.cfg.Name, filepath.Base(d), bytes.TrimSpace(out)))
 			}
 		}

@@ -44,14 +44,14 @@ func init() {
 }
 
 var qemuRouteDocs = map[string]routeDoc{
-	"POST /v2/computes/{compute_id}/qemu/img":                    {"Create a disk image with qemu-img create in the compute's images folder (relative path) or a project's folder", "qemu_img_create", 201, "", []int{400, 403, 404, 409, 413}},
-	"PUT /v2/computes/{compute_id}/qemu/img":                     {"Grow a disk image with qemu-img resize (images folder or a project's folder)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
+	"POST /v2/computes/{compute_id}/qemu/img":                    {"Create a disk image with qemu-img create in the compute's images folder (relative path) or as a QEMU node's disk (hd?_disk.<format> in its folder); preallocated disks must fit the free space", "qemu_img_create", 200, "empty", []int{400, 403, 404, 409, 413}},
+	"PUT /v2/computes/{compute_id}/qemu/img":                     {"Grow a disk image with qemu-img resize (images folder or a QEMU node's disk)", "qemu_img_resize", 200, "empty", []int{400, 403, 404, 409, 413}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/resize_disk": {"Grow a disk of a stopped QEMU node by extend MB (its own overlay or copy, never the base image)", "resize_disk", 201, "", bodyErrs},
 	"GET /v2/compute/qemu/images":                                {"The web UI's QEMU image list: the local compute's", "", 200, "images", []int{409}},
 	"POST /v2/compute/qemu/images/{filename:.+}":                 {"The web UI's QEMU image upload to the local compute (raw body, streamed)", "raw", 204, "", []int{400, 403, 409}},
 	"GET /v2/compute/qemu/images/{filename:.+}":                  {"Read a QEMU image of the local compute back", "", 200, "file", []int{403, 404, 409}},
-	"POST /v2/compute/qemu/img":                                  {"The web UI's disk creation on the local compute (qemu-img create)", "qemu_img_create", 201, "", []int{400, 403, 409, 413}},
-	"PUT /v2/compute/qemu/img":                                   {"Grow a disk image of the local compute (qemu-img resize)", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
+	"POST /v2/compute/qemu/img":                                  {"The web UI's disk creation on the local compute (qemu-img create; same places as the computes route): 201, no body", "qemu_img_create", 201, "", []int{400, 403, 409, 413}},
+	"PUT /v2/compute/qemu/img":                                   {"Grow a disk image of the local compute (qemu-img resize): 201, no body", "qemu_img_resize", 201, "", []int{400, 403, 404, 409, 413}},
 	"GET /v2/compute/docker/images":                              {"The web UI's Docker image list: the local compute's Engine tags", "", 200, "docker_images", []int{404, 409}},
 }
 
@@ -119,8 +119,8 @@ func (a *API) registerQemu(app *fiber.App) {
 	})
 	a.handle(app, "GET", c+"/images", listImages)
 	a.handle(app, "POST", c+"/images/{filename}", qr.qemu(qr.uploadImage(fiber.StatusOK)))
-	a.handle(app, "POST", c+"/img", qr.qemu(qr.createQemuImg))
-	a.handle(app, "PUT", c+"/img", qr.qemu(qr.resizeQemuImg))
+	a.handle(app, "POST", c+"/img", qr.qemu(qr.createQemuImg(fiber.StatusOK)))
+	a.handle(app, "PUT", c+"/img", qr.qemu(qr.resizeQemuImg(fiber.StatusOK)))
 	a.handle(app, "POST", "/v2/projects/{project_id}/nodes/{node_id}/resize_disk", qr.resizeDisk)
 	// The compute routes the web UI calls on the controller itself.
 	const local = "/v2/compute/qemu"
@@ -128,8 +128,8 @@ func (a *API) registerQemu(app *fiber.App) {
 	a.handle(app, "POST", local+"/images/{filename:.+}", qr.qemu(qr.uploadImage(fiber.StatusNoContent)))
 	// Streamed after the handler returns: its context must outlive it.
 	a.handleStream(app, "GET", local+"/images/{filename:.+}", qr.qemu(qr.downloadImage))
-	a.handle(app, "POST", local+"/img", qr.qemu(qr.createQemuImg))
-	a.handle(app, "PUT", local+"/img", qr.qemu(qr.resizeQemuImg))
+	a.handle(app, "POST", local+"/img", qr.qemu(qr.createQemuImg(fiber.StatusCreated)))
+	a.handle(app, "PUT", local+"/img", qr.qemu(qr.resizeQemuImg(fiber.StatusCreated)))
 	cmr := a.computeRoutes()
 	a.handle(app, "GET", "/v2/compute/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", c+"/binaries", qr.qemu(func(q QemuComputes, ctx *fiber.Ctx) error {
@@ -247,29 +247,44 @@ func (h qemuRoutes) downloadImage(q QemuComputes, c *fiber.Ctx) error {
 	return c.SendStream(r, int(size))
 }
 
-// createQemuImg has the compute run qemu-img create (GNS3's image
-// wizard): 201.
-func (h qemuRoutes) createQemuImg(q QemuComputes, c *fiber.Ctx) error {
-	var r proto.QemuImgCreate
-	if err := h.decode(c, "qemu_img_create", &r); err != nil {
-		return err
+// imgReply answers a qemu/img route as GNS3 does: the controller's
+// forward (/v2/computes/…) 200 {}, the compute's own route (/v2/compute/…)
+// 201 with no body.
+func imgReply(c *fiber.Ctx, status int) error {
+	if status == fiber.StatusCreated {
+		return created(c)
 	}
-	if err := q.CreateQemuImg(c.UserContext(), computeOf(c), r); err != nil {
-		return err
-	}
-	return c.SendStatus(fiber.StatusCreated)
+	return c.Status(status).JSON(fiber.Map{})
 }
 
-// resizeQemuImg has the compute run qemu-img resize: 201.
-func (h qemuRoutes) resizeQemuImg(q QemuComputes, c *fiber.Ctx) error {
-	var r proto.QemuImgResize
-	if err := h.decode(c, "qemu_img_resize", &r); err != nil {
-		return err
+// createQemuImg has the compute run qemu-img create (GNS3's image
+// wizard), answering with status (see imgReply).
+func (h qemuRoutes) createQemuImg(status int) func(QemuComputes, *fiber.Ctx) error {
+	return func(q QemuComputes, c *fiber.Ctx) error {
+		var r proto.QemuImgCreate
+		if err := h.decode(c, "qemu_img_create", &r); err != nil {
+			return err
+		}
+		if err := q.CreateQemuImg(c.UserContext(), computeOf(c), r); err != nil {
+			return err
+		}
+		return imgReply(c, status)
 	}
-	if err := q.ResizeQemuImg(c.UserContext(), computeOf(c), r); err != nil {
-		return err
+}
+
+// resizeQemuImg has the compute run qemu-img resize, answering with
+// status (see imgReply).
+func (h qemuRoutes) resizeQemuImg(status int) func(QemuComputes, *fiber.Ctx) error {
+	return func(q QemuComputes, c *fiber.Ctx) error {
+		var r proto.QemuImgResize
+		if err := h.decode(c, "qemu_img_resize", &r); err != nil {
+			return err
+		}
+		if err := q.ResizeQemuImg(c.UserContext(), computeOf(c), r); err != nil {
+			return err
+		}
+		return imgReply(c, status)
 	}
-	return c.SendStatus(fiber.StatusCreated)
 }
 
 // resizeDisk grows a disk of a stopped QEMU node: 201, no body (GNS3).

@@ -148,7 +148,9 @@ func ReadProjectFile(zr *zip.Reader) ([]byte, error) {
 
 // Extract unpacks every entry that skip does not name into dir, an empty
 // directory, after Check. Files are created through an os.Root on dir, new
-// (O_EXCL), mode 0644 or 0755 (executable bits kept, nothing else); each
+// (O_EXCL), mode 0644 whatever the archive says: an imported file is
+// never executable, so nothing in a project can be run as the server's
+// user by naming it (a QEMU node's qemu_path, say); each
 // writes at most its declared size and the whole at most lim.Size. On
 // error dir holds part of the archive: the caller removes it.
 func Extract(zr *zip.Reader, dir string, lim Limits, skip func(name string) bool) error {
@@ -188,11 +190,7 @@ func Extract(zr *zip.Reader, dir string, lim Limits, skip func(name string) bool
 }
 
 func extractFile(root *os.Root, f *zip.File, name string, budget int64) (int64, error) {
-	perm := fs.FileMode(0o644)
-	if f.Mode()&0o111 != 0 {
-		perm = 0o755
-	}
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return 0, refuse("Cannot extract archive entry %s: %v", f.Name, unwrapPath(err))
 	}
