@@ -56,7 +56,7 @@ var archiveSchemas = map[string]string{
 	"project_duplicate": `{"type": "object", "properties": ` + strings.Replace(strings.Replace(projectProperties,
 		`"name": {"type": "string", "minLength": 1, "maxLength": 255,`,
 		`"reset_mac_addresses": {"type": "boolean"}, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 255,`, 1),
-		`"path": {"type": "string", "minLength": 1, "maxLength": 4096},`, `"path": {"type": ["string", "null"], "maxLength": 4096},`, 1) + `,
+		`"path": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "description": "null is the same as absent (at creation: <projects>/<project_id>)"},`, `"path": {"type": ["string", "null"], "maxLength": 4096},`, 1) + `,
 		"required": ["name"], "additionalProperties": false}`,
 	"snapshot_create": `{"type": "object",
 		"properties": {
