@@ -21,6 +21,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -60,34 +61,38 @@ func main() {
 // options are the controller's settings, from flags and environment; the
 // tags are the flags' names, variables, defaults and help.
 type options struct {
-	Listen         string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
-	DataDir        string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
-	GNS3Version    string        `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
-	LocalAgent     bool          `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
-	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
-	Docker         bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
-	DockerInit     string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
-	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
-	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
-	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
-	MaxImportSize  int64         `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
-	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
-	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
-	LogFormat      string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
-	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
-	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
-	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
-	MaxConnsPerIP  int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
-	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
-	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
-	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
-	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
-	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
-	pinVersion     bool          // --gns3-version or its variable was given
+	Listen         string          `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
+	DataDir        string          `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
+	GNS3Version    string          `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
+	LocalAgent     bool            `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
+	VPCS           string          `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
+	Docker         bool            `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
+	DockerInit     string          `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
+	User           string          `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
+	Password       string          `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
+	MaxJSONBody    int             `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
+	MaxImportSize  int64           `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
+	AutoCloseGrace time.Duration   `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
+	LogLevel       slog.Level      `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	LogFormat      string          `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
+	Advertise      string          `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	TrustedAgents  []string        `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
+	MaxConns       int             `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP  int             `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
+	FilterDeadline time.Duration   `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
+	ConsoleHost    string          `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
+	ConsolePorts   string          `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
+	QemuAccel      string          `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
+	Version        cli.VersionFlag `name:"version" help:"Print the version and exit."`
+	PprofListen    string          `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	pinVersion     bool            // --gns3-version or its variable was given
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
 func (o *options) Validate() error {
+	if err := cli.ListenAddress(o.Listen); err != nil {
+		return fmt.Errorf("--listen (LABTAP_LISTEN): %w", err)
+	}
 	if o.MaxJSONBody <= 0 {
 		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
 	}
@@ -109,10 +114,15 @@ func (o *options) Validate() error {
 	return nil
 }
 
-func parse(args []string) (options, error) {
+func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
+
+// parseTo is parse printing help to stdout.
+func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
-	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.",
-		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
+	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.\n\n"+
+		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version,
+			"version": "labtap controller " + version}, stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
 	// GUI of any 2.2 release gets its own.
 	o.pinVersion = os.Getenv("LABTAP_GNS3_VERSION") != "" // empty counts as unset, as for every variable
@@ -141,9 +151,13 @@ func run(args []string) error {
 	if o.MaxConns == 0 {
 		o.MaxConns = netguard.DefaultMaxConns()
 	}
+	projectsDir := filepath.Join(o.DataDir, "projects")
+	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
+		return cli.FlagError("data-dir", "LABTAP_DATA_DIR", err)
+	}
 	tcpLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return err
+		return cli.FlagError("listen", "LABTAP_LISTEN", err)
 	}
 	// The profiles' listener is bound before anything starts, so an
 	// address that cannot be bound ends the start-up with nothing running.
@@ -158,10 +172,6 @@ func run(args []string) error {
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	projectsDir := filepath.Join(o.DataDir, "projects")
-	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
-		return err
-	}
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
