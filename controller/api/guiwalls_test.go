@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -21,4 +22,54 @@ func TestGUINewProjectSendsNullPath(t *testing.T) {
 	}
 	// A null name at creation stays refused: GNS3 crashes on it.
 	s.must("POST", "/v2/projects", map[string]any{"name": nil}, 400, rProjects)
+}
+
+// TestGUIStatsCountTheSnapshots: the project dialog and gns3fy read the
+// snapshots counter of /stats; GNS3 counts the snapshots on disk, closed
+// project or opened.
+func TestGUIStatsCountTheSnapshots(t *testing.T) {
+	s := newServer(t)
+	id := s.must("POST", "/v2/projects", map[string]any{"name": "snappy"}, 201, rProjects).body["project_id"].(string)
+	s.must("POST", "/v2/projects/"+id+"/snapshots", map[string]any{"name": "one"}, 201, rSnapshots)
+	if st := s.must("GET", "/v2/projects/"+id+"/stats", nil, 200, rProject+"/stats"); st.body["snapshots"] != 1.0 {
+		t.Fatalf("opened project's stats: %s, want 1 snapshot", st.raw)
+	}
+	s.must("POST", "/v2/projects/"+id+"/close", nil, 204, rProject+"/close")
+	if st := s.must("GET", "/v2/projects/"+id+"/stats", nil, 200, rProject+"/stats"); st.body["snapshots"] != 1.0 || st.body["nodes"] != 0.0 {
+		t.Fatalf("closed project's stats: %s, want 1 snapshot and 0 nodes", st.raw)
+	}
+}
+
+// TestGUIDebugAndShutdownAreForbiddenToARemoteClient: GNS3 answers 403 to
+// POST /v2/debug and /v2/shutdown unless it is the GUI's own local
+// server; labtap never is one.
+func TestGUIDebugAndShutdownAreForbiddenToARemoteClient(t *testing.T) {
+	s := newServer(t)
+	for _, p := range []string{"/v2/debug", "/v2/shutdown"} {
+		r := s.must("POST", p, nil, 403, p)
+		if r.body["status"] != 403.0 || r.body["message"] == "" {
+			t.Fatalf("POST %s: %s", p, r.raw)
+		}
+	}
+}
+
+// TestGUINewVPCSHasAStartupConfig: GNS3 writes startup.vpc ("set pcname
+// <name>") when it creates a VPCS, and the web UI's config editor opens
+// it at once (404 made it fail).
+func TestGUINewVPCSHasAStartupConfig(t *testing.T) {
+	l := newLab(t, false)
+	r := l.do("GET", "/v2/projects/"+l.project+"/nodes/"+l.a+"/files/startup.vpc", nil)
+	if r.status != 200 || !strings.Contains(string(r.raw), "set pcname PC1\n") {
+		t.Fatalf("startup.vpc of a new VPCS: %d %q", r.status, r.raw)
+	}
+	// An edit is kept: creating the node again (an agent reconnecting)
+	// does not write it over.
+	if r := l.do("POST", "/v2/projects/"+l.project+"/nodes/"+l.a+"/files/startup.vpc", "set pcname mine\nip 10.0.0.1/24\n"); r.status != 201 {
+		t.Fatalf("write startup.vpc: %d %s", r.status, r.raw)
+	}
+	l.must("POST", "/v2/projects/"+l.project+"/close", nil, 204, rProject+"/close")
+	l.must("POST", "/v2/projects/"+l.project+"/open", nil, 201, rProject+"/open")
+	if r := l.do("GET", "/v2/projects/"+l.project+"/nodes/"+l.a+"/files/startup.vpc", nil); string(r.raw) != "set pcname mine\nip 10.0.0.1/24\n" {
+		t.Fatalf("startup.vpc after reopening: %d %q", r.status, r.raw)
+	}
 }
