@@ -3,6 +3,7 @@ package api_test
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGUINewProjectSendsNullPath: the GUI's "New project" dialog against a
@@ -71,5 +72,33 @@ func TestGUINewVPCSHasAStartupConfig(t *testing.T) {
 	l.must("POST", "/v2/projects/"+l.project+"/open", nil, 201, rProject+"/open")
 	if r := l.do("GET", "/v2/projects/"+l.project+"/nodes/"+l.a+"/files/startup.vpc", nil); string(r.raw) != "set pcname mine\nip 10.0.0.1/24\n" {
 		t.Fatalf("startup.vpc after reopening: %d %q", r.status, r.raw)
+	}
+}
+
+// TestCaptureViewLeavingDoesNotAutoCloseTheProject: the browser capture
+// view follows its project's notifications as a passive listener: leaving
+// it must not close a project with auto_close (which stopped every node),
+// and it does not keep one opened either. Only the GNS3 clients' project
+// listeners count, as in GNS3.
+func TestCaptureViewLeavingDoesNotAutoCloseTheProject(t *testing.T) {
+	t.Parallel()
+	l := newLive(t, 50*time.Millisecond)
+	id := l.call("POST", "/v2/projects", map[string]any{"name": "viewed"}, 201)["project_id"].(string) // auto_close true
+	status := func() string { return l.call("GET", "/v2/projects/"+id, nil, 200)["status"].(string) }
+	l.listenWS("/v2/projects/" + id + "/notifications/ws?passive=true").close()
+	time.Sleep(500 * time.Millisecond) // ten graces
+	if s := status(); s != "opened" {
+		t.Fatalf("the project is %s after the capture view left", s)
+	}
+	// A GUI leaving while the view stays: the view does not hold it.
+	gui := l.listenWS("/v2/projects/" + id + "/notifications/ws")
+	l.listenWS("/v2/projects/" + id + "/notifications/ws?passive=true")
+	gui.close()
+	deadline := time.Now().Add(20 * time.Second)
+	for status() != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatal("the capture view kept an auto_close project opened after the GUI left")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
