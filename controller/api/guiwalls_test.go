@@ -102,3 +102,47 @@ func TestCaptureViewLeavingDoesNotAutoCloseTheProject(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestGUINodeDialogKeepsGNS3ConsoleTypes: GNS3 lets a VPCS have no console
+// (console_type none: console null) and a switch a telnet one; the GUI's
+// node dialog sends console_type with the name, label, symbol and
+// position in one PUT, so a refusal lost the whole edit. A project file
+// holding them opens with them as they are.
+func TestGUINodeDialogKeepsGNS3ConsoleTypes(t *testing.T) {
+	l := newLab(t, false)
+	nodes := "/v2/projects/" + l.project + "/nodes/"
+	r := l.must("PUT", nodes+l.a, map[string]any{"name": "Quiet", "x": 40, "y": -20, "symbol": ":/symbols/computer.svg", "console_type": "none"}, 200, rNode)
+	if r.body["console_type"] != "none" || r.body["console"] != nil || r.body["name"] != "Quiet" || r.body["x"] != 40.0 {
+		t.Fatalf("VPCS set to console none: %s", r.raw)
+	}
+	if r := l.do("POST", nodes+l.a+"/start", nil); r.status != 200 || r.body["console"] != nil || r.body["console_type"] != "none" {
+		t.Fatalf("a started VPCS with console none: %d %s", r.status, r.raw)
+	}
+	l.must("POST", nodes+l.a+"/stop", nil, 200, rNode+"/stop")
+	// (The fake VPCS of these tests has no console port: the port coming
+	// back is TestAVPCSWithoutAConsoleHasNoPort's.)
+	back := l.must("PUT", nodes+l.a, map[string]any{"console_type": "telnet"}, 200, rNode)
+	if back.body["console_type"] != "telnet" {
+		t.Fatalf("VPCS back to telnet: %s", back.raw)
+	}
+	pc := l.must("POST", "/v2/projects/"+l.project+"/nodes", map[string]any{"name": "Mute", "node_type": "vpcs", "compute_id": "local", "console_type": "none"}, 201, rNodes)
+	if pc.body["console_type"] != "none" || pc.body["console"] != nil {
+		t.Fatalf("VPCS created with console none: %s", pc.raw)
+	}
+	sw := l.must("POST", "/v2/projects/"+l.project+"/nodes", map[string]any{"name": "SW", "node_type": "ethernet_switch", "compute_id": "local"}, 201, rNodes)
+	swID := sw.body["node_id"].(string)
+	if r := l.must("PUT", nodes+swID, map[string]any{"name": "Core", "console_type": "telnet"}, 200, rNode); r.body["console_type"] != "telnet" || r.body["name"] != "Core" {
+		t.Fatalf("switch set to telnet: %s", r.raw)
+	}
+	if r := l.do("PUT", nodes+l.a, map[string]any{"name": "Nope", "console_type": "vnc"}); r.status != 400 {
+		t.Fatalf("VPCS with a vnc console: %d %s", r.status, r.raw)
+	}
+	// Closed and opened again (the project file read back): as they were.
+	l.must("POST", "/v2/projects/"+l.project+"/close", nil, 204, rProject+"/close")
+	l.must("POST", "/v2/projects/"+l.project+"/open", nil, 201, rProject+"/open")
+	for id, want := range map[string]string{l.a: "telnet", pc.body["node_id"].(string): "none", swID: "telnet"} {
+		if r := l.must("GET", nodes+id, nil, 200, rNode); r.body["console_type"] != want {
+			t.Errorf("reopened node %s: console_type %v, want %s", r.body["name"], r.body["console_type"], want)
+		}
+	}
+}

@@ -152,7 +152,7 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
 		Extra: maps.Clone(req.Extra),
 	}
-	if hasAdapters(req.Type) {
+	if hasAdapters(req.Type) || keepsConsoleType(req.Type) {
 		n.ConsoleType = req.ConsoleType
 	}
 	spec, err := s.nodeSpec(n, vars)
@@ -216,8 +216,17 @@ func (st *state) freeMACLocked() int {
 	return slices.Index(used, false)
 }
 
-// applyRuntime copies what the compute reported into the node.
+// applyRuntime copies what the compute reported into the node; a
+// console_type the controller keeps (keepsConsoleType) stays.
 func (n *Node) applyRuntime(rt NodeRuntime) {
+	own := n.ConsoleType
+	defer func() {
+		n.computeConsole = rt.Console
+		if own != "" && keepsConsoleType(n.Type) {
+			n.ConsoleType = own
+			n.showConsole()
+		}
+	}()
 	n.Status = rt.Status
 	if n.Status == "" {
 		n.Status = Stopped
@@ -237,6 +246,16 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 		}
 		maps.Copy(props, rt.Properties)
 		n.Properties = props
+	}
+}
+
+// showConsole sets Console for a node whose console_type the controller
+// keeps: a VPCS with none has no console port (GNS3); otherwise the port
+// is the compute's.
+func (n *Node) showConsole() {
+	n.Console = n.computeConsole
+	if n.Type == "vpcs" && n.ConsoleType == "none" {
+		n.Console = 0
 	}
 }
 
