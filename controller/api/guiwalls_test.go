@@ -146,3 +146,31 @@ func TestGUINodeDialogKeepsGNS3ConsoleTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestGUISwitchWithAQinQPort: GNS3's switch dialog offers qinq ports
+// (with an ethertype); a switch holding one is created, changed, and its
+// project opens again.
+func TestGUISwitchWithAQinQPort(t *testing.T) {
+	l := newLab(t, false)
+	ports := []map[string]any{
+		{"name": "Ethernet0", "port_number": 0, "type": "qinq", "vlan": 100, "ethertype": "0x88A8"},
+		{"name": "Ethernet1", "port_number": 1, "type": "dot1q", "vlan": 1, "ethertype": ""},
+		{"name": "Ethernet2", "port_number": 2, "type": "qinq", "vlan": 200, "ethertype": ""},
+	}
+	sw := l.must("POST", "/v2/projects/"+l.project+"/nodes", map[string]any{"name": "PE", "node_type": "ethernet_switch", "compute_id": "local",
+		"properties": map[string]any{"ports_mapping": ports}}, 201, rNodes)
+	id := sw.body["node_id"].(string)
+	ports[2]["ethertype"] = "0x9100"
+	l.must("PUT", "/v2/projects/"+l.project+"/nodes/"+id, map[string]any{"properties": map[string]any{"ports_mapping": ports}}, 200, rNode)
+	ports[2]["ethertype"] = "0x1234"
+	if r := l.do("PUT", "/v2/projects/"+l.project+"/nodes/"+id, map[string]any{"properties": map[string]any{"ports_mapping": ports}}); r.status != 400 {
+		t.Fatalf("an ethertype GNS3 does not offer: %d %s", r.status, r.raw)
+	}
+	l.must("POST", "/v2/projects/"+l.project+"/close", nil, 204, rProject+"/close")
+	l.must("POST", "/v2/projects/"+l.project+"/open", nil, 201, rProject+"/open")
+	r := l.must("GET", "/v2/projects/"+l.project+"/nodes/"+id, nil, 200, rNode)
+	pm := r.body["properties"].(map[string]any)["ports_mapping"].([]any)
+	if p := pm[2].(map[string]any); p["type"] != "qinq" || p["ethertype"] != "0x9100" {
+		t.Fatalf("the reopened switch's port 2: %v", p)
+	}
+}
