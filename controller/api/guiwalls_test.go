@@ -1,9 +1,21 @@
 package api_test
 
 import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	agentapi "github.com/labtap/labtap/agent/api"
+	"github.com/labtap/labtap/agent/host"
+	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/controller/api"
+	"github.com/labtap/labtap/controller/compute"
+	"github.com/labtap/labtap/controller/project"
+	"github.com/labtap/labtap/controller/topology"
 )
 
 // TestGUINewProjectSendsNullPath: the GUI's "New project" dialog against a
@@ -172,5 +184,65 @@ func TestGUISwitchWithAQinQPort(t *testing.T) {
 	pm := r.body["properties"].(map[string]any)["ports_mapping"].([]any)
 	if p := pm[2].(map[string]any); p["type"] != "qinq" || p["ethertype"] != "0x9100" {
 		t.Fatalf("the reopened switch's port 2: %v", p)
+	}
+}
+
+// newSplitServer is newServer with the agent keeping its files apart from
+// the controller's projects, as an agent on another host does.
+func newSplitServer(t *testing.T) *server {
+	t.Helper()
+	data, agentData := t.TempDir(), t.TempDir()
+	h := host.New(host.Config{
+		DataDir: agentData,
+		Runners: map[string]host.RunnerFactory{
+			"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
+				return node.NewFake(env.Agent, env.OnStop), nil
+			},
+		},
+	})
+	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{Secret: "s"}))
+	t.Cleanup(func() { h.Close(); agent.Close() })
+	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Retries: 1})})
+	reg.Add(t.Context(), compute.Compute{ID: "remote", Name: "far", Protocol: "http", Host: "127.0.0.1", Port: 3080, URL: agent.URL, Secret: "s"})
+	projectsDir := filepath.Join(data, "projects")
+	svc := project.NewService(project.Config{ProjectsDir: projectsDir, Computes: reg.Agents, Store: &topology.Store{Dir: projectsDir, Version: "2.2.59"}})
+	app, _, err := api.New(api.Config{Projects: svc, Computes: reg, Agents: reg.Agents, Version: "2.2.59", Context: t.Context()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &server{t: t, app: app, data: data}
+}
+
+// TestGUISaveAsOfARunningProject: the GUI's File > Save project as
+// duplicates the project while its nodes run (GNS3: 201); the copy holds
+// what is on disk and the nodes' files, read from their agents.
+func TestGUISaveAsOfARunningProject(t *testing.T) {
+	s := newSplitServer(t)
+	pid := s.must("POST", "/v2/projects", map[string]any{"name": "live", "path": nil}, 201, rProjects).body["project_id"].(string)
+	var ids []string
+	for _, name := range []string{"PC1", "PC2"} {
+		n := s.must("POST", "/v2/projects/"+pid+"/nodes", map[string]any{"name": name, "node_type": "vpcs", "compute_id": "remote"}, 201, rNodes)
+		ids = append(ids, n.body["node_id"].(string))
+	}
+	if r := s.do("POST", "/v2/projects/"+pid+"/nodes/"+ids[0]+"/files/startup.vpc", "set pcname PC1\nip 10.0.0.1/24\n"); r.status != 201 {
+		t.Fatalf("write startup.vpc: %d %s", r.status, r.raw)
+	}
+	s.must("POST", "/v2/projects/"+pid+"/nodes/"+ids[0]+"/start", nil, 200, rNode+"/start")
+	dup := s.must("POST", "/v2/projects/"+pid+"/duplicate", map[string]any{"name": "live copy", "path": nil}, 201, rDuplicate)
+	did := dup.body["project_id"].(string)
+	if dup.body["status"] != "closed" || did == pid {
+		t.Fatalf("duplicate: %s", dup.raw)
+	}
+	if src := s.must("GET", "/v2/projects/"+pid+"/nodes/"+ids[0], nil, 200, rNode); src.body["status"] != "started" {
+		t.Fatalf("the source's node after the copy: %s", src.raw)
+	}
+	copies, _ := filepath.Glob(filepath.Join(s.data, "projects", did, "project-files", "vpcs", "*", "startup.vpc"))
+	found := false
+	for _, c := range copies {
+		data, _ := os.ReadFile(c)
+		found = found || string(data) == "set pcname PC1\nip 10.0.0.1/24\n"
+	}
+	if len(copies) != 2 || !found {
+		t.Fatalf("the copy's startup.vpc files: %v (PC1's edit found: %v)", copies, found)
 	}
 }
