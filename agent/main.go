@@ -9,6 +9,7 @@
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
 //	      [--docker=false] [--docker-init PATH]
+//	agent --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
