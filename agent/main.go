@@ -55,27 +55,29 @@ func main() {
 // options are the agent's settings, from flags and environment; the tags
 // are the flags' names, variables, defaults and help.
 type options struct {
-	Listen          string          `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
-	Advertise       string          `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
-	Controller      string          `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
-	TunnelBind      string          `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
-	DataDir         string          `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
-	ComputeID       string          `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
-	VPCS            string          `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
-	Docker          bool            `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Run docker nodes where a Docker Engine answers and the agent has the privileges."`
-	DockerInit      string          `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
-	ConsoleHost     string          `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
-	ConsolePorts    string          `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
-	UDPGRO          bool            `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
-	CaptureDirectIO bool            `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
-	SocketBuffer    int             `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
-	FilterDeadline  time.Duration   `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
-	MaxConns        int             `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
-	MaxConnsPerIP   int             `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
-	QemuAccel       string          `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
-	Version         cli.VersionFlag `name:"version" help:"Print the version and exit."`
-	LogLevel        slog.Level      `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
-	LogFormat       string          `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
+	Listen          string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
+	Advertise       string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
+	Controller      string        `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
+	TunnelBind      string        `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
+	DataDir         string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
+	ComputeID       string        `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
+	VPCS            string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
+	Docker          bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Run docker nodes where a Docker Engine answers and the agent has the privileges."`
+	DockerInit      string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
+	ConsoleHost     string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
+	ConsolePorts    string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
+	UDPGRO          bool          `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
+	CaptureDirectIO bool          `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
+	SocketBuffer    int           `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
+	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
+	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
+	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
+	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	LogFormat       string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
+
+	// Version is --version (kong prints it and the parse ends).
+	Version cli.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.

@@ -62,31 +62,33 @@ func main() {
 // options are the controller's settings, from flags and environment; the
 // tags are the flags' names, variables, defaults and help.
 type options struct {
-	Listen         string          `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
-	DataDir        string          `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
-	GNS3Version    string          `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
-	LocalAgent     bool            `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
-	VPCS           string          `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
-	Docker         bool            `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
-	DockerInit     string          `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
-	User           string          `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
-	Password       string          `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
-	MaxJSONBody    int             `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
-	MaxImportSize  int64           `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
-	AutoCloseGrace time.Duration   `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
-	LogLevel       slog.Level      `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
-	LogFormat      string          `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
-	Advertise      string          `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
-	TrustedAgents  []string        `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
-	MaxConns       int             `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
-	MaxConnsPerIP  int             `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
-	FilterDeadline time.Duration   `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
-	ConsoleHost    string          `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
-	ConsolePorts   string          `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
-	QemuAccel      string          `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
-	Version        cli.VersionFlag `name:"version" help:"Print the version and exit."`
-	PprofListen    string          `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
-	pinVersion     bool            // --gns3-version or its variable was given
+	Listen         string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3080" help:"HTTP listen address of the /v2 API."`
+	DataDir        string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for projects, captures and symbols."`
+	GNS3Version    string        `name:"gns3-version" env:"LABTAP_GNS3_VERSION" default:"${gns3_version}" help:"GNS3 version reported to clients; the GNS3 GUI needs its own x.y.z."`
+	LocalAgent     bool          `name:"local-agent" env:"LABTAP_LOCAL_AGENT" default:"true" negatable:"" help:"Run an embedded agent as compute \"local\"."`
+	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
+	Docker         bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
+	DockerInit     string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
+	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
+	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
+	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
+	MaxImportSize  int64         `name:"max-import-size" env:"LABTAP_MAX_IMPORT_SIZE" default:"10737418240" help:"Largest project archive an import takes, in bytes (it streams to disk)."`
+	AutoCloseGrace time.Duration `name:"auto-close-grace" env:"LABTAP_AUTO_CLOSE_GRACE" default:"5s" help:"How long a project with auto_close stays opened after its last notification listener leaves."`
+	LogLevel       slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
+	LogFormat      string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
+	Advertise      string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address agents on other hosts reach this host's local agent at, for links to it (default: the listen host)."`
+	TrustedAgents  []string      `name:"trusted-agents" env:"LABTAP_TRUSTED_AGENTS" help:"Host patterns (globs such as *.lab.example, or CIDR prefixes), comma-separated, a compute added by POST /v2/computes may be given LABTAP_SECRET for when its request asks (use_controller_secret); empty: never."`
+	MaxConns       int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
+	MaxConnsPerIP  int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"512" help:"Most API connections open at once from one client address (0: no cap)."`
+	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
+	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
+	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
+	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
+	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, unauthenticated) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	pinVersion     bool          // --gns3-version or its variable was given
+
+	// Version is --version (kong prints it and the parse ends).
+	Version cli.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
