@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,4 +64,30 @@ func TestAgentFlagsAndVariables(t *testing.T) {
 			t.Fatalf("%+v, %v", o, err)
 		}
 	})
+}
+
+// TestAgentVersionHelpAndFlagErrors: as the controller's.
+func TestAgentVersionHelpAndFlagErrors(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseTo(&out, []string{"--version"}); !errors.Is(err, cli.ErrHelp) || !strings.Contains(out.String(), version) {
+		t.Fatalf("--version: %v, printed %q", err, out.String())
+	}
+	out.Reset()
+	// Before the flags: the variable with no flag is described, not only
+	// named in another flag's help.
+	if _, err := parseTo(&out, []string{"--help"}); !errors.Is(err, cli.ErrHelp) || !strings.Contains(strings.Split(out.String(), "Flags:")[0], "LABTAP_SECRET") {
+		t.Fatalf("--help: %v, and LABTAP_SECRET is not in it:\n%s", err, out.String())
+	}
+	_, err := parse([]string{"--listen", "nonsense"})
+	if _, ok := errors.AsType[*cli.UsageError](err); !ok || !strings.Contains(err.Error(), "--listen") || !strings.Contains(err.Error(), "LABTAP_LISTEN") {
+		t.Errorf("--listen nonsense: %v, want a usage error naming --listen and LABTAP_LISTEN", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"--data-dir", filepath.Join(file, "sub"), "--listen", "127.0.0.1:0"})
+	if _, ok := errors.AsType[*cli.UsageError](err); !ok || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), "LABTAP_DATA_DIR") {
+		t.Errorf("--data-dir under a file: %v, want a usage error naming --data-dir and LABTAP_DATA_DIR", err)
+	}
 }

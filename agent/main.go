@@ -9,6 +9,7 @@
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
 //	      [--docker=false] [--docker-init PATH]
+//	agent --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
@@ -28,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -73,10 +75,16 @@ type options struct {
 	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM when /dev/kvm opens, else TCG with a warning), kvm or tcg."`
 	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
+
+	// Version is --version (kong prints it and the parse ends).
+	Version cli.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
 func (o *options) Validate() error {
+	if err := cli.ListenAddress(o.Listen); err != nil {
+		return fmt.Errorf("--listen (LABTAP_LISTEN): %w", err)
+	}
 	if o.FilterDeadline <= 0 {
 		return fmt.Errorf("--filter-deadline must be positive, not %v", o.FilterDeadline)
 	}
@@ -92,11 +100,15 @@ func (o *options) Validate() error {
 	return nil
 }
 
-func parse(args []string) (options, error) {
+func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
+
+// parseTo is parse printing help to stdout.
+func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
-	err := cli.Parse("agent", "A labtap compute agent: runs lab nodes, relays their links and writes their captures.",
-		&o, map[string]string{"data_dir": server.DefaultDataDir(), "hostname": hostname(),
-			"socket_buffer": strconv.Itoa(bridge.DefaultBufferBytes)}, os.Stdout, args)
+	err := cli.Parse("agent", "A labtap compute agent: runs lab nodes, relays their links and writes their captures.\n\n"+
+		"LABTAP_SECRET (a variable only, kept out of ps), when set, is the secret the controller must send on every call: set it on every agent that listens beyond loopback, and the same on the controller.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "hostname": hostname(), "version": "labtap agent " + version,
+			"socket_buffer": strconv.Itoa(bridge.DefaultBufferBytes)}, stdout, args)
 	return o, err
 }
 
@@ -110,9 +122,12 @@ func run(args []string) error {
 		log.Info("open-file limit", "limit", limit)
 	}
 
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return cli.FlagError("data-dir", "LABTAP_DATA_DIR", err)
+	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return err
+		return cli.FlagError("listen", "LABTAP_LISTEN", err)
 	}
 	bindHost, _, _ := net.SplitHostPort(ln.Addr().String())
 	consoleHost := o.Advertise

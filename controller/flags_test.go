@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +117,44 @@ func TestAllowedOriginsFlag(t *testing.T) {
 		if _, err := parse(nil); !isUsage(err) {
 			t.Errorf("%q: %v, want a usage error", bad, err)
 		}
+	}
+}
+
+// TestControllerVersionHelpAndFlagErrors: --version prints the version,
+// --help names LABTAP_SECRET (a variable with no flag), and a bad --listen
+// or --data-dir is a usage error (exit 2) naming the flag and its variable.
+func TestControllerVersionHelpAndFlagErrors(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseTo(&out, []string{"--version"}); !errors.Is(err, cli.ErrHelp) || !strings.Contains(out.String(), version) {
+		t.Fatalf("--version: %v, printed %q", err, out.String())
+	}
+	out.Reset()
+	// Before the flags: the variable with no flag is described, not only
+	// named in another flag's help.
+	if _, err := parseTo(&out, []string{"--help"}); !errors.Is(err, cli.ErrHelp) || !strings.Contains(strings.Split(out.String(), "Flags:")[0], "LABTAP_SECRET") {
+		t.Fatalf("--help: %v, and LABTAP_SECRET is not in it:\n%s", err, out.String())
+	}
+	for _, listen := range []string{"nonsense", "127.0.0.1:99999", "127.0.0.1:http-alt-nope"} {
+		_, err := parse([]string{"--listen", listen})
+		if !isUsage(err) || !strings.Contains(err.Error(), "--listen") || !strings.Contains(err.Error(), "LABTAP_LISTEN") {
+			t.Errorf("--listen %s: %v, want a usage error naming --listen and LABTAP_LISTEN", listen, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{"--data-dir", filepath.Join(file, "sub"), "--listen", "127.0.0.1:0", "--no-local-agent"})
+	if !isUsage(err) || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), "LABTAP_DATA_DIR") {
+		t.Errorf("--data-dir under a file: %v, want a usage error naming --data-dir and LABTAP_DATA_DIR", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = run([]string{"--data-dir", t.TempDir(), "--listen", l.Addr().String(), "--no-local-agent"})
+	if !isUsage(err) || !strings.Contains(err.Error(), "--listen") {
+		t.Errorf("--listen on a port in use: %v, want a usage error naming --listen", err)
 	}
 }

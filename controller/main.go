@@ -8,6 +8,7 @@
 // Usage:
 //
 //	controller [--listen 127.0.0.1:3080] [--data-dir DIR] [--gns3-version 2.2.59] [--advertise HOST]
+//	controller --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_USER,
@@ -21,6 +22,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -85,10 +87,16 @@ type options struct {
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
+
+	// Version is --version (kong prints it and the parse ends).
+	Version cli.VersionFlag `name:"version" help:"Print the version and exit."`
 }
 
 // Validate rejects values that parse but make no sense; kong calls it.
 func (o *options) Validate() error {
+	if err := cli.ListenAddress(o.Listen); err != nil {
+		return fmt.Errorf("--listen (LABTAP_LISTEN): %w", err)
+	}
 	if o.MaxJSONBody <= 0 {
 		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
 	}
@@ -113,10 +121,15 @@ func (o *options) Validate() error {
 	return nil
 }
 
-func parse(args []string) (options, error) {
+func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
+
+// parseTo is parse printing help to stdout.
+func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
-	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.",
-		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version}, os.Stdout, args)
+	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.\n\n"+
+		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each.",
+		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version,
+			"version": "labtap controller " + version}, stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
 	// GUI of any 2.2 release gets its own.
 	o.pinVersion = os.Getenv("LABTAP_GNS3_VERSION") != "" // empty counts as unset, as for every variable
@@ -143,9 +156,13 @@ func run(args []string) error {
 	if o.MaxConns == 0 {
 		o.MaxConns = netguard.DefaultMaxConns()
 	}
+	projectsDir := filepath.Join(o.DataDir, "projects")
+	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
+		return cli.FlagError("data-dir", "LABTAP_DATA_DIR", err)
+	}
 	tcpLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return err
+		return cli.FlagError("listen", "LABTAP_LISTEN", err)
 	}
 	// The profiles' listener is bound before anything starts, so an
 	// address that cannot be bound ends the start-up with nothing running.
@@ -160,10 +177,6 @@ func run(args []string) error {
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	projectsDir := filepath.Join(o.DataDir, "projects")
-	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
-		return err
-	}
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)

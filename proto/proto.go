@@ -152,6 +152,7 @@ const (
 	PortUDP    = "udp"    // cloud: a UDP tunnel to something outside the lab
 	PortAccess = "access" // switch: untagged, in VLAN
 	PortDot1Q  = "dot1q"  // switch: 802.1Q trunk, VLAN is the native one
+	PortQinQ   = "qinq"   // switch: 802.1Q tunnel, VLAN is the outer one
 	PortHub    = ""       // hub ports have no type
 )
 
@@ -160,9 +161,12 @@ const (
 type PortMapping struct {
 	Name string `json:"name"`
 	Type string `json:"type,omitempty"`
-	// VLAN is an access port's VLAN, or a trunk's native VLAN (switch),
-	// 1 to 4094; 0 (omitted) means 1, GNS3's default.
+	// VLAN is an access port's VLAN, a trunk's native VLAN or a tunnel's
+	// outer VLAN (switch), 1 to 4094; 0 (omitted) means 1, GNS3's default.
 	VLAN int `json:"vlan,omitempty"`
+	// EtherType is a tunnel (qinq) port's outer tag type: 0x8100 (0,
+	// omitted, means it), 0x88a8, 0x9100 or 0x9200.
+	EtherType int `json:"ethertype,omitempty"`
 	// LocalPort, RemoteHost and RemotePort make a cloud's UDP port: frames
 	// from the lab are sent to RemoteHost:RemotePort, from LocalPort.
 	LocalPort  int    `json:"lport,omitempty"`

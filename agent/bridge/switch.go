@@ -15,10 +15,22 @@ type SwitchPort struct {
 	// Trunk makes the port an 802.1Q trunk carrying every VLAN; otherwise
 	// it is an access port of one VLAN.
 	Trunk bool
-	// VLAN is the access port's VLAN, or the trunk's native (untagged)
-	// VLAN: 1 to 4094.
+	// QinQ makes the port an 802.1Q tunnel (GNS3's "qinq"): it takes
+	// tagged customer frames into its VLAN, and they cross trunks with an
+	// outer tag of that VLAN pushed over the customer's (see
+	// Switch.sendTunnel). Untagged frames into it are dropped.
+	QinQ bool
+	// EtherType is a tunnel port's outer tag type (TPID) on trunks: 0x8100
+	// (0 means it), 0x88a8, 0x9100 or 0x9200.
+	EtherType uint16
+	// VLAN is the access port's VLAN, the trunk's native (untagged) VLAN,
+	// or the tunnel's outer VLAN: 1 to 4094.
 	VLAN int
 }
+
+// tagTypes are the tag types a trunk or tunnel port takes as a VLAN tag
+// (Dynamips's): 802.1Q's, 802.1ad's, and two older QinQ ones.
+func isTagType(t uint16) bool { return t == 0x8100 || t == 0x88a8 || t == 0x9100 || t == 0x9200 }
 
 // Switch is an Ethernet switch or hub that the agent runs itself. Its ports
 // are in-process Ports, linked like any other.
@@ -127,11 +139,18 @@ func NewSwitch(ports []SwitchPort) (*Switch, error) {
 	return newSwitch(false, ports), nil
 }
 
-// checkVLANs refuses a port whose VLAN is out of 802.1Q's range.
+// checkVLANs refuses a port whose VLAN is out of 802.1Q's range, or
+// whose type or tag type makes no sense.
 func checkVLANs(ports []SwitchPort) error {
 	for i, p := range ports {
 		if p.VLAN < 1 || p.VLAN > 4094 {
 			return fmt.Errorf("switch port %d: VLAN %d is out of range 1 to 4094", i, p.VLAN)
+		}
+		if p.QinQ && p.Trunk {
+			return fmt.Errorf("switch port %d: a port is a trunk or a tunnel, not both", i)
+		}
+		if p.EtherType != 0 && (!p.QinQ || !isTagType(p.EtherType)) {
+			return fmt.Errorf("switch port %d: tag type %#04x is for a tunnel port, one of 0x8100, 0x88a8, 0x9100, 0x9200", i, p.EtherType)
 		}
 	}
 	return nil
@@ -432,12 +451,16 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 	}
 	cfg := in.cfg.Load()
 	vlan, tagged := cfg.VLAN, false
-	if cfg.Trunk && binary.BigEndian.Uint16(frame[12:]) == etherTypeDot1Q {
+	if cfg.Trunk && isTagType(binary.BigEndian.Uint16(frame[12:])) {
 		if len(frame) < 18 {
 			in.drops.Add(1)
 			return
 		}
 		vlan, tagged = int(binary.BigEndian.Uint16(frame[14:])&0xfff), true
+	}
+	if cfg.QinQ && (len(frame) < 18 || !isTagType(binary.BigEndian.Uint16(frame[12:]))) {
+		in.drops.Add(1) // a tunnel carries tagged customer frames only
+		return
 	}
 	if vlan == 0 { // priority-tagged only: Dynamips drops these too
 		in.drops.Add(1)
@@ -470,7 +493,7 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 		}
 		if out >= 0 {
 			if out != in.index {
-				s.send(s.ports[out], frame, vlan, tagged)
+				s.send(s.ports[out], frame, vlan, tagged, cfg)
 			}
 			return
 		}
@@ -482,29 +505,70 @@ func (s *Switch) forward(in *switchPort, frame []byte) {
 		if c := p.cfg.Load(); !c.Trunk && c.VLAN != vlan {
 			continue
 		}
-		s.send(p, frame, vlan, tagged)
+		s.send(p, frame, vlan, tagged, cfg)
 	}
 }
 
-// send queues a frame of VLAN vlan, tagged or not as it came in, to leave
-// port p, adding or removing the 802.1Q tag as p's type requires.
-func (s *Switch) send(p *switchPort, frame []byte, vlan int, tagged bool) {
+// send queues a frame of VLAN vlan, tagged or not as it came in through a
+// port configured as from, to leave port p, adding or removing the 802.1Q
+// tag as p's type requires.
+func (s *Switch) send(p *switchPort, frame []byte, vlan int, tagged bool, from *SwitchPort) {
 	c := p.cfg.Load()
+	if from.QinQ || c.QinQ {
+		s.sendTunnel(p, c, frame, vlan, tagged, from)
+		return
+	}
 	wantTag := c.Trunk && c.VLAN != vlan
 	switch {
 	case tagged == wantTag:
-	case wantTag: // push: dst, src, 8100 VID, then the rest
-		at := len(s.scratch)
-		s.scratch = append(s.scratch, frame[:12]...)
-		s.scratch = binary.BigEndian.AppendUint16(s.scratch, etherTypeDot1Q)
-		s.scratch = binary.BigEndian.AppendUint16(s.scratch, uint16(vlan))
-		s.scratch = append(s.scratch, frame[12:]...)
-		frame = s.scratch[at:len(s.scratch):len(s.scratch)]
-	default: // pop
-		at := len(s.scratch)
-		s.scratch = append(s.scratch, frame[:12]...)
-		s.scratch = append(s.scratch, frame[16:]...)
-		frame = s.scratch[at:len(s.scratch):len(s.scratch)]
+	case wantTag:
+		frame = s.pushTag(frame, etherTypeDot1Q, vlan)
+	default:
+		frame = s.popTag(frame)
 	}
 	s.outs[p.index] = append(s.outs[p.index], frame)
+}
+
+// sendTunnel is send where a tunnel (qinq) port is either end, as
+// Dynamips's switch does it: a customer frame from a tunnel port leaves a
+// trunk with an outer tag of the tunnel's VLAN and tag type pushed (native
+// VLAN or not), and another tunnel port of its VLAN as it came; a tagged
+// frame from a trunk leaves a tunnel port of its VLAN with that tag
+// popped. Nothing else crosses: no access port takes a tunnel's frames,
+// and no tunnel an access port's or a trunk's untagged ones.
+func (s *Switch) sendTunnel(p *switchPort, c *SwitchPort, frame []byte, vlan int, tagged bool, from *SwitchPort) {
+	switch {
+	case from.QinQ && c.Trunk:
+		tpid := from.EtherType
+		if tpid == 0 {
+			tpid = etherTypeDot1Q
+		}
+		frame = s.pushTag(frame, tpid, vlan)
+	case from.QinQ && c.QinQ && c.VLAN == vlan:
+	case from.Trunk && tagged && c.QinQ && c.VLAN == vlan:
+		frame = s.popTag(frame)
+	default:
+		return
+	}
+	s.outs[p.index] = append(s.outs[p.index], frame)
+}
+
+// pushTag returns frame with a tag (type tpid, VLAN vlan) pushed after
+// the addresses, built in the round's scratch.
+func (s *Switch) pushTag(frame []byte, tpid uint16, vlan int) []byte {
+	at := len(s.scratch)
+	s.scratch = append(s.scratch, frame[:12]...)
+	s.scratch = binary.BigEndian.AppendUint16(s.scratch, tpid)
+	s.scratch = binary.BigEndian.AppendUint16(s.scratch, uint16(vlan))
+	s.scratch = append(s.scratch, frame[12:]...)
+	return s.scratch[at:len(s.scratch):len(s.scratch)]
+}
+
+// popTag returns frame without its outer tag, built in the round's
+// scratch.
+func (s *Switch) popTag(frame []byte) []byte {
+	at := len(s.scratch)
+	s.scratch = append(s.scratch, frame[:12]...)
+	s.scratch = append(s.scratch, frame[16:]...)
+	return s.scratch[at:len(s.scratch):len(s.scratch)]
 }

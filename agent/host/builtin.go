@@ -96,8 +96,14 @@ func switchPorts(ports []proto.PortMapping) ([]bridge.SwitchPort, error) {
 		case proto.PortAccess:
 		case proto.PortDot1Q:
 			cfg[i].Trunk = true
+		case proto.PortQinQ:
+			cfg[i].QinQ = true
+			if pm.EtherType < 0 || pm.EtherType > 0xffff {
+				return nil, proto.Errorf(proto.CodeInvalid, "switch port %d (%s): ethertype %#x is out of range", i, pm.Name, pm.EtherType)
+			}
+			cfg[i].EtherType = uint16(pm.EtherType)
 		default:
-			return nil, proto.Errorf(proto.CodeInvalid, "switch port %d (%s): type %q is not supported (want %q or %q)", i, pm.Name, pm.Type, proto.PortAccess, proto.PortDot1Q)
+			return nil, proto.Errorf(proto.CodeInvalid, "switch port %d (%s): type %q is not supported (want %q, %q or %q)", i, pm.Name, pm.Type, proto.PortAccess, proto.PortDot1Q, proto.PortQinQ)
 		}
 		cfg[i].VLAN = pm.VLAN
 		if cfg[i].VLAN == 0 {

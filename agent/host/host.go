@@ -11,6 +11,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -20,6 +21,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -555,6 +557,13 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 	if err != nil {
 		return proto.NodeState{}, err
 	}
+	if spec.NodeType == "vpcs" {
+		if err := writeStartupVPC(n.dir, spec.Name); err != nil {
+			n.close()
+			h.log.Error("write startup.vpc", "node", spec.NodeID, "err", err)
+			return proto.NodeState{}, proto.Errorf(proto.CodeInternal, "node %s: cannot write its startup.vpc", spec.NodeID)
+		}
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -789,6 +798,37 @@ func (h *Host) WriteNodeFile(projectID, nodeID, name string, data []byte) error 
 		return err
 	}
 	return fileError(name, confined.Write(n.dir, name, data, 0o644))
+}
+
+// writeStartupVPC gives a new VPCS the startup.vpc GNS3 writes, which
+// names the PC, unless it has one (a node created again, an imported or
+// copied node, a user's edit). Clients' config editors open it; VPCS runs
+// it at start.
+func writeStartupVPC(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := root.OpenFile("startup.vpc", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// One word of printable ASCII, as VPCS takes a name.
+	word := strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, name)
+	_, err = fmt.Fprintf(f, "set pcname %s\n", word)
+	return errors.Join(err, f.Close())
 }
 
 // fileError words a node file failure for the client, naming the file as

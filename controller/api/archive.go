@@ -45,7 +45,7 @@ var archiveResponseSchemas = map[string]string{
 var archiveRouteDocs = map[string]routeDoc{
 	"GET /v2/projects/{project_id}/export":                           {"Export a portable project (.gns3project zip, GNS3 2.2's layout), streamed as it is made; every node must be stopped. Query: include_snapshots, include_images, reset_mac_addresses, keep_compute_ids (yes/no), compression (none, zip, bzip2, lzma)", "", 200, "gns3project", []int{400, 404, 409}},
 	"POST /v2/projects/{project_id}/import":                          {"Import a portable project under this id: raw body or multipart/form-data (first file part), streamed to disk; ?name= picks the name. Entries that are not regular files or could leave the project are refused; node types this server cannot run are kept, stopped", "archive", 201, "project", []int{400, 409, 413}},
-	"POST /v2/projects/{project_id}/duplicate":                       {"Copy a project (closed, new ids); every node must be stopped", "project_duplicate", 201, "project", []int{400, 403, 404, 409, 413}},
+	"POST /v2/projects/{project_id}/duplicate":                       {"Copy a project (closed, new ids), running nodes and all: the nodes' files come from their computes", "project_duplicate", 201, "project", []int{400, 403, 404, 409, 413}},
 	"GET /v2/projects/{project_id}/snapshots":                        {"List a project's snapshots by creation time", "", 200, "snapshots", []int{404, 409}},
 	"POST /v2/projects/{project_id}/snapshots":                       {"Take a snapshot of an opened project whose nodes are stopped", "snapshot_create", 201, "snapshot", []int{400, 403, 404, 409, 413}},
 	"DELETE /v2/projects/{project_id}/snapshots/{snapshot_id}":       {"Delete a snapshot", "", 204, "", []int{403, 404, 409}},
@@ -56,7 +56,7 @@ var archiveSchemas = map[string]string{
 	"project_duplicate": `{"type": "object", "properties": ` + strings.Replace(strings.Replace(projectProperties,
 		`"name": {"type": "string", "minLength": 1, "maxLength": 255,`,
 		`"reset_mac_addresses": {"type": "boolean"}, "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 255,`, 1),
-		`"path": {"type": "string", "minLength": 1, "maxLength": 4096},`, `"path": {"type": ["string", "null"], "maxLength": 4096},`, 1) + `,
+		`"path": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "description": "null is the same as absent (at creation: <projects>/<project_id>)"},`, `"path": {"type": ["string", "null"], "maxLength": 4096},`, 1) + `,
 		"required": ["name"], "additionalProperties": false}`,
 	"snapshot_create": `{"type": "object",
 		"properties": {

@@ -53,8 +53,8 @@ func TestProjectAndNodeFilesStayInTheirDirectory(t *testing.T) {
 
 	// Node files: VPCS startup.vpc.
 	n := p + "/nodes/" + l.a
-	if r := l.do("GET", n+"/files/startup.vpc", nil); r.status != 404 || r.body["status"] != 404.0 || strings.Contains(string(r.raw), l.data) {
-		t.Fatalf("absent startup.vpc: %d %s", r.status, r.raw)
+	if r := l.do("GET", n+"/files/nothere.txt", nil); r.status != 404 || r.body["status"] != 404.0 || strings.Contains(string(r.raw), l.data) {
+		t.Fatalf("absent file: %d %s", r.status, r.raw)
 	}
 	if r := l.do("POST", n+"/files/startup.vpc", "ip 10.0.0.1/24\n"); r.status != 201 || r.header.Get("X-Route") != rNodeFile {
 		t.Fatalf("write startup.vpc: %d %s", r.status, r.raw)
@@ -67,7 +67,7 @@ func TestProjectAndNodeFilesStayInTheirDirectory(t *testing.T) {
 			t.Errorf("%s: %d", path, r.status)
 		}
 	}
-	if r := l.do("GET", p+"/nodes/"+l.b+"/files/startup.vpc", nil); r.status != 404 {
+	if r := l.do("GET", p+"/nodes/"+l.b+"/files/startup.vpc", nil); string(r.raw) != "set pcname PC2\n" {
 		t.Fatalf("a write reached another node's directory: %d %s", r.status, r.raw)
 	}
 	if r := l.do("POST", n+"/files/big.txt", strings.Repeat("x", 600<<10)); r.status != 413 {

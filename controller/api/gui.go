@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/project"
 )
 
 // The routes GNS3's GUI and web UI call beyond the core of projects,
@@ -49,6 +50,10 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "PUT", "/v2/iou_license", str.putIOULicense)
 	a.handle(app, "GET", "/v2/statistics", a.statistics)
 	a.handle(app, "POST", "/v2/projects/load", a.loadProject)
+	// GNS3 runs these for the GUI's own local server only, and answers
+	// any other client 403: labtap is never that server.
+	a.handle(app, "POST", "/v2/debug", localOnly("You can only debug a local server"))
+	a.handle(app, "POST", "/v2/shutdown", localOnly("You can only stop a local server"))
 	// Emulators labtap does not run: their dialogs' listings are empty.
 	// (Docker and QEMU have routes of their own.)
 	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms", "network/interfaces"} {
@@ -65,6 +70,14 @@ func (a *API) registerGUI(app *fiber.App) {
 		a.handle(app, "POST", "/v2/compute/"+e+"/images/{filename:.+}", notRunHere(e))
 	}
 	a.handle(app, "POST", "/v2/computes/{compute_id}/auto_idlepc", a.computeNotRunHere("dynamips"))
+}
+
+// localOnly answers a route that GNS3 serves only to the GUI that
+// started it: 403 with msg.
+func localOnly(msg string) fiber.Handler {
+	return func(*fiber.Ctx) error {
+		return &project.Error{Kind: project.ErrForbidden, Msg: msg}
+	}
 }
 
 // guiRouteDocs documents the routes of registerGUI (see routeDocs).
@@ -86,6 +99,8 @@ var guiRouteDocs = map[string]routeDoc{
 	"PUT /v2/iou_license":                                    {"Store IOU license settings (merged)", "iou_license", 201, "settings", []int{400, 409, 413}},
 	"GET /v2/statistics":                                     {"Load of each connected compute", "", 200, "list", nil},
 	"POST /v2/projects/load":                                 {"Open a .gns3 by path: only a GUI's own local server does (403)", "", 403, "", nil},
+	"POST /v2/debug":                                         {"Dump debug information: only a GUI's own local server does (403)", "", 403, "", nil},
+	"POST /v2/shutdown":                                      {"Stop the server: only a GUI's own local server does (403)", "", 403, "", nil},
 	"GET /v2/computes/{compute_id}/iou/images":               {"IOU images of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/dynamips/images":          {"Dynamips images of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/virtualbox/vms":           {"VirtualBox VMs of a compute: none (not run here)", "", 200, "list", []int{404}},

@@ -112,7 +112,7 @@ func (h notificationRoutes) ping() []byte {
 
 // controllerNotifications streams the controller's events as JSON lines.
 func (h notificationRoutes) controllerNotifications(c *fiber.Ctx) error {
-	return h.streamLines(c, notify.Controller)
+	return h.streamLines(c, notify.Controller, false)
 }
 
 // projectNotifications streams a project's events as JSON lines. The
@@ -122,7 +122,18 @@ func (h notificationRoutes) projectNotifications(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return h.streamLines(c, p.ID)
+	return h.streamLines(c, p.ID, c.QueryBool("passive"))
+}
+
+// A passive listener (?passive=true: labtap's capture view) of a project
+// stream gets the same messages but is not a client of the project: its
+// leaving never auto-closes the project, and it does not keep it opened
+// once the GNS3 clients have left (notify.Hub.Watch).
+func (h notificationRoutes) listen(stream string, passive bool) *notify.Sub {
+	if passive {
+		return h.hub.Watch(stream)
+	}
+	return h.hub.Subscribe(stream)
 }
 
 // streamLines answers a chunked JSON-lines stream: a ping first, then every
@@ -130,7 +141,7 @@ func (h notificationRoutes) projectNotifications(c *fiber.Ctx) error {
 // silence. It ends when the client goes away, when the listener falls too
 // far behind (the client reconnects), or when the server stops; the body
 // then ends properly.
-func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string) error {
+func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string, passive bool) error {
 	if h.hub == nil {
 		return fiber.NewError(fiber.StatusNotImplemented, "Notifications are not enabled")
 	}
@@ -139,7 +150,7 @@ func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string) error {
 	done := h.serverCtx.Done()
 	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		sub := h.hub.Subscribe(stream)
+		sub := h.listen(stream, passive)
 		defer h.hub.Unsubscribe(sub)
 		send := func(msg []byte) bool {
 			w.Write(msg)
@@ -211,12 +222,14 @@ func websocketOnly(next fiber.Handler) fiber.Handler {
 // controllerNotificationsWS streams the controller's events, one text
 // frame per message.
 func (h notificationRoutes) controllerNotificationsWS() fiber.Handler {
-	return websocketOnly(websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, notify.Controller) }))
+	return websocketOnly(websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, notify.Controller, false) }))
 }
 
 // projectNotificationsWS streams a project's events over WebSocket.
 func (h notificationRoutes) projectNotificationsWS() fiber.Handler {
-	ws := websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, conn.Params("project_id")) })
+	ws := websocket.New(func(conn *websocket.Conn) {
+		h.streamFrames(conn, conn.Params("project_id"), conn.Query("passive") == "true" || conn.Query("passive") == "1")
+	})
 	return websocketOnly(func(c *fiber.Ctx) error {
 		if _, err := h.projects.Project(c.Params("project_id")); err != nil {
 			return err
@@ -225,11 +238,11 @@ func (h notificationRoutes) projectNotificationsWS() fiber.Handler {
 	})
 }
 
-func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string) {
+func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string, passive bool) {
 	if h.hub == nil {
 		return
 	}
-	sub := h.hub.Subscribe(stream)
+	sub := h.listen(stream, passive)
 	defer h.hub.Unsubscribe(sub)
 	var wg sync.WaitGroup // both end once the reader stops, below
 	defer wg.Wait()

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/labtap/labtap/capspec"
 )
@@ -12,7 +13,7 @@ const (
 	projectProperties = `{
 			"name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "at most 255 bytes of UTF-8, no control characters"},
 			"project_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
-			"path": {"type": "string", "minLength": 1, "maxLength": 4096},
+			"path": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "description": "null is the same as absent (at creation: <projects>/<project_id>)"},
 			"auto_close": {"type": "boolean"},
 			"auto_open": {"type": "boolean"},
 			"auto_start": {"type": "boolean"},
@@ -126,8 +127,10 @@ var schemaSources = map[string]string{
 		"required": ["name"], "additionalProperties": false}`,
 
 	// GNS3 refuses project_id in a PUT although its handler means to drop
-	// it (api-v2.md 7.21): accepted here, and ignored.
-	"project_update": `{"type": "object", "properties": ` + projectProperties + `, "additionalProperties": false}`,
+	// it: accepted here, and ignored. A null name or path (GNS3's schema
+	// allows both) changes nothing.
+	"project_update": `{"type": "object", "properties": ` + strings.Replace(projectProperties,
+		`"name": {"type": "string",`, `"name": {"type": ["string", "null"],`, 1) + `, "additionalProperties": false}`,
 
 	"node_create": `{"type": "object", "properties": ` + nodeProperties + `,
 		"required": ["name", "node_type", "compute_id"], "additionalProperties": false}`,

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +29,11 @@ type ExportOptions struct {
 	// them inside its image directories only: an image path a client set
 	// is never read as is (GNS3 bug 3.1.3).
 	Images []Image
+	// Files are added under their names (slash-separated, relative to
+	// the project directory), in place of the directory's files of those
+	// names: files kept elsewhere, such as node files read from their
+	// computes.
+	Files map[string][]byte
 	// Warn is told, in words, of each file left out (a link, a special
 	// file, a file that cannot be read); nil drops them.
 	Warn func(msg string)
@@ -102,6 +109,9 @@ func Export(w io.Writer, dir string, projectFile []byte, opts ExportOptions) err
 			}
 			return nil
 		}
+		if _, given := opts.Files[rel]; given && !d.IsDir() {
+			return nil
+		}
 		if excluded(rel, d.IsDir(), opts.IncludeSnapshots) {
 			if d.IsDir() {
 				return fs.SkipDir
@@ -143,6 +153,19 @@ func Export(w io.Writer, dir string, projectFile []byte, opts ExportOptions) err
 	})
 	if err != nil {
 		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(opts.Files)) {
+		if err := checkName(name); err != nil || excluded(name, false, opts.IncludeSnapshots) {
+			warn(fmt.Sprintf("Could not export file %s: not a project file name", name))
+			continue
+		}
+		fw, err := zw.CreateHeader(fileHeader(name, method, now, 0o644))
+		if err != nil {
+			return err
+		}
+		if _, err := fw.Write(opts.Files[name]); err != nil {
+			return err
+		}
 	}
 	return zw.Close()
 }

@@ -39,8 +39,11 @@ type Hub struct {
 
 	grace time.Duration
 
-	mu       sync.Mutex // guards subs, idle, stopping and Sub.closed
-	subs     map[string]map[*Sub]struct{}
+	mu   sync.Mutex // guards subs, active, idle, stopping and Sub.closed
+	subs map[string]map[*Sub]struct{}
+	// active counts each project stream's subscribers that keep it
+	// opened: Subscribe's, not Watch's.
+	active   map[string]int
 	idle     map[string]*time.Timer // project streams waiting out their grace
 	stopping bool                   // Close has begun: no more onIdle calls
 	onIdles  sync.WaitGroup         // onIdle calls under way; Close waits for them
@@ -64,6 +67,8 @@ type Sub struct {
 	C      chan []byte
 	stream string
 	closed bool // guarded by the hub's mu
+	// passive: a Watch listener, which OnIdle does not count.
+	passive bool
 }
 
 // Config configures a Hub.
@@ -72,7 +77,8 @@ type Config struct {
 	// DefaultQueue.
 	Queue int
 	// OnIdle is called, in its own goroutine, when a project stream has
-	// had no subscriber for IdleGrace since its last one left.
+	// had no subscriber for IdleGrace since its last one left. Watch's
+	// listeners do not count: they neither start nor stop the wait.
 	OnIdle func(projectID string)
 	// IdleGrace is how long a project stream must stay without listeners
 	// before OnIdle; 0 means 5 s (GNS3's auto-close delay).
@@ -90,7 +96,7 @@ func New(cfg Config) *Hub {
 	h := &Hub{
 		queue: cfg.Queue, onIdle: cfg.OnIdle, grace: cfg.IdleGrace, idle: make(map[string]*time.Timer),
 		in: make(chan op, 4*cfg.Queue), quit: make(chan struct{}), done: make(chan struct{}),
-		subs: make(map[string]map[*Sub]struct{}),
+		subs: make(map[string]map[*Sub]struct{}), active: make(map[string]int),
 	}
 	go h.run()
 	return h
@@ -148,9 +154,12 @@ func (h *Hub) apply(o op) {
 		if o.sub.closed { // dropped above, with everyone
 			return
 		}
-		if t := h.idle[o.stream]; t != nil { // a listener is back in time
-			t.Stop()
-			delete(h.idle, o.stream)
+		if !o.sub.passive {
+			if t := h.idle[o.stream]; t != nil { // a listener is back in time
+				t.Stop()
+				delete(h.idle, o.stream)
+			}
+			h.active[o.stream]++
 		}
 		if h.subs[o.stream] == nil {
 			h.subs[o.stream] = make(map[*Sub]struct{})
@@ -185,8 +194,15 @@ func (h *Hub) deliverLocked(stream string, msg []byte) {
 // published before. It goes through the dispatcher's queue, in order with
 // the messages, so it may wait for the dispatcher. On a closed hub the
 // listener's channel is closed at once.
-func (h *Hub) Subscribe(stream string) *Sub {
-	s := &Sub{C: make(chan []byte, h.queue), stream: stream}
+func (h *Hub) Subscribe(stream string) *Sub { return h.subscribe(stream, false) }
+
+// Watch is Subscribe for a listener that does not count as a client of the
+// project (labtap's capture view): its leaving never makes the stream
+// idle, and its presence does not keep the stream from being idle.
+func (h *Hub) Watch(stream string) *Sub { return h.subscribe(stream, true) }
+
+func (h *Hub) subscribe(stream string, passive bool) *Sub {
+	s := &Sub{C: make(chan []byte, h.queue), stream: stream, passive: passive}
 	added := make(chan struct{})
 	select {
 	case h.in <- op{sub: s, added: added, stream: stream}:
@@ -228,6 +244,12 @@ func (h *Hub) removeLocked(s *Sub) {
 	delete(subs, s)
 	if len(subs) == 0 {
 		delete(h.subs, s.stream)
+	}
+	if s.passive {
+		return
+	}
+	if h.active[s.stream]--; h.active[s.stream] <= 0 {
+		delete(h.active, s.stream)
 		if s.stream != Controller && h.onIdle != nil {
 			h.startIdleLocked(s.stream)
 		}
@@ -243,7 +265,7 @@ func (h *Hub) startIdleLocked(stream string) {
 	var t *time.Timer
 	t = time.AfterFunc(h.grace, func() {
 		h.mu.Lock()
-		still := !h.stopping && h.idle[stream] == t && len(h.subs[stream]) == 0
+		still := !h.stopping && h.idle[stream] == t && h.active[stream] == 0
 		if still {
 			delete(h.idle, stream)
 			h.onIdles.Add(1)
@@ -277,7 +299,7 @@ func (h *Hub) enqueue(o op) {
 	}
 }
 
-// Count returns how many subscribers a stream has.
+// Count returns how many subscribers a stream has, Watch's included.
 func (h *Hub) Count(stream string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

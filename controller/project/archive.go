@@ -139,7 +139,7 @@ func (s *Archives) Export(ctx context.Context, id string, opts ExportOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	exp, err := s.export(id, opts, end)
+	exp, err := s.export(ctx, id, opts, end, false)
 	if exp != nil {
 		exp.announce = true
 	}
@@ -147,8 +147,10 @@ func (s *Archives) Export(ctx context.Context, id string, opts ExportOptions) (*
 }
 
 // export is Export for a caller that marked the archive operation;
-// end, called after WriteTo, ends it.
-func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, error) {
+// end, called after WriteTo, ends it. A copy (duplicate) may be made while
+// nodes run, and takes the node files (VPCS startup.vpc) from the computes,
+// where clients change them, over the project directory's.
+func (s *Archives) export(ctx context.Context, id string, opts ExportOptions, end func(), copying bool) (*Export, error) {
 	st, err := s.core.lockProject(id)
 	if err != nil {
 		end()
@@ -161,7 +163,17 @@ func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, e
 	}
 	st.mu.RLock()
 	p := st.p
-	err = st.checkStoppedLocked("export")
+	if !copying {
+		err = st.checkStoppedLocked("export")
+	}
+	var withFiles []Node
+	if copying && p.Status == Opened {
+		for _, nid := range st.nodeOrder {
+			if n := st.nodes[nid]; n.Type == "vpcs" && !n.Inert {
+				withFiles = append(withFiles, *n)
+			}
+		}
+	}
 	st.mu.RUnlock()
 	if err != nil {
 		return fail(err)
@@ -173,6 +185,7 @@ func (s *Archives) export(id string, opts ExportOptions, end func()) (*Export, e
 			s.core.cfg.Events.Emit(Event{Action: LogWarning, ProjectID: id, Message: msg})
 		}
 	}
+	opts.Files = s.nodeFiles(ctx, p.ID, withFiles, opts.Warn)
 	// Images come only from the image directories, never from a path a
 	// node names as it is (GNS3 bug 3.1.3).
 	opts.Images = nil
@@ -451,6 +464,25 @@ func (s *Archives) freeProjectName(name string) string {
 	}
 }
 
+// nodeFiles reads the files clients edit of nodes from their computes
+// (VPCS: startup.vpc), named as the project directory has them. A node
+// without one has none; a file that cannot be read is left as the
+// directory has it, with a warning.
+func (s *Archives) nodeFiles(ctx context.Context, projectID string, nodes []Node, warn func(string)) map[string][]byte {
+	files := map[string][]byte{}
+	for _, n := range nodes {
+		data, err := s.core.cfg.Computes.NodeFile(ctx, n.ComputeID, projectID, n.ID, "startup.vpc")
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			warn(fmt.Sprintf("Could not read the startup.vpc of %s from compute %s: %v", n.Name, n.ComputeID, err))
+		default:
+			files["project-files/vpcs/"+n.ID+"/startup.vpc"] = data
+		}
+	}
+	return files
+}
+
 // DuplicateRequest is a request to duplicate a project.
 type DuplicateRequest struct {
 	Name      string // "" is the source's name
@@ -460,9 +492,12 @@ type DuplicateRequest struct {
 // Duplicate copies a project under a new id: its export (snapshots
 // included, compute ids kept, MACs reset if asked) imported as a new,
 // closed project with new node, link and drawing ids. The copy keeps the
-// source's auto_close; auto_start and auto_open are off. Every node must be
-// stopped (GNS3 copies running files as they are); the source is left as
-// it is, opened or closed, and a failure leaves nothing behind.
+// source's auto_close; auto_start and auto_open are off. Nodes may run, as
+// in GNS3: the project is held while it is read, so no API change comes
+// between its files, and the nodes' files come from their computes; a file
+// a running emulator writes meanwhile (a QEMU disk) is copied as it is. The
+// source is left as it is, opened or closed, and a failure leaves nothing
+// behind.
 func (s *Archives) Duplicate(ctx context.Context, id string, req DuplicateRequest) (Project, error) {
 	src, err := s.core.project(id)
 	if err != nil {
@@ -478,14 +513,11 @@ func (s *Archives) Duplicate(ctx context.Context, id string, req DuplicateReques
 	if err != nil {
 		return Project{}, err
 	}
-	exp, err := s.export(id, ExportOptions{
+	exp, err := s.export(ctx, id, ExportOptions{
 		IncludeSnapshots: true, KeepComputeIDs: true, ResetMACs: req.ResetMACs, Compression: archive.Store,
 		Warn: func(msg string) { s.core.log.Warn("duplicate", "project", id, "msg", msg) },
-	}, end)
+	}, end, true)
 	if err != nil {
-		if pe, ok := errors.AsType[*Error](err); ok && strings.HasPrefix(pe.Msg, "Project must be stopped") {
-			return Project{}, errorf(ErrConflict, "Project must be stopped in order to duplicate it")
-		}
 		return Project{}, err
 	}
 	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".duplicate-*.gns3project")
@@ -562,8 +594,8 @@ func (s *Archives) CreateSnapshot(ctx context.Context, id string, req SnapshotCr
 	if slices.ContainsFunc(list, func(x SnapshotInfo) bool { return x.Name == req.Name }) {
 		return SnapshotInfo{}, errorf(ErrConflict, "The snapshot name %s already exists", req.Name)
 	}
-	exp, err := s.export(id, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
-		Warn: func(msg string) { s.core.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {})
+	exp, err := s.export(ctx, id, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
+		Warn: func(msg string) { s.core.log.Warn("snapshot", "project", id, "msg", msg) }}, func() {}, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}

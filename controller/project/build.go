@@ -32,6 +32,7 @@ func (s *builder) build(ctx context.Context, st *state, snap *Snapshot, running 
 			return err
 		}
 		n.ProjectID = st.p.ID
+		n.Properties = withDefaults(n.Type, n.Properties)
 		n.MACIndex = -1
 		if usesMAC(n.Type) {
 			n.MACIndex = st.freeMACLocked()

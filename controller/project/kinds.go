@@ -72,6 +72,8 @@ var kinds = []*kind{
 			return []Port{{Name: "Ethernet0", ShortName: "e0", LinkType: Ethernet, DataLinkTypes: ethernetDLTs}}
 		},
 		macIndex: true,
+		// GNS3's VPCS: a telnet console, or none (no console port).
+		consoleTypes: []string{"telnet", "none"},
 		template: func() *Template {
 			t := builtinTemplate("vpcs", "VPCS", "PC{0}", ":/symbols/vpcs_guest.svg", "guest")
 			t.Properties = map[string]any{"base_script_file": "vpcs_base_config.txt"}
@@ -83,6 +85,9 @@ var kinds = []*kind{
 		ports:         mappedPorts,
 		alwaysRunning: true,
 		portsMapping:  true,
+		// GNS3's switch: no console, or a telnet one (labtap's switch has no
+		// console to serve: the type is kept, its port stays null).
+		consoleTypes: []string{"none", "telnet"},
 		template: func() *Template {
 			t := builtinTemplate(TypeSwitch, "Ethernet switch", "Switch{0}", ":/symbols/ethernet_switch.svg", "switch")
 			t.ConsoleType = "none"
@@ -136,6 +141,13 @@ func isSuspendable(nodeType string) bool {
 
 // hasAdapters reports node types with one port per adapter, whose
 // properties the compute gets.
+// keepsConsoleType reports whether the controller keeps a node's
+// console_type itself, its compute running the node the same whatever the
+// type (VPCS, switch): the compute's report does not replace it.
+func keepsConsoleType(nodeType string) bool {
+	return is(nodeType, func(k *kind) bool { return k.consoleTypes != nil && k.adapters == nil })
+}
+
 func hasAdapters(nodeType string) bool {
 	return is(nodeType, func(k *kind) bool { return k.adapters != nil })
 }

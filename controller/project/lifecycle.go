@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/labtap/labtap/controller/archive"
 )
 
 // Load registers every stored project, closed, then opens those whose
@@ -269,23 +271,29 @@ func equalProjects(a, b Project) bool {
 }
 
 // Stats counts what a project holds; a closed project has nothing in
-// memory, as in GNS3.
+// memory, as in GNS3, but its snapshots, which are files.
 type Stats struct {
 	Nodes, Links, Drawings, Snapshots int
 }
 
-// ProjectStats returns a project's counts.
+// ProjectStats returns a project's counts. A snapshot list that cannot be
+// read counts none: the counts are for display.
 func (s *Service) ProjectStats(id string) (Stats, error) {
 	st, err := s.core.lookup(id)
 	if err != nil {
 		return Stats{}, err
 	}
 	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.p.Status != Opened {
-		return Stats{}, nil
+	var stats Stats
+	if st.p.Status == Opened {
+		stats = Stats{Nodes: len(st.nodes), Links: len(st.links), Drawings: len(st.drawings)}
 	}
-	return Stats{Nodes: len(st.nodes), Links: len(st.links), Drawings: len(st.drawings)}, nil
+	dir := st.p.Path
+	st.mu.RUnlock()
+	if snaps, err := archive.ReadSnapshots(dir); err == nil {
+		stats.Snapshots = len(snaps)
+	}
+	return stats, nil
 }
 
 // AutoCloseIdle closes a project whose notification listeners have all

@@ -94,6 +94,9 @@ type Node struct {
 	// Inert marks a node kept as its file has it, of a type labtap cannot
 	// run: it stays stopped, and starting it is refused (archive.go).
 	Inert bool
+	// computeConsole is the console port the compute last reported, which
+	// Console shows unless the node's console_type hides it (showConsole).
+	computeConsole int
 }
 
 // Port is a network port of a node.

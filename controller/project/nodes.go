@@ -116,7 +116,6 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	}
 	name, err := allocateName(req.Name, func(name string) bool { return st.nameTakenLocked(name) })
 	mac := st.freeMACLocked()
-	pref := ProjectRef{ID: st.p.ID, Name: st.p.Name}
 	vars := st.p.Settings.Variables
 	st.mu.RUnlock()
 	if err != nil {
@@ -125,21 +124,12 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if !s.core.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
-	if k := kindOf(req.Type); k.defaults != nil {
-		props := maps.Clone(req.Properties)
-		if props == nil {
-			props = map[string]any{}
-		}
-		k.defaults(props)
-		req.Properties = props
-	}
+	req.Properties = withDefaults(req.Type, req.Properties)
 	if err := checkProperties(name, req.Properties); err != nil {
 		return Node{}, err
 	}
 	if !usesMAC(req.Type) {
 		mac = -1
-	} else if mac < 0 {
-		return Node{}, errorf(ErrConflict, "Project %s has no MAC address left for a new node", pref.Name)
 	}
 	if req.ID == "" {
 		req.ID = newID()
@@ -152,7 +142,7 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 		FirstPortName: req.FirstPortName, CustomAdapters: req.CustomAdapters, MACIndex: mac,
 		Extra: maps.Clone(req.Extra),
 	}
-	if hasAdapters(req.Type) {
+	if hasAdapters(req.Type) || keepsConsoleType(req.Type) {
 		n.ConsoleType = req.ConsoleType
 	}
 	spec, err := s.nodeSpec(n, vars)
@@ -203,21 +193,53 @@ func (st *state) nameTakenLocked(name string) bool {
 	return false
 }
 
-// freeMACLocked returns the lowest MAC index no node of the project uses,
-// -1 if all 255 are taken. Indexes are project-wide, so nodes on different
-// computes never share a MAC. st.mu must be held.
+// MACIndexes is how many MAC indexes a project hands out: VPCS takes one
+// byte of its MAC from its agent (00:50:79:66:68:NN), 255 of them as GNS3.
+const MACIndexes = 255
+
+// freeMACLocked returns the lowest MAC index no node of the project uses.
+// Indexes are project-wide, so nodes on different computes do not share a
+// MAC while there are fewer than MACIndexes; past that, the least used
+// index (the lowest of them) is shared, so any number of VPCS still runs:
+// only VPCS on one segment sharing a MAC would see it. st.mu must be held.
 func (st *state) freeMACLocked() int {
-	used := make([]bool, 255)
+	uses := make([]int, MACIndexes)
 	for _, n := range st.nodes {
-		if n.MACIndex >= 0 && n.MACIndex < len(used) {
-			used[n.MACIndex] = true
+		if n.MACIndex >= 0 && n.MACIndex < len(uses) {
+			uses[n.MACIndex]++
 		}
 	}
-	return slices.Index(used, false)
+	return slices.Index(uses, slices.Min(uses))
 }
 
-// applyRuntime copies what the compute reported into the node.
+// withDefaults returns a node's properties with its type's defaults filled
+// in where they are missing: a new node's, and a stored node's when its
+// project opens (a project file may leave out what GNS3 fills in). props
+// is not changed.
+func withDefaults(nodeType string, props map[string]any) map[string]any {
+	k := kindOf(nodeType)
+	if k == nil || k.defaults == nil {
+		return props
+	}
+	props = maps.Clone(props)
+	if props == nil {
+		props = map[string]any{}
+	}
+	k.defaults(props)
+	return props
+}
+
+// applyRuntime copies what the compute reported into the node; a
+// console_type the controller keeps (keepsConsoleType) stays.
 func (n *Node) applyRuntime(rt NodeRuntime) {
+	own := n.ConsoleType
+	defer func() {
+		n.computeConsole = rt.Console
+		if own != "" && keepsConsoleType(n.Type) {
+			n.ConsoleType = own
+			n.showConsole()
+		}
+	}()
 	n.Status = rt.Status
 	if n.Status == "" {
 		n.Status = Stopped
@@ -237,6 +259,16 @@ func (n *Node) applyRuntime(rt NodeRuntime) {
 		}
 		maps.Copy(props, rt.Properties)
 		n.Properties = props
+	}
+}
+
+// showConsole sets Console for a node whose console_type the controller
+// keeps: a VPCS with none has no console port (GNS3); otherwise the port
+// is the compute's.
+func (n *Node) showConsole() {
+	n.Console = n.computeConsole
+	if n.Type == "vpcs" && n.ConsoleType == "none" {
+		n.Console = 0
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // nodePlan is what a node update does, worked out from the node as it is
@@ -47,10 +48,17 @@ func planNodeUpdate(cur Node, u NodeUpdate, env nodePlanEnv) (nodePlan, error) {
 		return nodePlan{}, errorf(ErrConflict, "The console port of node %s is chosen by its compute and cannot be changed", cur.Name)
 	}
 	if u.ConsoleType != nil && *u.ConsoleType != cur.ConsoleType {
-		if k := kindOf(cur.Type); k == nil || k.consoleTypes == nil {
+		k := kindOf(cur.Type)
+		if k == nil || k.consoleTypes == nil {
 			return nodePlan{}, errorf(ErrConflict, "Node %s only has a %s console", cur.Name, cur.ConsoleType)
 		}
-		next.ConsoleType = *u.ConsoleType // its compute applies it
+		if !slices.Contains(k.consoleTypes, *u.ConsoleType) {
+			return nodePlan{}, errorf(ErrInvalid, "Node %s: console_type %q is not one of %s", cur.Name, *u.ConsoleType, strings.Join(k.consoleTypes, ", "))
+		}
+		next.ConsoleType = *u.ConsoleType // a node with adapters: its compute applies it
+		if keepsConsoleType(cur.Type) {
+			next.showConsole()
+		}
 	}
 	set(&next.X, u.X)
 	set(&next.Y, u.Y)

@@ -57,7 +57,13 @@ func TestPlanNodeUpdate(t *testing.T) {
 					t.Fatalf("plan %+v", p)
 				}
 			}},
-		{name: "another console type is refused", cur: vpcs, u: NodeUpdate{ConsoleType: ptr("vnc")}, wantErr: ErrConflict},
+		{name: "a console type VPCS has not is refused", cur: vpcs, u: NodeUpdate{ConsoleType: ptr("vnc")}, wantErr: ErrInvalid},
+		{name: "a VPCS may have no console", cur: vpcs, u: NodeUpdate{ConsoleType: ptr("none")},
+			check: func(t *testing.T, p nodePlan) {
+				if p.next.ConsoleType != "none" || p.next.Console != 0 {
+					t.Fatalf("plan %+v", p)
+				}
+			}},
 		{name: "a new symbol takes its size", cur: vpcs, u: NodeUpdate{Symbol: ptr(":/symbols/router.svg")},
 			check: func(t *testing.T, p nodePlan) {
 				if p.next.Symbol != ":/symbols/router.svg" || p.next.Width != 100 || p.next.Height != 50 {

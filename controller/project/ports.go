@@ -3,6 +3,7 @@ package project
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Node types whose ports are configured by a "ports_mapping" property, and
@@ -17,8 +18,11 @@ const (
 // the compute needs it. Link endpoint (0, i) is entry i.
 type PortSpec struct {
 	Name string
-	Type string // switch: "access" or "dot1q"; cloud: "udp"; hub: ""
-	VLAN int    // switch: the access VLAN, or a trunk's native VLAN
+	Type string // switch: "access", "dot1q" or "qinq"; cloud: "udp"; hub: ""
+	VLAN int    // switch: the access VLAN, a trunk's native VLAN, or a tunnel's outer VLAN
+	// EtherType is a qinq port's outer tag type on trunks (GNS3's
+	// "ethertype"): 0x8100 (or 0), 0x88a8, 0x9100 or 0x9200.
+	EtherType int
 	// Cloud UDP ports: frames leave from LocalPort to RemoteHost:RemotePort.
 	LocalPort  int
 	RemoteHost string
@@ -79,8 +83,13 @@ func parsePortsMapping(nodeType string, v any) ([]PortSpec, error) {
 		}
 		switch nodeType {
 		case TypeSwitch:
-			if p.Type, err = str(m, "type", true); err != nil || (p.Type != "access" && p.Type != "dot1q") {
-				return nil, errorf(ErrInvalid, "ports_mapping entry %d: type must be \"access\" or \"dot1q\"", i)
+			if p.Type, err = str(m, "type", true); err != nil || (p.Type != "access" && p.Type != "dot1q" && p.Type != "qinq") {
+				return nil, errorf(ErrInvalid, "ports_mapping entry %d: type must be \"access\", \"dot1q\" or \"qinq\"", i)
+			}
+			if p.Type == "qinq" {
+				if p.EtherType, err = tagType(m); err != nil {
+					return nil, errorf(ErrInvalid, "ports_mapping entry %d: %v", i, err)
+				}
 			}
 			if p.VLAN, err = integer(m, "vlan", 1, 4094, false); err != nil {
 				return nil, errorf(ErrInvalid, "ports_mapping entry %d: %v", i, err)
@@ -109,6 +118,26 @@ func parsePortsMapping(nodeType string, v any) ([]PortSpec, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// tagType reads a qinq port's "ethertype": GNS3's "0x8100" (or "", or
+// absent), "0x88A8", "0x9100" or "0x9200".
+func tagType(m map[string]any) (int, error) {
+	s, err := str(m, "ethertype", false)
+	if err != nil {
+		return 0, err
+	}
+	switch strings.ToLower(s) {
+	case "", "0x8100":
+		return 0, nil
+	case "0x88a8":
+		return 0x88a8, nil
+	case "0x9100":
+		return 0x9100, nil
+	case "0x9200":
+		return 0x9200, nil
+	}
+	return 0, fmt.Errorf("ethertype %q is not one of 0x8100, 0x88A8, 0x9100, 0x9200", s)
 }
 
 func str(m map[string]any, key string, required bool) (string, error) {

@@ -35,7 +35,8 @@ func TestPortsMappingIsChecked(t *testing.T) {
 		mapping any
 	}{
 		{TypeSwitch, "eight"},
-		{TypeSwitch, []any{map[string]any{"name": "e0", "port_number": 0, "type": "qinq", "vlan": 1}}},
+		{TypeSwitch, []any{map[string]any{"name": "e0", "port_number": 0, "type": "isl", "vlan": 1}}},
+		{TypeSwitch, []any{map[string]any{"name": "e0", "port_number": 0, "type": "qinq", "vlan": 1, "ethertype": "0x0800"}}},
 		{TypeSwitch, []any{map[string]any{"name": "e0", "port_number": 0, "type": "access", "vlan": 5000.0}}},
 		{TypeSwitch, []any{map[string]any{"name": "e0", "type": "access"}, map[string]any{"name": "e0", "type": "access"}}},
 		{TypeHub, []any{map[string]any{"name": "e0", "type": "access"}}},

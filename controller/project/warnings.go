@@ -31,6 +31,16 @@ func (s *Nodes) warnNode(st *state, n, prev *Node) {
 	if prev == nil || !reflect.DeepEqual(n.Adapters, prev.Adapters) {
 		msgs = append(msgs, st.duplicateMACs(n)...)
 	}
+	if prev == nil && usesMAC(n.Type) {
+		st.mu.RLock()
+		for _, id := range st.nodeOrder {
+			if o := st.nodes[id]; o.ID != n.ID && o.MACIndex == n.MACIndex {
+				msgs = append(msgs, fmt.Sprintf("%s has the MAC address of %s: a project's VPCS have %d between them", n.Name, o.Name, MACIndexes))
+				break
+			}
+		}
+		st.mu.RUnlock()
+	}
 	for _, m := range msgs {
 		s.core.emitLog(st, m)
 	}

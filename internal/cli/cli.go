@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -97,6 +98,33 @@ func Exit(name string, err error) {
 		os.Exit(ExitUsage)
 	}
 	os.Exit(1)
+}
+
+// VersionFlag is the type of a command's --version flag: it prints the
+// "version" variable given to Parse, and Parse returns ErrHelp.
+type VersionFlag = kong.VersionFlag
+
+// FlagError is a usage error about a flag's value that only showed once
+// used (an address that cannot be bound, a directory that cannot be
+// made): it names the flag and its variable.
+func FlagError(flag, env string, err error) error {
+	return &UsageError{Err: fmt.Errorf("--%s (%s): %w", flag, env, err)}
+}
+
+// ListenAddress checks a listen address: host:port with a port number
+// (0 picks a free port) and a host that is empty, an IP or a name.
+func ListenAddress(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("listen address %q: want host:port", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen address %q: the port must be a number within 0-65535", s)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("listen address %q: %q is no host", s, host)
+	}
+	return nil
 }
 
 // PortRange parses "LO-HI" (TCP or UDP ports, LO ≤ HI); "" is no range.

@@ -23,7 +23,7 @@ func CheckReadme(readme, section string, target any, vars map[string]string) ([]
 	type row struct{ env, def string }
 	code := map[string]row{}
 	for _, f := range parser.Model.Flags {
-		if f.Name != "help" {
+		if f.Name != "help" && f.Name != "version" {
 			code[f.Name] = row{strings.Join(f.Tag.Envs, ","), f.Default}
 		}
 	}

@@ -140,15 +140,16 @@ function clearRows() {
 
 // follow listens to a project's notifications while one of its links is
 // shown: the list follows captures started or stopped elsewhere (the GNS3
-// GUI, a script), and the project counts this page as a client, so
-// auto_close leaves it open.
+// GUI, a script). It listens passively: the page is no client of the
+// project, so leaving it never auto-closes the project (which would stop
+// every node), and it does not keep one opened after the GNS3 clients left.
 let ws = null, wsProject = null;
 function follow(projectId) {
   if (wsProject === projectId) return;
   if (ws) ws.close();
   wsProject = projectId;
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const sock = new WebSocket(`${scheme}//${location.host}/v2/projects/${projectId}/notifications/ws`);
+  const sock = new WebSocket(`${scheme}//${location.host}/v2/projects/${projectId}/notifications/ws?passive=true`);
   ws = sock;
   sock.onmessage = (ev) => {
     let m;
