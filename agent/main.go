@@ -8,13 +8,13 @@
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
-//	      [--docker=false] [--docker-init PATH]
+//	      [--docker=false] [--docker-init PATH] [--docker-allow-unsafe]
 //	agent --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
 // LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO, LABTAP_QEMU_ACCEL,
-// LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT,
+// LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE,
 // LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
 // must send on every call: set it on every agent that listens beyond
@@ -64,6 +64,7 @@ type options struct {
 	VPCS            string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable."`
 	Docker          bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Run docker nodes where a Docker Engine answers and the agent has the privileges."`
 	DockerInit      string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
+	DockerUnsafe    bool          `name:"docker-allow-unsafe" env:"LABTAP_DOCKER_ALLOW_UNSAFE" default:"false" help:"Let docker nodes run privileged or add capabilities outside the allowlist (SYS_ADMIN, SYS_MODULE...): such a node can take this host's root. Each start of one is logged as a warning."`
 	ConsoleHost     string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach node consoles at (default: the advertised host); e.g. 127.0.0.1 in a container whose console ports are published."`
 	ConsolePorts    string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
 	UDPGRO          bool          `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
@@ -179,6 +180,7 @@ func run(args []string) error {
 			VPCS:             o.VPCS,
 			NoDocker:         !o.Docker,
 			DockerInit:       o.DockerInit,
+			DockerUnsafe:     o.DockerUnsafe,
 			SoftwareVersion:  version,
 			SocketBuffer:     o.SocketBuffer,
 			NoUDPGRO:         !o.UDPGRO,

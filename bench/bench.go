@@ -351,17 +351,21 @@ var topologies = map[string]struct {
 // crossAgents says whether a topology's clouds are on two agents.
 func crossAgents(topology string) bool { return topology == "xagent" }
 
-// forwarder is the docker topology's container: IPv6 off so it sends
-// nothing of its own, then every frame entering eth0 leaves by eth1, as
-// it came (u32 matching everything: this kernel may lack matchall).
-const forwarder = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.eth0.disable_ipv6=1 net.ipv6.conf.eth1.disable_ipv6=1 && " +
-	"tc qdisc add dev eth0 ingress && " +
+// forwarder is the docker topology's container: every frame entering
+// eth0 leaves by eth1, as it came (u32 matching everything: this kernel
+// may lack matchall). IPv6 is off (forwarderSysctls), so it sends nothing
+// of its own.
+const forwarder = "tc qdisc add dev eth0 ingress && " +
 	"tc filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev eth1 && " +
 	"exec sleep infinity"
 
 // dockerNode creates and starts the docker topology's forwarding container.
 func (b *bench) dockerNode(id, name string) error {
-	props, _ := json.Marshal(map[string]any{"image": "labtap/host:bookworm", "start_command": "sh -c '" + forwarder + "'"})
+	// The Engine sets them as the container starts, before its interfaces
+	// exist: "default" is what they are made with (/proc/sys is read-only
+	// inside, so the command cannot).
+	forwarderSysctls := map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+	props, _ := json.Marshal(map[string]any{"image": "labtap/host:bookworm", "start_command": "sh -c '" + forwarder + "'", "sysctls": forwarderSysctls})
 	spec := proto.NodeSpec{NodeType: "docker", Name: name, Properties: props, Adapters: []proto.AdapterSpec{
 		{MACAddress: "02:42:b0:00:01:00", PortName: "eth0"}, {MACAddress: "02:42:b0:00:01:01", PortName: "eth1"},
 	}}

@@ -601,9 +601,10 @@ func TestDockerPersistentVolumesAndTheNetworkConfigurationOutliveTheContainer(t 
 	}
 	c.call("POST", base+"/nodes/"+n.NodeID+"/start", nil, 200, &n.nodeReply)
 	waitIn(t, n.nodeReply, 20*time.Second, "10.0.77.5/24", "ip", "-o", "addr", "show", "dev", "eth0")
-	// The image's own files of /etc/network were copied in beside it.
-	if out, err := inNode(t, n.nodeReply, "sh", "-c", "ls /etc/network; cat /etc/network/interfaces"); err != nil ||
-		!strings.Contains(out, "if-up.d") || !strings.Contains(out, "10.0.77.5/24") {
+	// The image's own files of /etc/network (its if-up.d/resolved) were
+	// copied in beside it.
+	if out, err := inNode(t, n.nodeReply, "sh", "-c", "ls /etc/network /etc/network/if-up.d; cat /etc/network/interfaces"); err != nil ||
+		!strings.Contains(out, "resolved") || !strings.Contains(out, "10.0.77.5/24") {
 		t.Fatalf("/etc/network in the container: %v\n%s", err, out)
 	}
 	if out, err := inNode(t, n.nodeReply, "sh", "-c", "echo kept > /etc/network/mine && echo kept > /data/mine && echo lost > /root/mine"); err != nil {

@@ -11,7 +11,7 @@
 //	controller --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
-// LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_USER,
+// LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
 // LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
@@ -69,6 +69,7 @@ type options struct {
 	VPCS           string        `name:"vpcs" env:"LABTAP_VPCS" default:"vpcs" help:"vpcs executable of the local agent."`
 	Docker         bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
 	DockerInit     string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
+	DockerUnsafe   bool          `name:"docker-allow-unsafe" env:"LABTAP_DOCKER_ALLOW_UNSAFE" default:"false" help:"Let the local agent's docker nodes run privileged or add capabilities outside the allowlist (SYS_ADMIN, SYS_MODULE...): such a node can take this host's root. Each start of one is logged as a warning."`
 	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
 	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
 	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
@@ -244,6 +245,7 @@ func run(args []string) error {
 				VPCS:            o.VPCS,
 				NoDocker:        !o.Docker,
 				DockerInit:      o.DockerInit,
+				DockerUnsafe:    o.DockerUnsafe,
 				SoftwareVersion: version,
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,
@@ -278,6 +280,7 @@ func run(args []string) error {
 		TemplatesFile: filepath.Join(o.DataDir, "templates.json"),
 		Symbols:       symbolLib.Size,
 		ImagesDir:     localImages,
+		DockerUnsafe:  o.DockerUnsafe, // the embedded agent's flag: refused here as there
 		Logger:        log.With("component", "projects"),
 	})
 	if err := projects.Templates.Load(); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/agent/node/docker"
+	"github.com/labtap/labtap/agent/node/docker/confine"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -180,6 +181,12 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 	if props.Image == "" {
 		return docker.Config{}, proto.Errorf(proto.CodeInvalid, "docker node %s has no image", spec.NodeID)
 	}
+	// Before anything is removed or made: an update to an unsafe node
+	// keeps the container it had.
+	policy := confine.Policy{Unsafe: h.cfg.DockerUnsafe}
+	if err := policy.Check(confine.Request{Node: spec.Name, Privileged: props.Privileged, CapAdd: props.CapAdd, ExtraVolumes: props.ExtraVolumes, Sysctls: props.Sysctls}); err != nil {
+		return docker.Config{}, confineError(err)
+	}
 	var ads []docker.Adapter
 	for i, a := range spec.Adapters {
 		mac, err := net.ParseMAC(a.MACAddress)
@@ -217,7 +224,21 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 		ConsoleHost: h.cfg.ConsoleBind,
 		InitPath:    h.dockerInit(),
 		Logger:      h.log.With("node", spec.NodeID),
+		Policy:      policy,
 	}, nil
+}
+
+// confineError is the agent's answer to a refusal of confine's rule, with
+// the status the controller gives the same refusal.
+func confineError(err error) error {
+	code := proto.CodeConflict // a volume where none may be, as GNS3 answers it
+	switch {
+	case errors.Is(err, confine.ErrUnsafe):
+		code = proto.CodeForbidden
+	case errors.Is(err, confine.ErrInvalid):
+		code = proto.CodeInvalid
+	}
+	return proto.Errorf(code, "%v", err)
 }
 
 // dockerRunner is a docker node as the host runs it: the container, and

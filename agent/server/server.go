@@ -57,6 +57,9 @@ type Config struct {
 	// to containers (empty: labtap-init next to the executable).
 	NoDocker   bool
 	DockerInit string
+	// DockerUnsafe lets docker nodes run privileged or with any
+	// capability (host.Config.DockerUnsafe).
+	DockerUnsafe bool
 	// Secret, when set, is required on every API call.
 	Secret string
 	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
@@ -100,6 +103,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		QemuAccel:        cfg.QemuAccel,
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,
+		DockerUnsafe:     cfg.DockerUnsafe,
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Logger:           cfg.Logger,

@@ -2,9 +2,12 @@ package project
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
 // TypeDocker is GNS3's container node type (nodes-docker-qemu.md 3).
@@ -91,19 +94,83 @@ func checkDocker(n *Node) error {
 	if port, err := intProp(p, "console_http_port", 80); err != nil || port < 1 || port > 65535 {
 		return bad("console_http_port must be 1 to 65535")
 	}
-	if v, ok := p["extra_volumes"]; ok && v != nil {
-		vols, ok := v.([]any)
-		if !ok || len(vols) > 64 {
-			return bad("extra_volumes must be a list of at most 64 paths")
+	// What the operator's flag allows is checked in checkDockerPolicy:
+	// here only what no flag allows.
+	return checkDockerPolicy(n, confine.Policy{Unsafe: true})
+}
+
+// checkDockerPolicy applies confine's rule, the agent's, to a docker
+// node's privileged, cap_add, extra_volumes and sysctls: 400 for a malformed one,
+// 403 for what policy does not allow, 409 for a volume where none may be
+// (GNS3's answer).
+func checkDockerPolicy(n *Node, policy confine.Policy) error {
+	p := n.Properties
+	bad := func(format string, a ...any) error {
+		return errorf(ErrInvalid, "Node %s: "+format, append([]any{n.Name}, a...)...)
+	}
+	r := confine.Request{Node: n.Name}
+	switch v := p["privileged"].(type) {
+	case nil:
+	case bool:
+		r.Privileged = v
+	default:
+		return bad("privileged must be true or false")
+	}
+	var err error
+	if r.CapAdd, err = stringList(p, "cap_add", confine.MaxCapAdd); err != nil {
+		return bad("cap_add must be a list of at most %d capability names", confine.MaxCapAdd)
+	}
+	if r.ExtraVolumes, err = stringList(p, "extra_volumes", confine.MaxVolumes); err != nil {
+		return bad("extra_volumes must be a list of at most %d paths", confine.MaxVolumes)
+	}
+	switch v := p["sysctls"].(type) {
+	case nil:
+	case map[string]any:
+		if len(v) > confine.MaxSysctls {
+			return bad("sysctls must be at most %d", confine.MaxSysctls)
 		}
-		for _, x := range vols {
+		r.Sysctls = make(map[string]string, len(v))
+		for k, x := range v {
 			s, ok := x.(string)
-			if !ok || !strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
-				return errorf(ErrConflict, "Persistent volume '%v' has invalid format. It must start with a '/' and not contain '..'.", x)
+			if !ok {
+				return bad("sysctls: %s must be a string", confine.Truncate(k))
 			}
+			r.Sysctls[k] = s
 		}
+	default:
+		return bad("sysctls must be an object of net.* names to string values")
+	}
+	if err := policy.Check(r); err != nil {
+		kind := ErrConflict
+		switch {
+		case errors.Is(err, confine.ErrUnsafe):
+			kind = ErrForbidden
+		case errors.Is(err, confine.ErrInvalid):
+			kind = ErrInvalid
+		}
+		return &Error{Kind: kind, Msg: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// stringList reads a property that is a list of strings, or null (nil),
+// of at most max members.
+func stringList(p map[string]any, key string, max int) ([]string, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok || len(list) > max {
+		return nil, fmt.Errorf("%s is not a list of at most %d", key, max)
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		if out[i], ok = x.(string); !ok {
+			return nil, fmt.Errorf("%s[%d] is not a string", key, i)
+		}
+	}
+	return out, nil
 }
 
 // intProp reads an integer property (JSON numbers arrive as float64).

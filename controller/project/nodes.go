@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
 // NodeCreate is a request to create a node. Start from NewNodeCreate, which
@@ -292,6 +294,14 @@ func (s *Nodes) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 	}
 	if k.check != nil {
 		if err := k.check(n); err != nil {
+			return spec, err
+		}
+	}
+	if n.Type == TypeDocker {
+		// The local compute is the embedded agent, whose flag this is; a
+		// remote agent decides with its own, by the same rule.
+		unsafe := n.ComputeID != LocalCompute || s.core.cfg.DockerUnsafe
+		if err := checkDockerPolicy(n, confine.Policy{Unsafe: unsafe}); err != nil {
 			return spec, err
 		}
 	}

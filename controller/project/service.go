@@ -43,7 +43,12 @@ type Config struct {
 	// ArchiveLimits bound what an import or a snapshot restore unpacks;
 	// zero members are archive.DefaultLimits'.
 	ArchiveLimits archive.Limits
-	Logger        *slog.Logger
+	// DockerUnsafe is the embedded local agent's
+	// --docker-allow-unsafe: docker nodes on the local compute may run
+	// privileged or with capabilities outside confine.Allowed. Other
+	// computes' agents apply their own flag.
+	DockerUnsafe bool
+	Logger       *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is

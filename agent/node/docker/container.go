@@ -27,10 +27,21 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
 // Suspended is the status of a paused container.
 const Suspended = "suspended"
+
+// A start waits for the init to run the node's command (it renames itself
+// runningName) at most readyWait, then startGrace more for the command to
+// end at once. Without our init the grace starts once the interfaces are
+// plumbed.
+const (
+	runningName = "labtap-running" // as agent/node/docker/init names it
+	readyWait   = 10 * time.Second
+	startGrace  = 500 * time.Millisecond
+)
 
 // Adapter is one of a node's network adapters.
 type Adapter struct {
@@ -54,6 +65,9 @@ type Config struct {
 	StopTimeout                  time.Duration
 	Variables                    []Variable // the project's variables
 	ProjectDir                   string     // the project's directory on this agent (%project-path%)
+	// Policy is what the operator allows beyond confine's rule; its zero
+	// value confines the node.
+	Policy confine.Policy
 }
 
 // Container runs one docker node. Its methods are safe for concurrent use.
@@ -102,6 +116,9 @@ func New(ctx context.Context, cfg Config) (*Container, error) {
 	}
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = 5 * time.Second
+	}
+	if err := cfg.Policy.Check(cfg.Props.request(cfg.Name)); err != nil {
+		return nil, err
 	}
 	cfg.Props = cfg.Props.withDefaults()
 	if strings.Contains(cfg.Dir, ":") {
@@ -202,17 +219,29 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 			LabelCompute: c.cfg.ComputeID,
 		},
 	}
+	// The Engine's defaults confine the node (package confine): its masked
+	// and read-only paths (MaskedPaths and ReadonlyPaths left nil: /proc/sys
+	// read-only, so no node writes the host's kernel.core_pattern), its
+	// seccomp profile and AppArmor profile (no SecurityOpt), and no
+	// CAP_SYS_ADMIN unless the operator allowed it. Nothing in the node
+	// needs more: the agent makes its mounts (Mounts below) and brings its
+	// interfaces up from outside.
 	hc := &container.HostConfig{
 		NetworkMode: "none",
 		CapAdd:      p.CapAdd,
-		// What `--security-opt systempaths=unconfined` asks for: /proc/sys
-		// writable (net.* is per network namespace), so a node's own
-		// configuration can turn forwarding on, as in GNS3's privileged
-		// containers. Empty lists, not nil: nil means the Engine's masks.
-		MaskedPaths:   []string{},
-		ReadonlyPaths: []string{},
-		Privileged:    p.Privileged,
-		UsernsMode:    "host",
+		Privileged:  p.Privileged,
+		Sysctls:     p.Sysctls,
+		// Each persistent directory, from the node's directory, bound over
+		// its path; seedVolumes gave it the image's content first.
+		Mounts: make([]mount.Mount, 0, len(vols)),
+	}
+	if p.Privileged {
+		// The Engine refuses a privileged container in a remapped user
+		// namespace (userns-remap); such a node is the host's root anyway.
+		hc.UsernsMode = "host"
+	}
+	for _, v := range vols {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(c.cfg.Dir, v), Target: v})
 	}
 	if c.cfg.InitPath != "" {
 		cfg.Entrypoint = append([]string{"/labtap/init"}, imgEntry...)
@@ -220,23 +249,12 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 			cfg.Cmd = []string{"/bin/sh"}
 		}
 		hc.Binds = []string{c.cfg.InitPath + ":/labtap/init:ro"}
-		// Each persistent directory, from the node's directory, where the
-		// init copies the image's content the first time and mounts it
-		// over its path (without the init the image sees them only there).
-		for _, v := range vols {
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(c.cfg.Dir, v), Target: volumesRoot + v})
-		}
 	}
 	sum, _ := json.Marshal([]any{cfg, hc, im.ID})
 	h := sha256.Sum256(sum)
 	cfg.Labels["labtap.spec"] = hex.EncodeToString(h[:8])
 	return cfg, hc, nil
 }
-
-// volumesRoot is where a container sees its persistent directories before
-// its init mounts each over its own path: GNS3's place, which images and
-// exported projects know.
-const volumesRoot = "/gns3volumes"
 
 // prepareVolumes makes each volume's directory in the node's directory and
 // checks that it resolves inside it: the container writes these
@@ -297,6 +315,12 @@ func (c *Container) create(ctx context.Context) error {
 	for i := range c.cfg.Adapters {
 		removeHostEnd(HostEndName(c.cfg.ProjectID, c.cfg.NodeID, i))
 	}
+	c.mu.Lock()
+	vols := c.vols
+	c.mu.Unlock()
+	if err := c.seedVolumes(ctx, cfg.Image, vols); err != nil {
+		return err
+	}
 	cr, err := c.e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: c.name(), Config: cfg, HostConfig: hc})
 	if err != nil {
 		return engineError(err)
@@ -350,7 +374,17 @@ func (c *Container) adopt(ctx context.Context, id string, paused bool) error {
 	}
 	c.mu.Unlock()
 	c.log.Info("adopted the running container of this node", "container", id[:12])
+	c.warnUnsafe()
 	return nil
+}
+
+// warnUnsafe logs a warning naming the node each time a node the
+// operator's flag let through runs: it can take the host.
+func (c *Container) warnUnsafe() {
+	if unsafe := confine.Unsafe(c.cfg.Props.request(c.cfg.Name)); len(unsafe) > 0 {
+		c.log.Warn(fmt.Sprintf("docker node %s runs unsafe (%s): it can take this host's root; allowed by %s",
+			c.cfg.Name, strings.Join(unsafe, ", "), confine.Flag), "name", c.cfg.Name, "unsafe", strings.Join(unsafe, ","))
+	}
 }
 
 func (c *Container) altName(adapter int) string {
@@ -500,7 +534,13 @@ func (c *Container) Start(ctx context.Context) error {
 		c.kill(ctx, id)
 		return fail(fmt.Errorf("%s: open the container's network namespace: %w", c.cfg.Name, err))
 	}
+	c.warnUnsafe()
 	r := &running{ns: ns, ifindex: make([]int, len(c.cfg.Adapters))}
+	if err := loUp(ns); err != nil {
+		ns.Close()
+		c.kill(ctx, id)
+		return fail(fmt.Errorf("%s: %w", c.cfg.Name, err))
+	}
 	for i, a := range c.cfg.Adapters {
 		idx, err := plumb(ns, HostEndName(c.cfg.ProjectID, c.cfg.NodeID, i), i, a.MAC, c.altName(i))
 		if err != nil {
@@ -518,12 +558,57 @@ func (c *Container) Start(ctx context.Context) error {
 		c.kill(ctx, id)
 		return err
 	}
+	if err := c.settle(ctx, r, st.Pid); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	c.run = r
 	c.status = node.Started
 	c.mu.Unlock()
 	c.log.Info("container started", "container", id[:12], "pid", st.Pid, "adapters", len(r.ifindex))
 	return nil
+}
+
+// settle waits until the container's init (PID pid on the host) runs the
+// node's command, and a moment more: a command that ends at once (a typo,
+// a missing file, a capability it lacks) fails the start with what the
+// container said, instead of a node that looks started and stops behind
+// the caller's back. A command that runs after readyWait (the image's
+// ifup waiting for DHCP) is taken as started; if it ends, the node is
+// reported stopped as any node that stops.
+func (c *Container) settle(ctx context.Context, r *running, pid int) error {
+	exited := func() error {
+		return fmt.Errorf("%s: the container exited at start: %s", c.cfg.Name, c.logTail(ctx, c.ID()))
+	}
+	cancel := func() error {
+		r.stop()
+		<-r.reaped
+		c.kill(ctx, c.ID())
+		return ctx.Err()
+	}
+	comm := "/proc/" + strconv.Itoa(pid) + "/comm"
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(readyWait); c.cfg.InitPath != "" && time.Now().Before(deadline); {
+		if b, err := os.ReadFile(comm); err == nil && strings.TrimSpace(string(b)) == runningName {
+			break
+		}
+		select {
+		case <-r.reaped:
+			return exited()
+		case <-ctx.Done():
+			return cancel()
+		case <-tick.C:
+		}
+	}
+	select {
+	case <-r.reaped:
+		return exited()
+	case <-ctx.Done():
+		return cancel()
+	case <-time.After(startGrace):
+		return nil
+	}
 }
 
 func (c *Container) setStatus(s string) {

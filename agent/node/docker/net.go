@@ -73,6 +73,24 @@ func plumb(ns netns.NsHandle, host string, adapter int, mac net.HardwareAddr, al
 	return link.Attrs().Index, nil
 }
 
+// loUp brings the loopback interface of the network namespace ns up: the
+// agent does it from outside, so a node without CAP_NET_ADMIN has it too.
+func loUp(ns netns.NsHandle) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("enter the container's network namespace: %w", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("lo in the container: %w", err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("lo in the container: up: %w", err)
+	}
+	return nil
+}
+
 // setupInside brings the container end up and turns its TX checksum
 // offload off, so every frame leaves the veth with its checksums complete:
 // the relay and the capture never see a TCP checksum the kernel meant to

@@ -2,18 +2,20 @@ package docker
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/kballard/go-shellquote"
+
+	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
 // Properties are a docker node's GNS3 properties (spec 3.1), as the
 // controller sends them in NodeSpec.Properties, plus labtap's two
-// extensions privileged and cap_add (3.5).
+// extensions privileged and cap_add (3.5), and sysctls, which
+// confine.Policy.Check rules on.
 type Properties struct {
 	Image             string   `json:"image"`
 	Adapters          *int     `json:"adapters,omitempty"`
@@ -29,11 +31,11 @@ type Properties struct {
 	Usage             string   `json:"usage"`
 	Privileged        bool     `json:"privileged,omitempty"`
 	CapAdd            []string `json:"cap_add,omitempty"`
+	// Sysctls are labtap's third extension: net.* sysctls the Engine sets
+	// in the node's network namespace as it starts (/proc/sys is
+	// read-only inside).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 }
-
-// DefaultCaps are the capabilities a container gets instead of GNS3's
-// --privileged: enough for FRR's OSPF and BGP (spec 3.5, verified).
-var DefaultCaps = []string{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"}
 
 // withDefaults fills what the node did not say, as GNS3's compute does.
 func (p Properties) withDefaults() Properties {
@@ -62,9 +64,14 @@ func (p Properties) withDefaults() Properties {
 		p.ConsoleResolution = "1024x768"
 	}
 	if p.CapAdd == nil {
-		p.CapAdd = DefaultCaps
+		p.CapAdd = confine.DefaultCapAdd
 	}
 	return p
+}
+
+// request is what the node asks of the host, for confine's rule.
+func (p Properties) request(node string) confine.Request {
+	return confine.Request{Node: node, Privileged: p.Privileged, CapAdd: p.CapAdd, ExtraVolumes: p.ExtraVolumes, Sysctls: p.Sysctls}
 }
 
 // command splits start_command with POSIX shell rules; nil when unset.
@@ -148,43 +155,26 @@ func (p Properties) hosts() (string, error) {
 	return b.String(), nil
 }
 
-// Bounds of a node's persistent volumes.
-const (
-	maxVolumes    = 64
-	maxVolumePath = 255
-)
-
-// notVolumes are where no persistent volume may be: the kernel's and
-// labtap's own mounts.
-var notVolumes = []string{"/proc", "/sys", "/dev", "/labtap", "/gns3volumes"}
-
 // volumes returns the node's persistent directories (spec 3.5): /etc/network,
 // the image's VOLUMEs and extra_volumes, cleaned, a more general path
 // swallowing those below it (/etc takes /etc/network), in order. Each is
 // kept in the node's directory under its own path, so its content survives
-// a new container. An extra volume that is not an absolute path without
-// "..", or that names the root, a kernel file system or labtap's mounts,
-// is refused with GNS3's message; so is one with ':' (GNS3_VOLUMES joins
-// them with it) or a control character.
+// a new container. An extra volume that confine.Volume refuses is refused
+// with its message; an image's is just not kept.
 func (p Properties) volumes(image []string) ([]string, error) {
-	if len(p.ExtraVolumes) > maxVolumes {
-		return nil, fmt.Errorf("at most %d extra volumes", maxVolumes)
+	if len(p.ExtraVolumes) > confine.MaxVolumes {
+		return nil, fmt.Errorf("at most %d extra volumes", confine.MaxVolumes)
 	}
 	all := append([]string{"/etc/network"}, image...)
 	all = append(all, p.ExtraVolumes...)
 	var clean []string
 	for i, v := range all {
-		c := path.Clean(v)
-		bad := !strings.HasPrefix(v, "/") || strings.Contains(v, "..") || c == "/" || len(v) > maxVolumePath ||
-			strings.ContainsFunc(v, func(r rune) bool { return r == ':' || r < 0x20 || r == 0x7f })
-		for _, n := range notVolumes {
-			bad = bad || c == n || strings.HasPrefix(c, n+"/")
-		}
-		if bad {
+		c, err := confine.Volume(v)
+		if err != nil {
 			if i < 1+len(image) {
 				continue // an image's odd VOLUME is just not kept
 			}
-			return nil, fmt.Errorf("Persistent volume '%s' has invalid format. It must start with a '/' and not contain '..'.", v)
+			return nil, err
 		}
 		clean = append(clean, c)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
 func TestVolumesAreCleanedDeduplicatedAndBounded(t *testing.T) {
@@ -24,7 +26,7 @@ func TestVolumesAreCleanedDeduplicatedAndBounded(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if _, err := (Properties{ExtraVolumes: make([]string, maxVolumes+1)}).volumes(nil); err == nil {
+	if _, err := (Properties{ExtraVolumes: make([]string, confine.MaxVolumes+1)}).volumes(nil); err == nil {
 		t.Error("too many volumes taken")
 	}
 }

@@ -3,10 +3,10 @@
 // 3.6). Build it static: CGO_ENABLED=0 go build -o bin/labtap-init
 // ./agent/node/docker/init.
 //
-// It mounts the node's persistent directories (GNS3_VOLUMES, kept in the
-// node's directory and bound at /gns3volumes<path>) over their paths, the
-// first time after copying the image's content there; brings lo up, waits
-// for exactly the interfaces eth0…eth<N-1> the agent
+// It needs no capability beyond the Engine's defaults: the agent binds the
+// node's persistent directories over their paths (after copying the image's
+// content there) and brings lo and the interfaces up from outside. It
+// waits for exactly the interfaces eth0…eth<N-1> the agent
 // plumbs (N from LABTAP_ADAPTERS, else GNS3_MAX_ETHERNET; at most 30 s, then
 // it goes on with a warning on the console), brings them up, writes the
 // GNS3_EXTRA_HOSTS block into /etc/hosts, runs `ifup -a -f` on
@@ -22,29 +22,46 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 const waitInterfaces = 30 * time.Second
 
+// runningName is the name PID 1 takes once the command runs: the agent
+// reads it in /proc/<pid>/comm to know that a start is done, and whether
+// the command ended at once (docker.runningName).
+const runningName = "labtap-running"
+
+// init keeps main on the process's first thread, whose name is the
+// process's (markRunning).
+func init() { runtime.LockOSThread() }
+
+// markRunning renames PID 1 runningName.
+func markRunning() {
+	if p, err := unix.BytePtrFromString(runningName); err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0)
+	}
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "labtap init: no command to run")
 		os.Exit(2)
 	}
-	volumes(os.Getenv("GNS3_VOLUMES"))
-	_ = setUp("lo")
+	_ = setUp("lo") // the agent did it; an older agent may not have
 	names := interfaces()
 	if missing := waitFor(names, waitInterfaces); len(missing) > 0 {
 		fmt.Fprintf(os.Stderr, "labtap init: %s did not appear within %v; going on without\r\n", strings.Join(missing, ", "), waitInterfaces)
 	}
 	for _, n := range names {
-		_ = setUp(n)
+		_ = setUp(n) // likewise, and without CAP_NET_ADMIN it fails harmlessly
 	}
 	if err := extraHosts(os.Getenv("GNS3_EXTRA_HOSTS")); err != nil {
 		fmt.Fprintf(os.Stderr, "labtap init: /etc/hosts: %v\r\n", err)
@@ -136,23 +153,42 @@ func extraHosts(block string) error {
 	return os.WriteFile("/etc/hosts", []byte(text), 0o644)
 }
 
+// releaseTerminal gives up PID 1's controlling terminal, if it has one.
+// The kernel sends the SIGHUP and SIGCONT of a terminal hang-up to PID 1's
+// process group as it does: both are ignored until run asks for them.
+func releaseTerminal() {
+	if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err != nil {
+		return // stdin is no terminal
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGCONT)
+	_ = unix.IoctlSetInt(0, unix.TIOCNOTTY, 0)
+}
+
 // run runs the command as PID 1's child and returns its exit status.
 func run(argv []string) int {
+	// The child takes the terminal as its controlling one: its shell gets
+	// job control and ^C as on any console. The Engine made it PID 1's, and
+	// taking another session's terminal needs CAP_SYS_ADMIN, which a node
+	// does not have: PID 1 lets go of it first.
+	releaseTerminal() // before Notify: it ignores SIGHUP until then
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCHLD)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// The child keeps the terminal as its controlling one: its shell gets
-	// job control and ^C as on any console.
+	command := func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return cmd
+	}
+	cmd := command()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
-		cmd.SysProcAttr = nil // no terminal on stdin: start it plainly
-		if err = cmd.Start(); err != nil {
+		cmd = command() // no terminal on stdin: start it plainly (a Cmd starts once)
+		if err := cmd.Start(); err != nil {
 			fmt.Fprintf(os.Stderr, "labtap init: %v\r\n", err)
 			return 127
 		}
 	}
 	child := cmd.Process.Pid
+	markRunning()
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
 			_ = syscall.Kill(child, sig.(syscall.Signal))
