@@ -275,7 +275,16 @@ func (s *Service) change(ctx context.Context, f func(tx *sql.Tx, st *state) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state.Load()
-	if err := inTx(ctx, s.db, func(tx *sql.Tx) error { return f(tx, st) }); err != nil {
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := f(tx, st); err != nil {
+			return err
+		}
+		if s.hook != nil {
+			return s.hook("change")
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	return s.reload(ctx)
