@@ -39,6 +39,7 @@ var (
 	ErrForbidden       = errors.New("forbidden")       // built-in objects, the super admin
 	ErrInvalid         = errors.New("invalid")         // a value out of its bounds
 	ErrUnauthenticated = errors.New("unauthenticated") // bad credentials or token
+	ErrBadPath         = errors.New("bad path")        // an ACE path naming nothing
 )
 
 // Error is an error of the access model: Kind says which (ErrNotFound...),

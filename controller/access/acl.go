@@ -122,7 +122,7 @@ func splitResource(p string) (res string, actionAtID bool) {
 // "/" or a known root collection, segments of plain characters, and a
 // UUID wherever an id of a collection with UUID ids stands.
 func checkACEPath(p string) (string, error) {
-	bad := errorf(ErrInvalid, "Path '%s' doesn't match any existing endpoint", truncate(p, MaxPathLen))
+	bad := errorf(ErrBadPath, "Path '%s' doesn't match any existing endpoint", truncate(p, MaxPathLen))
 	if len(p) > MaxPathLen || !strings.HasPrefix(p, "/") {
 		return "", bad
 	}

@@ -79,7 +79,7 @@ func TestACEPathValidation(t *testing.T) {
 	for _, tt := range tests {
 		got, err := checkACEPath(tt.path)
 		if tt.want == "" {
-			if !errors.Is(err, ErrInvalid) || err.Error() != "Path '"+tt.path+"' doesn't match any existing endpoint" {
+			if !errors.Is(err, ErrBadPath) || err.Error() != "Path '"+tt.path+"' doesn't match any existing endpoint" {
 				t.Errorf("checkACEPath(%q) = %q, %v; want refused", tt.path, got, err)
 			}
 			continue
@@ -233,7 +233,7 @@ func TestACEChecks(t *testing.T) {
 		sp   ACESpec
 		want error
 	}{
-		{"bad path", ACESpec{Type: ACEUser, UserID: u.ID, Path: "/nothing", RoleID: role}, ErrInvalid},
+		{"bad path", ACESpec{Type: ACEUser, UserID: u.ID, Path: "/nothing", RoleID: role}, ErrBadPath},
 		{"user type without user", ACESpec{Type: ACEUser, GroupID: groupNamed(t, s, "Users").ID, Path: "/", RoleID: role}, ErrInvalid},
 		{"bad type", ACESpec{Type: "robot", UserID: u.ID, Path: "/", RoleID: role}, ErrInvalid},
 		{"unknown user", ACESpec{Type: ACEUser, UserID: "0f6bc2b1-7a0c-4b7e-9e8f-1234567890ab", Path: "/", RoleID: role}, ErrNotFound},
@@ -254,8 +254,8 @@ func TestACEChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := ACESpec{Type: ACEUser, UserID: u.ID, Path: "/projects/invalid", RoleID: role}
-	if _, err := s.UpdateACE(ctx, a.ID, bad); !errors.Is(err, ErrInvalid) {
-		t.Errorf("UpdateACE with a bad path = %v, want ErrInvalid (GNS3 checks paths on create only)", err)
+	if _, err := s.UpdateACE(ctx, a.ID, bad); !errors.Is(err, ErrBadPath) {
+		t.Errorf("UpdateACE with a bad path = %v, want ErrBadPath (GNS3 checks paths on create only)", err)
 	}
 	// Deleting the user deletes its ACEs in the same transaction.
 	if err := s.DeleteUser(ctx, u.ID); err != nil {

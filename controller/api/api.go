@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/controller/access"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
@@ -75,6 +76,10 @@ type Config struct {
 	// User and Password, when both set, turn on HTTP Basic authentication
 	// (GNS3's realm and replies).
 	User, Password string
+	// Access, when set, serves GNS3 3.x's /v3/access routes (users,
+	// groups, roles, ACL), which authenticate through it, not through
+	// User and Password.
+	Access *access.Service
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
 	// MaxImportSize bounds a project archive upload; 0 means 10 GiB.
@@ -129,6 +134,8 @@ type API struct {
 	hub      *notify.Hub
 	*decoder
 	routes []Route
+	// accessTemplates are the /v3/access routes' templates.
+	accessTemplates []string
 	// handlers holds each route's Fiber handler, by index in routes, until
 	// addRoutes gives them to the app.
 	handlers []fiber.Handler
@@ -234,6 +241,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	})
 	app.Use(recover.New())
 	app.Use(a.observe)
+	a.registerAccess(app) // before Basic: /v3/access authenticates by itself
 	if cfg.User != "" && cfg.Password != "" {
 		app.Use(a.basicAuth)
 	}
@@ -243,6 +251,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	a.templates = make(map[string]string, len(a.routes))
 	for _, r := range a.routes {
 		a.templates[r.Template] = r.Template
+	}
+	for _, t := range a.accessTemplates {
+		a.templates[t] = t
 	}
 	app.Use(a.unmatched)
 	// Fiber answers a method it does not know in plain text before any
