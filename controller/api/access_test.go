@@ -306,7 +306,7 @@ func TestAccessGroupsRolesACLRoutes(t *testing.T) {
 		t.Errorf("bob's groups: %v", g)
 	}
 	s.must("DELETE", groups+"/"+lab+"/members/"+bob, admin, nil, 204)
-	s.must("DELETE", groups+"/"+lab+"/members/"+bob, admin, nil, 404) // GNS3: 500
+	s.must("DELETE", groups+"/"+lab+"/members/"+bob, admin, nil, 404)          // GNS3: 500
 	s.must("PUT", groups+"/"+lab, admin, map[string]any{"name": "Users"}, 400) // GNS3: 500
 	s.must("GET", groups+"/0f6bc2b1-7a0c-4b7e-9e8f-1234567890ab", admin, nil, 404)
 
