@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -264,4 +265,31 @@ func TestACEChecks(t *testing.T) {
 	if n := len(s.ACEs()); n != 0 {
 		t.Errorf("the deleted user's ACEs stayed: %d", n)
 	}
+}
+
+// FuzzACEPath holds the path checks to their promises on any input: an
+// accepted path is canonical (checking it again gives it back), and
+// every function of a path returns without panicking.
+func FuzzACEPath(f *testing.F) {
+	for _, s := range []string{"/", "/projects", "/projects/0F6BC2B1-7A0C-4B7E-9E8F-1234567890AB/nodes/start",
+		"/v3/projects/x/../y", "/computes/local/docker/images", "/access/users/me", "//", "/images/a.qcow2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c := CanonicalPath(p)
+		if CanonicalPath(c) != c {
+			t.Errorf("CanonicalPath(%q) = %q, not canonical", p, c)
+		}
+		resourceOf(c)
+		got, err := checkACEPath(p)
+		if err != nil {
+			return
+		}
+		if again, err := checkACEPath(got); err != nil || again != got {
+			t.Errorf("checkACEPath(%q) = %q, then %q, %v", p, got, again, err)
+		}
+		if !strings.HasPrefix(got, "/") || len(got) > MaxPathLen {
+			t.Errorf("checkACEPath(%q) = %q", p, got)
+		}
+	})
 }
