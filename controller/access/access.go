@@ -292,16 +292,11 @@ func (s *Service) change(ctx context.Context, f func(tx *sql.Tx, st *state) erro
 }
 
 // Bootstrap makes username, with password, the first super admin when
-// the database has no user yet, and reports whether it did. When there
-// are users already it changes nothing: it warns when username is not a
-// super admin there, or when password is not its password.
+// the database has no user yet, and reports whether it did; a name or
+// password out of bounds is then ErrInvalid. When there are users
+// already it changes nothing: it warns when username is not a super
+// admin there, or when password is not its password.
 func (s *Service) Bootstrap(ctx context.Context, username, password string) (bool, error) {
-	if err := checkUsername(username); err != nil {
-		return false, err
-	}
-	if err := checkPassword(password); err != nil {
-		return false, err
-	}
 	if len(s.state.Load().users) > 0 {
 		u, ok := s.state.Load().byName[username]
 		switch {
@@ -311,6 +306,12 @@ func (s *Service) Bootstrap(ctx context.Context, username, password string) (boo
 			s.log.Warn("access: the configured password differs from the super admin's in the database; the database's is kept", "user", username)
 		}
 		return false, nil
+	}
+	if err := checkUsername(username); err != nil {
+		return false, err
+	}
+	if err := checkPassword(password); err != nil {
+		return false, err
 	}
 	hash, err := s.hash(password)
 	if err != nil {

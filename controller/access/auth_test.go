@@ -222,6 +222,10 @@ func TestBootstrap(t *testing.T) {
 	if _, err := s.Authenticate(context.Background(), "admin", "first-password"); err != nil {
 		t.Errorf("the database's password was replaced: %v", err)
 	}
+	// Flags /v3 could not have started from do not matter once there are users.
+	if made, err := s.Bootstrap(context.Background(), "admin", "short"); err != nil || made {
+		t.Errorf("Bootstrap with a short password over an existing database = %v, %v", made, err)
+	}
 	if err := s.DeleteUser(context.Background(), u[0].ID); !errors.Is(err, ErrForbidden) {
 		t.Errorf("DeleteUser(super admin) = %v, want ErrForbidden", err)
 	}
