@@ -293,3 +293,27 @@ func FuzzACEPath(f *testing.F) {
 		}
 	})
 }
+
+// TestSecurityUUIDSpellingDoesNotBypassADeny: GNS3 3.x compares ACE
+// paths with request paths as strings, while its router takes a UUID in
+// upper case, without hyphens, in braces or as a URN.
+func TestSecurityUUIDSpellingDoesNotBypassADeny(t *testing.T) {
+	s, _ := newService(t)
+	ctx := context.Background()
+	u := mustUser(t, s, "user")
+	role := roleNamed(t, s, "User").ID
+	const x = "0f6bc2b1-7a0c-4b7e-9e8f-1234567890ab"
+	for _, sp := range []ACESpec{
+		{Type: ACEUser, UserID: u.ID, Path: "/", RoleID: role, Allowed: true, Propagate: true},
+		{Type: ACEUser, UserID: u.ID, Path: "/projects/" + x, RoleID: role, Allowed: false, Propagate: true},
+	} {
+		if _, err := s.CreateACE(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, spelling := range []string{x, strings.ToUpper(x), strings.ReplaceAll(x, "-", ""), "{" + x + "}", "urn:uuid:" + x} {
+		if s.Allowed(u.ID, "Node.Audit", "/v3/projects/"+spelling+"/nodes") {
+			t.Errorf("denied project reached as %s", spelling)
+		}
+	}
+}
