@@ -108,6 +108,10 @@ func open(ctx context.Context, cfg Config, hook func(string) error) (*Service, e
 	if cfg.Path == "" {
 		return nil, errors.New("access: no database path")
 	}
+	if strings.ContainsAny(cfg.Path, "?#%") {
+		// The driver takes the path as a URI, where these are not literal.
+		return nil, fmt.Errorf("access: database path %q: must not contain '?', '#' or '%%'", cfg.Path)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

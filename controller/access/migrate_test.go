@@ -254,3 +254,13 @@ func TestSeedFailureLeavesNothing(t *testing.T) {
 		t.Errorf("%d privileges after reopening, want 45", n)
 	}
 }
+
+func TestOpenRefusesAPathTheDriverWouldReadAsAURI(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a?mode=ro", "a#b", "a%20b"} {
+		if s, err := Open(context.Background(), Config{Path: filepath.Join(dir, name), BcryptCost: bcrypt.MinCost}); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) worked", name)
+		}
+	}
+}
