@@ -293,7 +293,10 @@ func (s *Service) DeleteACE(ctx context.Context, id string) error {
 // when it propagates, everything below; without propagate, a deny is as
 // confined as an allow. No decision is a denial.
 func (s *Service) Allowed(userID, privilege, p string) bool {
-	st := s.state.Load()
+	return s.state.Load().allowed(userID, privilege, p)
+}
+
+func (st *state) allowed(userID, privilege, p string) bool {
 	u, ok := st.users[userID]
 	if !ok {
 		return false
@@ -360,4 +363,59 @@ func (st *state) walk(one map[string][]*ACE, many []map[string][]*ACE, privilege
 		}
 		prefix = path.Dir(prefix)
 	}
+}
+
+// Granting. Holding User, Group, Role or ACE privileges must not be a way
+// to more: in GNS3 3.x, Group.Modify lets its holder join a group with
+// Administrator on "/", Role.Modify widen a role it has, ACE.Allocate give
+// itself any role anywhere. Here a user may grant only what it holds.
+
+// holdsRole reports whether userID holds every privilege of role on p.
+func (st *state) holdsRole(userID, roleID, p string) bool {
+	for name := range st.rolePrivs[roleID] {
+		if !st.allowed(userID, name, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// MayGrantACE reports whether userID may create (or turn an ACE into)
+// sp: a deny takes nothing from userID to give, an allow needs every
+// privilege of its role on its path.
+func (s *Service) MayGrantACE(userID string, sp ACESpec) bool {
+	if !sp.Allowed {
+		return true
+	}
+	return s.state.Load().holdsRole(userID, sp.RoleID, CanonicalPath(sp.Path))
+}
+
+// MayGrantMembership reports whether userID may put a user in group
+// groupID: it must hold what each of the group's allowing ACEs gives.
+func (s *Service) MayGrantMembership(userID, groupID string) bool {
+	st := s.state.Load()
+	for p, aces := range st.groupACEs[groupID] {
+		for _, a := range aces {
+			if a.Allowed && !st.holdsRole(userID, a.RoleID, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// MayGrantPrivilege reports whether userID may add privilege privID to
+// role roleID: it must hold it wherever an ACE allows the role.
+func (s *Service) MayGrantPrivilege(userID, roleID, privID string) bool {
+	st := s.state.Load()
+	p, ok := st.privByID[privID]
+	if !ok {
+		return true // the change fails on its own, as not found
+	}
+	for _, a := range st.aces {
+		if a.RoleID == roleID && a.Allowed && !st.allowed(userID, p.Name, a.Path) {
+			return false
+		}
+	}
+	return true
 }

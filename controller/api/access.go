@@ -143,6 +143,12 @@ func (r *accessRoutes) serve(c *fiber.Ctx, privilege string, h func(*fiber.Ctx, 
 	return nil
 }
 
+// cannotGrant refuses a change that would give more than the caller
+// holds (GNS3 3.x allows it).
+func cannotGrant() error {
+	return &accessError{fiber.StatusForbidden, "Permission denied (cannot grant privileges the caller does not hold)"}
+}
+
 func denied(privilege string) error {
 	return &accessError{fiber.StatusForbidden, "Permission denied (privilege " + privilege + " is required)"}
 }
@@ -687,10 +693,13 @@ func membership(c *fiber.Ctx) (group, user string, err error) {
 	return group, user, err
 }
 
-func (r *accessRoutes) addMember(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) addMember(c *fiber.Ctx, me access.User) error {
 	g, u, err := membership(c)
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayGrantMembership(me.ID, g) {
+		return cannotGrant()
 	}
 	if err := r.svc.AddMember(c.UserContext(), g, u); err != nil {
 		return err
@@ -793,10 +802,13 @@ func rolePrivilege(c *fiber.Ctx) (role, priv string, err error) {
 	return role, priv, err
 }
 
-func (r *accessRoutes) addRolePrivilege(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) addRolePrivilege(c *fiber.Ctx, me access.User) error {
 	role, priv, err := rolePrivilege(c)
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayGrantPrivilege(me.ID, role, priv) {
+		return cannotGrant()
 	}
 	if err := r.svc.AddRolePrivilege(c.UserContext(), role, priv); err != nil {
 		return err
@@ -898,7 +910,7 @@ func (req *aceRequest) spec(base access.ACESpec) (access.ACESpec, error) {
 	return sp, nil
 }
 
-func (r *accessRoutes) createACE(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) createACE(c *fiber.Ctx, me access.User) error {
 	var req aceRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -906,6 +918,9 @@ func (r *accessRoutes) createACE(c *fiber.Ctx, _ access.User) error {
 	sp, err := req.spec(access.ACESpec{Propagate: true, Allowed: true})
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayGrantACE(me.ID, sp) {
+		return cannotGrant()
 	}
 	a, err := r.svc.CreateACE(c.UserContext(), sp)
 	if err != nil {
@@ -926,7 +941,7 @@ func (r *accessRoutes) getACE(c *fiber.Ctx, _ access.User) error {
 	return c.JSON(aceFrom(a))
 }
 
-func (r *accessRoutes) updateACE(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) updateACE(c *fiber.Ctx, me access.User) error {
 	id, err := idParam(c, "ace_id")
 	if err != nil {
 		return err
@@ -942,6 +957,9 @@ func (r *accessRoutes) updateACE(c *fiber.Ctx, _ access.User) error {
 	sp, err := req.spec(access.ACESpec{UserID: old.UserID, GroupID: old.GroupID, Propagate: old.Propagate, Allowed: old.Allowed})
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayGrantACE(me.ID, sp) {
+		return cannotGrant()
 	}
 	a, err := r.svc.UpdateACE(c.UserContext(), id, sp)
 	if err != nil {

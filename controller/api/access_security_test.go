@@ -59,3 +59,94 @@ func TestSecurityAccessLoginIsThrottled(t *testing.T) {
 		t.Errorf("Basic after the guesses: %d, want 429", r.status)
 	}
 }
+
+// escalation is a server with a user mallory holding role on "/", and
+// what the tests need of it.
+type escalation struct {
+	*accessServer
+	admin, mallory, malloryID string
+	roles, groups             map[string]string // ids by name
+}
+
+func newEscalation(t *testing.T, role string) *escalation {
+	s := newAccessServer(t)
+	e := &escalation{accessServer: s, admin: s.login("admin", "admin-password"), roles: map[string]string{}, groups: map[string]string{}}
+	e.malloryID = s.must("POST", "/v3/access/users", e.admin, map[string]any{"username": "mallory", "password": "mallory-password"}, 201).obj()["user_id"].(string)
+	for _, r := range s.must("GET", "/v3/access/roles", e.admin, nil, 200).list() {
+		e.roles[r.(map[string]any)["name"].(string)] = r.(map[string]any)["role_id"].(string)
+	}
+	for _, g := range s.must("GET", "/v3/access/groups", e.admin, nil, 200).list() {
+		e.groups[g.(map[string]any)["name"].(string)] = g.(map[string]any)["user_group_id"].(string)
+	}
+	s.must("POST", "/v3/access/acl", e.admin, map[string]any{"ace_type": "user", "user_id": e.malloryID, "path": "/", "role_id": e.roles[role]}, 201)
+	e.mallory = s.login("mallory", "mallory-password")
+	return e
+}
+
+// TestSecurityGroupModifyCannotJoinAMorePowerfulGroup: in GNS3 3.x a
+// "User manager" may add itself to a group that is Administrator on "/".
+func TestSecurityGroupModifyCannotJoinAMorePowerfulGroup(t *testing.T) {
+	t.Parallel()
+	e := newEscalation(t, "User manager")
+	admins := e.groups["Administrators"]
+	e.must("POST", "/v3/access/acl", e.admin, map[string]any{"ace_type": "group", "group_id": admins, "path": "/", "role_id": e.roles["Administrator"]}, 201)
+	if r := e.do("PUT", "/v3/access/groups/"+admins+"/members/"+e.malloryID, e.mallory, nil); r.status != 403 {
+		t.Errorf("mallory joins Administrators: %d %s, want 403", r.status, r.raw)
+	}
+	if m := e.must("GET", "/v3/access/groups/"+admins+"/members", e.admin, nil, 200).list(); len(m) != 0 {
+		t.Errorf("members: %v", m)
+	}
+	// A group giving nothing more than mallory holds is hers to fill.
+	e.must("PUT", "/v3/access/groups/"+e.groups["Users"]+"/members/"+e.malloryID, e.mallory, nil, 204)
+	// The super admin may do it.
+	e.must("PUT", "/v3/access/groups/"+admins+"/members/"+e.malloryID, e.admin, nil, 204)
+}
+
+// TestSecurityACEAllocateCannotGrantMoreThanItHolds: in GNS3 3.x an
+// "ACL manager" may give itself Administrator on "/".
+func TestSecurityACEAllocateCannotGrantMoreThanItHolds(t *testing.T) {
+	t.Parallel()
+	e := newEscalation(t, "ACL manager")
+	grant := func(role, path string, allowed bool) accessReply {
+		return e.do("POST", "/v3/access/acl", e.mallory, map[string]any{"ace_type": "user", "user_id": e.malloryID, "path": path,
+			"role_id": e.roles[role], "allowed": allowed})
+	}
+	if r := grant("Administrator", "/", true); r.status != 403 {
+		t.Errorf("mallory grants herself Administrator: %d %s, want 403", r.status, r.raw)
+	}
+	if r := grant("User", "/projects", true); r.status != 403 {
+		t.Errorf("mallory grants herself User: %d %s, want 403", r.status, r.raw)
+	}
+	if r := grant("ACL manager", "/access/acl", true); r.status != 201 {
+		t.Errorf("mallory grants what she holds: %d %s, want 201", r.status, r.raw)
+	}
+	if r := grant("Administrator", "/projects", false); r.status != 201 {
+		t.Errorf("a deny: %d %s, want 201", r.status, r.raw)
+	}
+	// Nor by turning an ACE into more.
+	aces := e.must("GET", "/v3/access/acl", e.admin, nil, 200).list()
+	last := aces[len(aces)-1].(map[string]any)["ace_id"].(string)
+	if r := e.do("PUT", "/v3/access/acl/"+last, e.mallory, map[string]any{"ace_type": "user", "path": "/", "role_id": e.roles["Administrator"], "allowed": true}); r.status != 403 {
+		t.Errorf("mallory turns a deny into Administrator on /: %d %s, want 403", r.status, r.raw)
+	}
+}
+
+// TestSecurityRoleModifyCannotWidenARoleBeyondItsOwn: in GNS3 3.x an
+// "ACL manager" may add any privilege to a role it is given.
+func TestSecurityRoleModifyCannotWidenARoleBeyondItsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEscalation(t, "ACL manager")
+	custom := e.must("POST", "/v3/access/roles", e.admin, map[string]any{"name": "Custom"}, 201).obj()["role_id"].(string)
+	e.must("POST", "/v3/access/acl", e.admin, map[string]any{"ace_type": "user", "user_id": e.malloryID, "path": "/", "role_id": custom}, 201)
+	privs := map[string]string{}
+	for _, p := range e.must("GET", "/v3/access/privileges", e.admin, nil, 200).list() {
+		privs[p.(map[string]any)["name"].(string)] = p.(map[string]any)["privilege_id"].(string)
+	}
+	if r := e.do("PUT", "/v3/access/roles/"+custom+"/privileges/"+privs["User.Allocate"], e.mallory, nil); r.status != 403 {
+		t.Errorf("mallory widens Custom with User.Allocate: %d %s, want 403", r.status, r.raw)
+	}
+	e.must("PUT", "/v3/access/roles/"+custom+"/privileges/"+privs["Role.Audit"], e.mallory, nil, 204)
+	if p := e.must("GET", "/v3/access/roles/"+custom+"/privileges", e.admin, nil, 200).list(); len(p) != 1 {
+		t.Errorf("Custom's privileges: %v", p)
+	}
+}
