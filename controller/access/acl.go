@@ -419,3 +419,32 @@ func (s *Service) MayGrantPrivilege(userID, roleID, privID string) bool {
 	}
 	return true
 }
+
+// MayLiftACE reports whether userID may change or delete ACE aceID: a
+// deny that applies to userID (its own or one of its groups') is the
+// super admin's to lift, not the denied user's.
+func (s *Service) MayLiftACE(userID, aceID string) bool {
+	st := s.state.Load()
+	a, ok := st.aceByID[aceID]
+	if !ok || a.Allowed || st.users[userID] != nil && st.users[userID].Superadmin {
+		return true // an unknown ACE fails on its own, as not found
+	}
+	return a.UserID != userID && (a.GroupID == "" || !slices.Contains(st.userGroups[userID], a.GroupID))
+}
+
+// MayLeaveGroup reports whether userID may take user memberID out of
+// group groupID: a user does not leave a group that denies it something.
+func (s *Service) MayLeaveGroup(userID, groupID, memberID string) bool {
+	st := s.state.Load()
+	if userID != memberID || st.users[userID] != nil && st.users[userID].Superadmin {
+		return true
+	}
+	for _, aces := range st.groupACEs[groupID] {
+		for _, a := range aces {
+			if !a.Allowed {
+				return false
+			}
+		}
+	}
+	return true
+}

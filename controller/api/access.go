@@ -149,6 +149,11 @@ func cannotGrant() error {
 	return &accessError{fiber.StatusForbidden, "Permission denied (cannot grant privileges the caller does not hold)"}
 }
 
+// cannotLift refuses a change that would lift a deny from the caller.
+func cannotLift() error {
+	return &accessError{fiber.StatusForbidden, "Permission denied (a deny that applies to the caller is the super admin's to lift)"}
+}
+
 func denied(privilege string) error {
 	return &accessError{fiber.StatusForbidden, "Permission denied (privilege " + privilege + " is required)"}
 }
@@ -707,10 +712,13 @@ func (r *accessRoutes) addMember(c *fiber.Ctx, me access.User) error {
 	return noContent(c)
 }
 
-func (r *accessRoutes) removeMember(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) removeMember(c *fiber.Ctx, me access.User) error {
 	g, u, err := membership(c)
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayLeaveGroup(me.ID, g, u) {
+		return cannotLift()
 	}
 	if err := r.svc.RemoveMember(c.UserContext(), g, u); err != nil {
 		return err
@@ -954,6 +962,9 @@ func (r *accessRoutes) updateACE(c *fiber.Ctx, me access.User) error {
 	if err != nil {
 		return err
 	}
+	if !r.svc.MayLiftACE(me.ID, id) {
+		return cannotLift()
+	}
 	sp, err := req.spec(access.ACESpec{UserID: old.UserID, GroupID: old.GroupID, Propagate: old.Propagate, Allowed: old.Allowed})
 	if err != nil {
 		return err
@@ -968,10 +979,13 @@ func (r *accessRoutes) updateACE(c *fiber.Ctx, me access.User) error {
 	return c.JSON(aceFrom(a))
 }
 
-func (r *accessRoutes) deleteACE(c *fiber.Ctx, _ access.User) error {
+func (r *accessRoutes) deleteACE(c *fiber.Ctx, me access.User) error {
 	id, err := idParam(c, "ace_id")
 	if err != nil {
 		return err
+	}
+	if !r.svc.MayLiftACE(me.ID, id) {
+		return cannotLift()
 	}
 	if err := r.svc.DeleteACE(c.UserContext(), id); err != nil {
 		return err

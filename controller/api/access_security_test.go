@@ -150,3 +150,29 @@ func TestSecurityRoleModifyCannotWidenARoleBeyondItsOwn(t *testing.T) {
 		t.Errorf("Custom's privileges: %v", p)
 	}
 }
+
+// TestSecurityADeniedUserCannotLiftItsDeny: in GNS3 3.x an "ACL manager"
+// may delete the deny put on itself, and a "User manager" leave the
+// group that denies it.
+func TestSecurityADeniedUserCannotLiftItsDeny(t *testing.T) {
+	t.Parallel()
+	e := newEscalation(t, "Administrator")
+	deny := e.must("POST", "/v3/access/acl", e.admin, map[string]any{"ace_type": "user", "user_id": e.malloryID, "path": "/projects",
+		"role_id": e.roles["Administrator"], "allowed": false}, 201).obj()["ace_id"].(string)
+	if r := e.do("DELETE", "/v3/access/acl/"+deny, e.mallory, nil); r.status != 403 {
+		t.Errorf("mallory deletes her deny: %d %s, want 403", r.status, r.raw)
+	}
+	if r := e.do("PUT", "/v3/access/acl/"+deny, e.mallory, map[string]any{"ace_type": "user", "path": "/templates", "role_id": e.roles["Administrator"]}); r.status != 403 {
+		t.Errorf("mallory moves her deny: %d %s, want 403", r.status, r.raw)
+	}
+	users := e.groups["Users"]
+	e.must("PUT", "/v3/access/groups/"+users+"/members/"+e.malloryID, e.admin, nil, 204)
+	e.must("POST", "/v3/access/acl", e.admin, map[string]any{"ace_type": "group", "group_id": users, "path": "/images",
+		"role_id": e.roles["Administrator"], "allowed": false}, 201)
+	if r := e.do("DELETE", "/v3/access/groups/"+users+"/members/"+e.malloryID, e.mallory, nil); r.status != 403 {
+		t.Errorf("mallory leaves the group denying her: %d %s, want 403", r.status, r.raw)
+	}
+	// The super admin lifts it.
+	e.must("DELETE", "/v3/access/acl/"+deny, e.admin, nil, 204)
+	e.must("DELETE", "/v3/access/groups/"+users+"/members/"+e.malloryID, e.admin, nil, 204)
+}
