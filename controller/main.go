@@ -328,7 +328,17 @@ func run(args []string) error {
 		Fetch:  registry.Agents.Metrics,
 		Logger: log.With("component", "metrics"),
 	}
+	// --- access: users, groups, roles and ACL of /v3/access ---
+	accessSvc, err := openAccess(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	if accessSvc != nil {
+		defer accessSvc.Close()
+	}
+	// --- end access ---
 	app, apiServer, err := api.New(api.Config{
+		Access:          accessSvc, // nil: no /v3/access routes
 		Projects:        projects,
 		ProjectCaptures: projectCaptures,
 		Computes:        registry,

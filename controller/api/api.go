@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/controller/access"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
@@ -79,6 +80,10 @@ type Config struct {
 	// the server's own, whose pages may change state and open WebSockets
 	// (ParseOrigins checks them).
 	AllowedOrigins []string
+	// Access, when set, serves GNS3 3.x's /v3/access routes (users,
+	// groups, roles, ACL), which authenticate through it, not through
+	// User and Password.
+	Access *access.Service
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
 	// MaxImportSize bounds a project archive upload; 0 means 10 GiB.
@@ -134,6 +139,8 @@ type API struct {
 	hub      *notify.Hub
 	*decoder
 	routes []Route
+	// accessTemplates are the /v3/access routes' templates.
+	accessTemplates []string
 	// handlers holds each route's Fiber handler, by index in routes, until
 	// addRoutes gives them to the app.
 	handlers []fiber.Handler
@@ -246,6 +253,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	// Before authentication and every route: a refused request from a
 	// foreign page neither counts as a failed login nor reaches a handler.
 	app.Use(a.checkOrigin)
+	a.registerAccess(app) // before Basic: /v3/access authenticates by itself
 	if a.authOn() {
 		app.Use(a.basicAuth)
 	}
@@ -255,6 +263,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	a.templates = make(map[string]string, len(a.routes))
 	for _, r := range a.routes {
 		a.templates[r.Template] = r.Template
+	}
+	for _, t := range a.accessTemplates {
+		a.templates[t] = t
 	}
 	app.Use(a.unmatched)
 	// Fiber answers a method it does not know in plain text before any

@@ -61,7 +61,7 @@ func wsDial(t *testing.T, src, addr, path string, header http.Header) (*http.Res
 	return resp, body, nil
 }
 
-func basic(user, password string) http.Header {
+func basicHeader(user, password string) http.Header {
 	return http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))}}
 }
 
@@ -78,7 +78,7 @@ func TestSecurityConsoleWebSocketNeedsCredentials(t *testing.T) {
 	var first *http.Response
 	var firstBody []byte
 	for _, node := range []string{nid, unknownNode} {
-		for name, h := range map[string]http.Header{"no credentials": nil, "wrong password": basic(secUser, "nope")} {
+		for name, h := range map[string]http.Header{"no credentials": nil, "wrong password": basicHeader(secUser, "nope")} {
 			resp, body, conn := wsDial(t, "127.0.0.1", addr, console(node), h)
 			if conn != nil || resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("node %s, %s: %d %q, want 401 and no upgrade", node, name, resp.StatusCode, body)
@@ -99,7 +99,7 @@ func TestSecurityConsoleWebSocketNeedsCredentials(t *testing.T) {
 		}
 	}
 	// With them, the route runs: this node is stopped.
-	resp, body, conn := wsDial(t, "127.0.0.1", addr, console(nid), basic(secUser, secPassword))
+	resp, body, conn := wsDial(t, "127.0.0.1", addr, console(nid), basicHeader(secUser, secPassword))
 	if conn != nil || resp.StatusCode != http.StatusConflict {
 		t.Fatalf("right credentials, stopped node: %d %q, want 409", resp.StatusCode, body)
 	}
@@ -129,13 +129,13 @@ func TestSecurityThrottledAddressWaitsOnWebSocketRoutes(t *testing.T) {
 		"/v2/notifications/ws",
 		"/v2/projects/" + pid + "/notifications/ws",
 	} {
-		resp, body, conn := wsDial(t, "127.0.0.3", addr, path, basic(secUser, secPassword))
+		resp, body, conn := wsDial(t, "127.0.0.3", addr, path, basicHeader(secUser, secPassword))
 		if conn != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s from a throttled address: %d %q, want 429 with Retry-After", path, resp.StatusCode, body)
 		}
 	}
 	// Another address is not held back.
-	if resp, _, conn := wsDial(t, "127.0.0.1", addr, "/v2/notifications/ws", basic(secUser, secPassword)); conn == nil {
+	if resp, _, conn := wsDial(t, "127.0.0.1", addr, "/v2/notifications/ws", basicHeader(secUser, secPassword)); conn == nil {
 		t.Fatalf("another address: %d, want 101", resp.StatusCode)
 	}
 }
@@ -263,7 +263,7 @@ func TestSecurityConsoleWebSocketRefusesAForeignOrigin(t *testing.T) {
 	s, addr := securedServer(t, nil)
 	pid := s.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
 	nid := s.must("POST", "/v2/projects/"+pid+"/nodes", map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201, rNodes).body["node_id"].(string)
-	h := basic(secUser, secPassword)
+	h := basicHeader(secUser, secPassword)
 	h.Set("Origin", foreign)
 	resp, body, conn := wsDial(t, "127.0.0.1", addr, "/v2/projects/"+pid+"/nodes/"+nid+"/console/ws", h)
 	if conn != nil || resp.StatusCode != http.StatusForbidden {
@@ -389,8 +389,8 @@ func TestSecurityEveryRouteNeedsCredentials(t *testing.T) {
 				auth   http.Header
 			}{
 				"no credentials":  {own, nil},
-				"wrong password":  {wrongFrom, basic(secUser, "not-"+secPassword)},
-				"wrong user":      {wrongFrom, basic("root", secPassword)},
+				"wrong password":  {wrongFrom, basicHeader(secUser, "not-"+secPassword)},
+				"wrong user":      {wrongFrom, basicHeader("root", secPassword)},
 				"not Basic":       {wrongFrom, http.Header{"Authorization": {"Bearer " + secPassword}}},
 				"token, no Basic": {own, nil},
 			} {
@@ -409,7 +409,7 @@ func TestSecurityEveryRouteNeedsCredentials(t *testing.T) {
 			if r == unmatched {
 				return
 			}
-			resp := send(t, own, r.Method, path, ws, basic(secUser, secPassword))
+			resp := send(t, own, r.Method, path, ws, basicHeader(secUser, secPassword))
 			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests || resp.Header.Get("X-Route") == "" && resp.StatusCode != http.StatusSwitchingProtocols {
 				t.Fatalf("right credentials: %d, X-Route %q: the route did not run", resp.StatusCode, resp.Header.Get("X-Route"))
 			}
