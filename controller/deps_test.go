@@ -60,7 +60,7 @@ var rules = []rule{
 	{pkg: "agent/host", imports: []string{"agent/bridge", "agent/node", "agent/node/docker", "agent/pcapfilter", "capspec", "captures", "internal/confined", "proto"}, banned: []string{fiber, mod + "controller/"},
 		direct: []string{"net/http"}, why: "the agent's state is transport-free (the Docker Engine's client, under agent/node/docker, speaks HTTP to the Engine)"},
 	{pkg: "agent/bridge", banned: []string{"net/http", mod + "proto", mod + "captures", mod + "agent/node", libpcap}, why: "the relay moves frames in pure Go; a capture is only a Tap, BPF comes compiled"},
-	{pkg: "agent/node", banned: []string{"net/http", mod + "proto", mod + "agent/bridge"}, why: "node runners hand the bridge an address, not a type"},
+	{pkg: "agent/node", imports: []string{"internal/kvm"}, banned: []string{"net/http", mod + "proto", mod + "agent/bridge"}, why: "node runners hand the bridge an address, not a type"},
 	{pkg: "agent/node/docker", imports: []string{"agent/node"}, banned: []string{mod + "proto", mod + "agent/bridge"}, direct: []string{"net/http"},
 		why: "the docker runner hands the host an interface index, not a port; only the Engine's client speaks HTTP"},
 	{pkg: "agent/node/docker/init", banned: []string{mod}, why: "the containers' static PID 1: nothing of the agent"},
@@ -71,6 +71,7 @@ var rules = []rule{
 	{pkg: "internal/netguard", banned: []string{mod}, why: "listeners that outlive descriptor exhaustion, for both binaries"},
 	{pkg: "internal/atomicfile", banned: []string{mod}, why: "durable file replacement, for anyone"},
 	{pkg: "internal/confined", banned: []string{mod}, why: "files named by clients, kept inside one directory, for controller and agent"},
+	{pkg: "internal/kvm", banned: []string{mod}, why: "KVM's self-test: ioctls on /dev/kvm, nothing of the agent"},
 	{pkg: "internal/testprogress", banned: []string{mod}, why: "scripts/test's reader of go test -json"},
 	{pkg: "internal/testenv", banned: []string{mod}, why: "for tests only: no package's code imports it"},
 	{pkg: "docker", why: "tests only: the images and the compose file"},
@@ -89,6 +90,7 @@ var testCrossings = []struct{ from, to, why string }{
 	{"agent/bridge", "captures", "benchmarks tap the relay into a real capture file"},
 	{"controller/symbols", "controller/symbols/internal/icons", "the embedded SVGs are what the generator draws"},
 	{"docker", "agent/node", "the lab test speaks to VPCS consoles"},
+	{"controller", "internal/kvm", "the QEMU end-to-end test asks KVM's self-test what the local agent should choose"},
 }
 
 type pkgInfo struct {

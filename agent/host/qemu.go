@@ -146,6 +146,16 @@ func (h *Host) qemuUsable() bool {
 	return h.qemuOK
 }
 
+// KVMProblem says why QEMU nodes run under TCG though QemuAccel is "auto"
+// (node.KVMProblem: KVM's self-test, run once): nil where KVM passes it,
+// where the accelerator was named (kvm, tcg), or where no QEMU runs.
+func (h *Host) KVMProblem() error {
+	if (h.cfg.QemuAccel != "" && h.cfg.QemuAccel != "auto") || (h.probeQemu && !h.qemuUsable()) {
+		return nil
+	}
+	return node.KVMProblem()
+}
+
 // runtimeDir is the private folder of a node's sockets.
 func (h *Host) runtimeDir(nodeID string) string {
 	base := os.Getenv("XDG_RUNTIME_DIR")
