@@ -51,7 +51,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", "/v2/projects/load", a.loadProject)
 	// Emulators labtap does not run: their dialogs' listings are empty.
 	// (Docker and QEMU have routes of their own.)
-	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms", "network/interfaces"} {
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
 		a.handle(app, "GET", "/v2/computes/{compute_id}/"+l, a.computeEmptyList)
 	}
 	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
@@ -90,7 +90,6 @@ var guiRouteDocs = map[string]routeDoc{
 	"GET /v2/computes/{compute_id}/dynamips/images":          {"Dynamips images of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/virtualbox/vms":           {"VirtualBox VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/vmware/vms":               {"VMware VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
-	"GET /v2/computes/{compute_id}/network/interfaces":       {"Host interfaces a cloud could use: none (clouds carry UDP ports)", "", 200, "list", []int{404}},
 	"GET /v2/compute/iou/images":                             {"The web UI's IOU image list: none", "", 200, "list", nil},
 	"GET /v2/compute/dynamips/images":                        {"The web UI's Dynamips image list: none", "", 200, "list", nil},
 	"GET /v2/compute/virtualbox/vms":                         {"The web UI's VirtualBox VM list: none", "", 200, "list", nil},

@@ -23,7 +23,7 @@ func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
 	for _, path := range []string{"/v2/appliances", "/v2/appliances?symbol_theme=Classic", "/v2/appliances?update=yes&symbol_theme=nope",
 		"/v2/gns3vm/engines", "/v2/gns3vm/engines/vmware/vms", "/v2/gns3vm/engines/remote/vms",
 		"/v2/computes/local/iou/images", "/v2/computes/local/dynamips/images", "/v2/computes/local/virtualbox/vms",
-		"/v2/computes/local/vmware/vms", "/v2/computes/local/network/interfaces", "/v2/compute/iou/images", "/v2/compute/vmware/vms"} {
+		"/v2/computes/local/vmware/vms", "/v2/compute/iou/images", "/v2/compute/vmware/vms"} {
 		r := s.do("GET", path, nil)
 		if r.status != 200 || string(r.raw) != "[]" || r.header.Get("Content-Type") != "application/json" {
 			t.Errorf("GET %s = %d %s", path, r.status, r.raw)
