@@ -33,8 +33,8 @@ var (
 	libpcap   = "github.com/google/gopacket/pcap"
 )
 
-// rules is the package map (style/go-style.md section 3). The README's
-// table is made from it and the code: go test ./controller -run PackageMap -update-package-map.
+// rules is the package map: what each package may import and must not.
+// docs/contributing.md's table is made from it and the code: go test ./controller -run PackageMap -update-package-map.
 var rules = []rule{
 	{pkg: "capspec", banned: []string{mod, "github.com/", "golang.org/"}, why: "the capture vocabulary is shared by every side: standard library only"},
 	{pkg: "proto", imports: []string{"capspec"}, banned: []string{mod, "github.com/", "golang.org/"}, why: "the wire contract is importable by anyone: standard library and the capture vocabulary only"},

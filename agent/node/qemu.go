@@ -60,8 +60,8 @@ type QemuConfig struct {
 	OnWarning func(msg string)
 }
 
-// QemuProps are the GNS3 properties of a QEMU node the runner uses
-// (nodes-docker-qemu.md 4.1).
+// QemuProps are the GNS3 2.2 properties of a QEMU node the runner uses,
+// under GNS3's names.
 type QemuProps struct {
 	QemuPath          string `json:"qemu_path"`
 	Platform          string `json:"platform"`

@@ -120,7 +120,7 @@ func (h computeRoutes) interfaces(c *fiber.Ctx) error {
 }
 
 // dockerImages lists a compute's Docker images for the GUI's docker
-// template wizard (nodes-docker-qemu.md 3.10).
+// template wizard.
 func (h computeRoutes) dockerImages(c *fiber.Ctx) error {
 	id := computeOf(c)
 	if _, ok := h.computes.Get(id); !ok {

@@ -7,7 +7,7 @@ import (
 )
 
 // The routes GNS3's GUI and web UI call beyond the core of projects,
-// nodes and links (api-v2-gui-complete.md): drawings, template editing,
+// nodes and links: drawings, template editing,
 // settings pages, files, console resets and the listings their dialogs
 // open with.
 
@@ -57,7 +57,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
 		a.handle(app, "GET", "/v2/compute/"+l, emptyList)
 	}
-	// Their uploads and actions are 409 saying so (spec 2.16), as the
+	// Their uploads and actions are 409 saying so, as the
 	// forwarded calls are, rather than a 404 "No route" toast: the web UI's
 	// image uploads, and the IOS router wizard's Idle-PC search, whose path
 	// is too short for the forwarded calls' template.

@@ -104,8 +104,7 @@ const (
 		}`
 )
 
-// Request schemas, JSON Schema draft-04 as GNS3 validates them (api-v2.md
-// 1.2-1.3), with our fixes: a null project name and links with other than
+// Request schemas, JSON Schema draft-04 as GNS3 validates them, with our fixes: a null project name and links with other than
 // 0-2 endpoints are refused. They are also the request bodies of the
 // OpenAPI document.
 var schemaSources = map[string]string{
@@ -126,7 +125,7 @@ var schemaSources = map[string]string{
 		"required": ["name"], "additionalProperties": false}`,
 
 	// GNS3 refuses project_id in a PUT although its handler means to drop
-	// it (api-v2.md 7.21): accepted here, and ignored.
+	// it: accepted here, and ignored.
 	"project_update": `{"type": "object", "properties": ` + projectProperties + `, "additionalProperties": false}`,
 
 	"node_create": `{"type": "object", "properties": ` + nodeProperties + `,

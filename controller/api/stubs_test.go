@@ -16,7 +16,7 @@ import (
 )
 
 // What the GUI asks at every connect and every time Preferences opens
-// answers without an error (api-v2-gui-complete.md 1.1, 5.3, 2.13-2.16).
+// answers without an error.
 func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
@@ -143,7 +143,7 @@ func TestStatisticsAreTheHostsFigures(t *testing.T) {
 	}
 }
 
-// The forwarded compute calls (spec 2.16): the ones labtap has answer
+// The forwarded compute calls: the ones labtap has answer
 // through their own routes (registered first); another action of an emulator labtap runs is 404 naming it, any call of
 // one it does not run is 409 saying so, an unknown compute 404; the
 // endpoint route hands back the controller's own route for the call.
@@ -181,7 +181,7 @@ func TestForwardedComputeCalls(t *testing.T) {
 // The web UI's image uploads for IOU and Dynamips, and the IOS router
 // wizard's Idle-PC search (whose path is too short for the forwarded
 // calls' template), are 409 saying the emulator is not run here, as the
-// forwarded calls are (spec 2.16), not a "No route" 404 or a 400.
+// forwarded calls are, not a "No route" 404 or a 400.
 func TestUploadsAndActionsOfEmulatorsNotRunHereAre409(t *testing.T) {
 	s := newServer(t)
 	for _, c := range []struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/kballard/go-shellquote"
 )
 
-// Properties are a docker node's GNS3 properties (spec 3.1), as the
+// Properties are a docker node's GNS3 properties, as the
 // controller sends them in NodeSpec.Properties, plus labtap's two
 // extensions privileged and cap_add (3.5).
 type Properties struct {
@@ -32,7 +32,7 @@ type Properties struct {
 }
 
 // DefaultCaps are the capabilities a container gets instead of GNS3's
-// --privileged: enough for FRR's OSPF and BGP (spec 3.5, verified).
+// --privileged: enough for FRR's OSPF and BGP (verified).
 var DefaultCaps = []string{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"}
 
 // withDefaults fills what the node did not say, as GNS3's compute does.
@@ -158,7 +158,7 @@ const (
 // labtap's own mounts.
 var notVolumes = []string{"/proc", "/sys", "/dev", "/labtap", "/gns3volumes"}
 
-// volumes returns the node's persistent directories (spec 3.5): /etc/network,
+// volumes returns the node's persistent directories: /etc/network,
 // the image's VOLUMEs and extra_volumes, cleaned, a more general path
 // swallowing those below it (/etc takes /etc/network), in order. Each is
 // kept in the node's directory under its own path, so its content survives
