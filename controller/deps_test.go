@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var updatePackageMap = flag.Bool("update-package-map", false, "rewrite the README's package map from the code and the rules in deps_test.go")
+var updatePackageMap = flag.Bool("update-package-map", false, "rewrite docs/contributing.md's package map from the code and the rules in deps_test.go")
 
 const mod = "github.com/labtap/labtap/"
 
@@ -167,7 +167,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 	for p := range g {
 		if rel, ok := strings.CutPrefix(p, mod); ok {
 			if _, ok := byPkg[rel]; !ok {
-				t.Errorf("package %s has no rule in deps_test.go (nor row in the README's package map)", rel)
+				t.Errorf("package %s has no rule in deps_test.go (nor row in docs/contributing.md's package map)", rel)
 			}
 		}
 	}
@@ -223,12 +223,12 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 	}
 }
 
-// TestTheREADMEsPackageMapIsTheCode checks that the README's package map
+// TestTheDocsPackageMapIsTheCode checks that docs/contributing.md's package map
 // has one row per package, in the rules' order, with the imports and bans
 // of the rules; -update-package-map rewrites those columns (the "owns"
 // column is written by hand).
-func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestTheDocsPackageMapIsTheCode(t *testing.T) {
+	readme, err := os.ReadFile("../docs/contributing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +237,11 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 	const header = "| package | owns | imports | must not import |\n|---|---|---|---|\n"
 	start := strings.Index(text, "## Package map\n")
 	if start < 0 {
-		t.Fatal("the README has no \"## Package map\"")
+		t.Fatal("docs/contributing.md has no \"## Package map\"")
 	}
 	tableStart := strings.Index(text[start:], "\n|")
 	if tableStart < 0 {
-		t.Fatal("the README's package map has no table")
+		t.Fatal("docs/contributing.md's package map has no table")
 	}
 	tableStart += start + 1
 	tableEnd := tableStart
@@ -266,7 +266,7 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 		}
 		o := owns[r.pkg]
 		if o == "" {
-			t.Errorf("the README's package map says nothing of what %s owns", r.pkg)
+			t.Errorf("docs/contributing.md's package map says nothing of what %s owns", r.pkg)
 			o = "TODO: what it owns"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, o, list(r.imports, nil), list(r.banned, r.direct))
@@ -274,16 +274,16 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 	want := b.String()
 	if got := text[tableStart:tableEnd]; got != want {
 		if *updatePackageMap {
-			if err := os.WriteFile("../README.md", []byte(text[:tableStart]+want+text[tableEnd:]), 0o644); err != nil {
+			if err := os.WriteFile("../docs/contributing.md", []byte(text[:tableStart]+want+text[tableEnd:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("the README's package map is not the code's; run go test ./controller -run PackageMap -update-package-map. Want:\n%s", want)
+		t.Errorf("docs/contributing.md's package map is not the code's; run go test ./controller -run PackageMap -update-package-map. Want:\n%s", want)
 	}
 }
 
-// list renders package paths for the README: labtap's relative, "/" for a
+// list renders package paths for the package map: labtap's relative, "/" for a
 // whole tree, "(direct)" for bans of the package's own imports.
 func list(paths, direct []string) string {
 	var out []string
