@@ -175,10 +175,10 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 var errTooLarge = errors.New("too large")
 
 // QemuCapabilities reports KVM where it passes its self-test
-// (node.KVMProblem), as the GUI's "Require KVM" check reads it.
+// (kvmUsable), as the GUI's "Require KVM" check reads it.
 func (im *Images) QemuCapabilities() proto.QemuCapabilities {
 	caps := proto.QemuCapabilities{KVM: []string{}}
-	if node.KVMProblem() == nil {
+	if kvmUsable() {
 		caps.KVM = []string{"x86_64", "i386"}
 	}
 	return caps

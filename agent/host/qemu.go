@@ -156,6 +156,9 @@ func (h *Host) KVMProblem() error {
 	return node.KVMProblem()
 }
 
+// kvmUsable says whether KVM passes its self-test here (node.KVMProblem).
+func kvmUsable() bool { return node.KVMProblem() == nil }
+
 // runtimeDir is the private folder of a node's sockets.
 func (h *Host) runtimeDir(nodeID string) string {
 	base := os.Getenv("XDG_RUNTIME_DIR")
