@@ -13,8 +13,8 @@ import (
 	"github.com/labtap/labtap/internal/cli"
 )
 
-func TestTheREADMEsAgentFlagsAreTheFlags(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestTheDocsAgentFlagsAreTheFlags(t *testing.T) {
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}

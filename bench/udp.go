@@ -15,7 +15,7 @@ import (
 // of frames as UDP GSO runs (sendmmsg of messages with UDP_SEGMENT): the
 // kernel still delivers one datagram per frame, as an emulator would send
 // them, but the generator pays the UDP/IP output path once per run. That is
-// how the reference ceiling of datapath-performance.md was reached (about
+// how the loopback ceiling the relay is compared with is reached (about
 // 500k 64-byte frames/s on this class of machine, with the sink on the
 // generator's CPU); a generator sending datagram by datagram tops out near
 // half of that here, below what the relay forwards, and would measure

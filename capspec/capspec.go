@@ -211,7 +211,7 @@ func CleanStem(s string) string {
 // set aside, every character outside [0-9A-Za-z_-] is removed (so "/", "\"
 // and ".." vanish), and the format's extension is appended.
 // "../../etc/x.pcap" becomes "etcx.pcap". GNS3 uses the client's name
-// unchanged and so writes wherever it points (api-v2.md 7.1). A name with
+// unchanged and so writes wherever it points. A name with
 // no usable character left is an error.
 func CleanFileName(name, format string) (string, error) {
 	stem := name

@@ -18,7 +18,7 @@ import (
 	"github.com/labtap/labtap/internal/testenv"
 )
 
-// The web UI's console (spec 2.11) on real VPCS, one on the controller's
+// The web UI's console on real VPCS, one on the controller's
 // own agent and one on a remote agent: a command typed over the WebSocket
 // runs, and its output comes back in binary frames. A stopped node's
 // console is a JSON 409 before any upgrade.

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var updatePackageMap = flag.Bool("update-package-map", false, "rewrite the README's package map from the code and the rules in deps_test.go")
+var updatePackageMap = flag.Bool("update-package-map", false, "rewrite docs/contributing.md's package map from the code and the rules in deps_test.go")
 
 const mod = "github.com/labtap/labtap/"
 
@@ -33,8 +33,8 @@ var (
 	libpcap   = "github.com/google/gopacket/pcap"
 )
 
-// rules is the package map (style/go-style.md section 3). The README's
-// table is made from it and the code: go test ./controller -run PackageMap -update-package-map.
+// rules is the package map: what each package may import and must not.
+// docs/contributing.md's table is made from it and the code: go test ./controller -run PackageMap -update-package-map.
 var rules = []rule{
 	{pkg: "capspec", banned: []string{mod, "github.com/", "golang.org/"}, why: "the capture vocabulary is shared by every side: standard library only"},
 	{pkg: "proto", imports: []string{"capspec"}, banned: []string{mod, "github.com/", "golang.org/"}, why: "the wire contract is importable by anyone: standard library and the capture vocabulary only"},
@@ -60,7 +60,7 @@ var rules = []rule{
 	{pkg: "agent/host", imports: []string{"agent/bridge", "agent/node", "agent/node/docker", "agent/pcapfilter", "capspec", "captures", "internal/confined", "proto"}, banned: []string{fiber, mod + "controller/"},
 		direct: []string{"net/http"}, why: "the agent's state is transport-free (the Docker Engine's client, under agent/node/docker, speaks HTTP to the Engine)"},
 	{pkg: "agent/bridge", banned: []string{"net/http", mod + "proto", mod + "captures", mod + "agent/node", libpcap}, why: "the relay moves frames in pure Go; a capture is only a Tap, BPF comes compiled"},
-	{pkg: "agent/node", banned: []string{"net/http", mod + "proto", mod + "agent/bridge"}, why: "node runners hand the bridge an address, not a type"},
+	{pkg: "agent/node", imports: []string{"internal/kvm"}, banned: []string{"net/http", mod + "proto", mod + "agent/bridge"}, why: "node runners hand the bridge an address, not a type"},
 	{pkg: "agent/node/docker", imports: []string{"agent/node"}, banned: []string{mod + "proto", mod + "agent/bridge"}, direct: []string{"net/http"},
 		why: "the docker runner hands the host an interface index, not a port; only the Engine's client speaks HTTP"},
 	{pkg: "agent/node/docker/init", banned: []string{mod}, why: "the containers' static PID 1: nothing of the agent"},
@@ -71,6 +71,7 @@ var rules = []rule{
 	{pkg: "internal/netguard", banned: []string{mod}, why: "listeners that outlive descriptor exhaustion, for both binaries"},
 	{pkg: "internal/atomicfile", banned: []string{mod}, why: "durable file replacement, for anyone"},
 	{pkg: "internal/confined", banned: []string{mod}, why: "files named by clients, kept inside one directory, for controller and agent"},
+	{pkg: "internal/kvm", banned: []string{mod}, why: "KVM's self-test: ioctls on /dev/kvm, nothing of the agent"},
 	{pkg: "internal/testprogress", banned: []string{mod}, why: "scripts/test's reader of go test -json"},
 	{pkg: "internal/testenv", banned: []string{mod}, why: "for tests only: no package's code imports it"},
 	{pkg: "docker", why: "tests only: the images and the compose file"},
@@ -89,6 +90,7 @@ var testCrossings = []struct{ from, to, why string }{
 	{"agent/bridge", "captures", "benchmarks tap the relay into a real capture file"},
 	{"controller/symbols", "controller/symbols/internal/icons", "the embedded SVGs are what the generator draws"},
 	{"docker", "agent/node", "the lab test speaks to VPCS consoles"},
+	{"controller", "internal/kvm", "the QEMU end-to-end test asks KVM's self-test what the local agent should choose"},
 }
 
 type pkgInfo struct {
@@ -165,7 +167,7 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 	for p := range g {
 		if rel, ok := strings.CutPrefix(p, mod); ok {
 			if _, ok := byPkg[rel]; !ok {
-				t.Errorf("package %s has no rule in deps_test.go (nor row in the README's package map)", rel)
+				t.Errorf("package %s has no rule in deps_test.go (nor row in docs/contributing.md's package map)", rel)
 			}
 		}
 	}
@@ -221,12 +223,12 @@ func TestPackagesKeepTheirImportRules(t *testing.T) {
 	}
 }
 
-// TestTheREADMEsPackageMapIsTheCode checks that the README's package map
+// TestTheDocsPackageMapIsTheCode checks that docs/contributing.md's package map
 // has one row per package, in the rules' order, with the imports and bans
 // of the rules; -update-package-map rewrites those columns (the "owns"
 // column is written by hand).
-func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestTheDocsPackageMapIsTheCode(t *testing.T) {
+	readme, err := os.ReadFile("../docs/contributing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +237,11 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 	const header = "| package | owns | imports | must not import |\n|---|---|---|---|\n"
 	start := strings.Index(text, "## Package map\n")
 	if start < 0 {
-		t.Fatal("the README has no \"## Package map\"")
+		t.Fatal("docs/contributing.md has no \"## Package map\"")
 	}
 	tableStart := strings.Index(text[start:], "\n|")
 	if tableStart < 0 {
-		t.Fatal("the README's package map has no table")
+		t.Fatal("docs/contributing.md's package map has no table")
 	}
 	tableStart += start + 1
 	tableEnd := tableStart
@@ -264,7 +266,7 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 		}
 		o := owns[r.pkg]
 		if o == "" {
-			t.Errorf("the README's package map says nothing of what %s owns", r.pkg)
+			t.Errorf("docs/contributing.md's package map says nothing of what %s owns", r.pkg)
 			o = "TODO: what it owns"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, o, list(r.imports, nil), list(r.banned, r.direct))
@@ -272,16 +274,16 @@ func TestTheREADMEsPackageMapIsTheCode(t *testing.T) {
 	want := b.String()
 	if got := text[tableStart:tableEnd]; got != want {
 		if *updatePackageMap {
-			if err := os.WriteFile("../README.md", []byte(text[:tableStart]+want+text[tableEnd:]), 0o644); err != nil {
+			if err := os.WriteFile("../docs/contributing.md", []byte(text[:tableStart]+want+text[tableEnd:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("the README's package map is not the code's; run go test ./controller -run PackageMap -update-package-map. Want:\n%s", want)
+		t.Errorf("docs/contributing.md's package map is not the code's; run go test ./controller -run PackageMap -update-package-map. Want:\n%s", want)
 	}
 }
 
-// list renders package paths for the README: labtap's relative, "/" for a
+// list renders package paths for the package map: labtap's relative, "/" for a
 // whole tree, "(direct)" for bans of the package's own imports.
 func list(paths, direct []string) string {
 	var out []string

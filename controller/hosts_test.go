@@ -267,7 +267,7 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 		t.Fatal("no ping reply across the two agents")
 	}
 
-	// The capture runs on agent1 (the first started endpoint: spec 3.3).
+	// The capture runs on agent1 (the first started endpoint, as GNS3 picks).
 	var started linkReply
 	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, &started)
 	if !started.Capturing || deref(started.CaptureComputeID) != "agent1" ||

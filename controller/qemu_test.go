@@ -23,6 +23,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/google/gopacket/layers"
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/kvm"
 	"github.com/labtap/labtap/internal/testenv"
 )
 
@@ -761,6 +762,52 @@ func TestTheControllersQemuAccelReachesItsLocalAgent(t *testing.T) {
 	c.call("POST", base+"/nodes/"+vm.NodeID+"/start", nil, 200, &vm)
 	if !strings.Contains(vm.CommandLine, " -accel tcg ") {
 		t.Fatalf("started with --qemu-accel tcg: %s", vm.CommandLine)
+	}
+	c.call("POST", base+"/nodes/"+vm.NodeID+"/stop", nil, 200, nil)
+}
+
+// Under --qemu-accel auto (the default), a guest boots wherever /dev/kvm
+// opens: where KVM's self-test fails (here: a nested VM whose KVM runs
+// real-mode code at microseconds an instruction, so firmware and kernel
+// crawl and the console stays blank), the VM runs under TCG, the
+// controller's log says why at start, and the project gets a log.warning
+// naming the VM and the reason. Where the self-test passes, KVM is used.
+func TestQemuAutoAccelBootsAGuestWhereKVMOpens(t *testing.T) {
+	guest := tinyGuest(t)
+	kvmWorks := kvm.Check(kvm.Device, kvm.DefaultTimeout) == nil
+	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_QEMU_ACCEL="})
+	copyImages(t, c, guest)
+	var project struct {
+		ProjectID string `json:"project_id"`
+	}
+	c.call("POST", "/v2/projects", map[string]any{"name": "auto-accel"}, 201, &project)
+	base := "/v2/projects/" + project.ProjectID
+	events := followNotifications(t, c.url+base+"/notifications")
+	var vm struct {
+		nodeReply
+		CommandLine string `json:"command_line"`
+	}
+	c.call("POST", base+"/nodes", map[string]any{"name": "g1", "node_type": "qemu", "compute_id": "local", "properties": map[string]any{
+		"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 128, "process_priority": "normal",
+		"kernel_command_line": "console=ttyS0 no_timer_check"}}, 201, &vm)
+	c.call("POST", base+"/nodes/"+vm.NodeID+"/start", nil, 200, &vm)
+	wantAccel := map[bool]string{true: " -accel kvm ", false: " -accel tcg "}[kvmWorks]
+	if !strings.Contains(vm.CommandLine, wantAccel) {
+		t.Errorf("KVM self-test passes here: %v; started with %s", kvmWorks, vm.CommandLine)
+	}
+	con := dialGuest(t, vm.ConsoleHost, vm.Console)
+	con.expect(t, 0, regexp.MustCompile(`Linux version`), time.Minute)
+	if !kvmWorks {
+		if !strings.Contains(c.log.String(), "KVM self-test") {
+			t.Errorf("the controller's log does not say KVM failed its self-test:\n%s", c.log.String())
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(events.String(), "g1 runs without KVM (TCG), expect a slow guest: KVM self-test") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log.warning saying why g1 runs under TCG; notifications:\n%s", events.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	c.call("POST", base+"/nodes/"+vm.NodeID+"/stop", nil, 200, nil)
 }

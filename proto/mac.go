@@ -5,8 +5,8 @@ import (
 	"net"
 )
 
-// AdapterMACs returns the MAC addresses of adapters 0 to count-1 of a node
-// (nodes-docker-qemu.md 2.3): base plus n as a 48-bit integer. An empty
+// AdapterMACs returns the MAC addresses of adapters 0 to count-1 of a node,
+// as GNS3 derives them: base plus n as a 48-bit integer. An empty
 // base is the node type's default, derived from the node id: docker
 // 02:42:<id[2:8]>:00 and qemu 0c:<id[2:8]>:00:00, GNS3's schemes. A base
 // whose last adapter would overflow 48 bits is refused, as is a type with

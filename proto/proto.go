@@ -456,3 +456,23 @@ type NodeCopy struct {
 func ConsoleResetPath(project, node string) string {
 	return NodePath(project, node) + "/console/reset"
 }
+
+// InterfacesPath lists the network interfaces of the agent's host: a JSON
+// array of [HostInterface], sorted by name.
+const InterfacesPath = "/v1/network/interfaces"
+
+// HostInterface is one network interface of an agent's host, in GNS3's
+// shape (its cloud node dialog lists them). IPAddress and Netmask are the
+// interface's first IPv4 address, empty without one. Type is "tap" for a
+// TAP device, else "ethernet". Special marks what a user rarely wants to
+// bridge a lab to: loopback, virtual bridges and the veths of containers
+// (the GUI hides them unless asked).
+type HostInterface struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	IPAddress  string `json:"ip_address"`
+	Netmask    string `json:"netmask"`
+	MACAddress string `json:"mac_address"`
+	Type       string `json:"type"`
+	Special    bool   `json:"special"`
+}

@@ -62,6 +62,8 @@ type Service interface {
 	State() proto.AgentState
 	// DockerImages lists the Docker Engine's image tags, sorted.
 	DockerImages(ctx context.Context) ([]string, error)
+	// Interfaces lists the host's network interfaces, sorted by name.
+	Interfaces() ([]proto.HostInterface, error)
 }
 
 // CaptureService runs the captures of links. *host.Captures satisfies it.
@@ -179,6 +181,7 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 	const p, n, l = "/v1/projects/{project}", "/v1/projects/{project}/nodes/{node}", "/v1/projects/{project}/links/{link}"
 	mux.HandleFunc("GET "+proto.InfoPath, h.info)
 	mux.HandleFunc("GET "+proto.DockerImagesPath, h.dockerImages)
+	mux.HandleFunc("GET "+proto.InterfacesPath, h.interfaces)
 	mux.HandleFunc("PUT "+proto.FilterCheckPath, h.checkFilters)
 	mux.HandleFunc("PUT "+p, h.openProject)
 	mux.HandleFunc("DELETE "+p, h.closeProject)
@@ -341,6 +344,15 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *handlers) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.svc.Info())
+}
+
+func (h *handlers) interfaces(w http.ResponseWriter, r *http.Request) {
+	list, err := h.svc.Interfaces()
+	if err != nil {
+		h.reply(w, nil, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (h *handlers) dockerImages(w http.ResponseWriter, r *http.Request) {

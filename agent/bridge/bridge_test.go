@@ -169,7 +169,7 @@ func TestUnconnectedPortIgnoresStrangersAndFollowsItsPeer(t *testing.T) {
 
 func TestConnectedPortsFormATunnel(t *testing.T) {
 	// Two agents' tunnel ends, each bound to its own port and connected to
-	// the other's, as datapath.md 2.2 requires.
+	// the other's, so that each takes frames from its peer only.
 	t1, err := ListenUDP(UDPConfig{Local: loopback0})
 	if err != nil {
 		t.Fatal(err)

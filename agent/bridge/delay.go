@@ -16,7 +16,7 @@ const (
 
 // delayLine holds the delayed frames of one direction of a link and sends
 // each at its release time, from its own goroutine, so a delayed frame never
-// blocks the receive loop (datapath.md 4.2). Release times never go
+// blocks the receive loop. Release times never go
 // backwards (a frame leaves at max(its own time, the previous frame's)), so
 // jitter never reorders a direction. A full line drops the newest frame and
 // counts it.

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/net/bpf"
 )
 
-// FilterConfig is what a link does to the frames it relays (datapath.md
-// section 5). The zero value passes every frame unchanged. Every filter
+// FilterConfig is what a link does to the frames it relays: GNS3's link
+// filters and labtap's bpf. The zero value passes every frame unchanged. Every filter
 // applies to both directions of the link.
 type FilterConfig struct {
 	// Suspend drops every frame; it overrides every other filter.
@@ -47,7 +47,7 @@ const (
 // safe for concurrent use by both directions of a link: its state (the
 // frequency_drop counter, the corrupt pattern position) is kept in atomics.
 //
-// The chain runs in a fixed order (ours, documented in datapath.md 5.1):
+// The chain runs in a fixed order (ours; GNS3 documents none):
 // bpf, frequency_drop, packet_loss, corrupt, delay.
 type Filters struct {
 	cfg FilterConfig

@@ -197,7 +197,7 @@ func TestCorruptFlipsTheMiddleQuarterWithUBridgesPatternThroughARealRelay(t *tes
 			t.Fatalf("frame of %d bytes was not corrupted", size)
 		}
 	}
-	// The 106-byte echo of datapath.md 5.2: bytes 41 to 66 are flipped.
+	// A 106-byte ICMP echo frame: bytes 41 to 66 are flipped.
 	f := make([]byte, 106)
 	c, _ := corrupted(f, 0)
 	for i := range c {

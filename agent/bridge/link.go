@@ -14,8 +14,8 @@ import (
 //	        → [delay line] → tap → send → count
 //
 // so dropped frames are never captured, corrupted frames are captured
-// corrupted, and delayed frames are captured when they leave (datapath.md
-// 4.1). The filters and the tap are swapped atomically while frames flow.
+// corrupted, and delayed frames are captured when they leave: the capture
+// holds what crossed the link after its filters. The filters and the tap are swapped atomically while frames flow.
 type Link struct {
 	ends    [2]Port
 	filters atomic.Pointer[Filters] // nil: pass everything

@@ -14,7 +14,7 @@ import (
 // one call, and sendmmsg(2) writes a batch of messages, each of which may be
 // a run of equal-sized frames sent as one UDP GSO buffer (UDP_SEGMENT): the
 // kernel walks its UDP/IP stack once per run and cuts the datagrams apart on
-// delivery, which is what halves the cost of a frame (datapath-performance.md).
+// delivery, which is what halves the cost of a frame.
 //
 // Receiving is the mirror image: with UDP_GRO on, a run a peer sent as one
 // GSO buffer (another agent, a load generator) reaches the socket as one

@@ -15,7 +15,7 @@ import (
 
 // A PacketPort is a network interface of the agent's host read and written
 // with an AF_PACKET socket: the host end of a veth pair whose other end is
-// a container's eth<n> (nodes-docker-qemu.md 3.7.2). Each datagram is one
+// a container's eth<n>. Each datagram is one
 // Ethernet frame. Like a UDPPort it reads in batches (recvmmsg) and sends in
 // batches (sendmmsg), so a link, its filters, suspend and captures work on
 // it unchanged.

@@ -11,7 +11,7 @@
 //
 // Frames travel in batches ([][]byte) from the receive call that read them to
 // the send call that writes them, so that one system call moves many frames
-// both ways (datapath-performance.md).
+// both ways.
 package bridge
 
 // Handler receives the frames a port reads.

@@ -39,8 +39,8 @@ func isTagType(t uint16) bool { return t == 0x8100 || t == 0x88a8 || t == 0x9100
 // and leaves each output port in one HandleFrames call, which runs the next
 // link (and the next switch) in that goroutine too: a batch read by one
 // receive call crosses every in-process hop whole, with no copy and no
-// hand-off to another goroutine, to the send call that writes it out
-// (datapath-performance.md). One sender switches at a time. A batch that
+// hand-off to another goroutine, to the send call that writes it out (the
+// chain4 topology of scripts/bench measures it). One sender switches at a time. A batch that
 // finds the switch busy (another sender, or this very batch coming back
 // through a loop of links) is copied into the switch's queue instead, and
 // switched by whoever holds the switch next, before its own frames, or by
@@ -103,7 +103,7 @@ type switchPort struct {
 // one Send, copied into one buffer: the batch crosses to the switch's
 // goroutine in one channel hand-off, and its frames leave each output port
 // in one HandleFrames call, so the batching of the receive call that read
-// them survives the hop (datapath-performance.md).
+// them survives the hop.
 type inBatch struct {
 	port   int
 	frames [][]byte // slices of buf

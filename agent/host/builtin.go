@@ -62,7 +62,7 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 	return nil
 }
 
-// openCloudPort opens one UDP port of a cloud (datapath.md 2.2): a socket
+// openCloudPort opens one UDP port of a cloud: a socket
 // bound to lport on every address and connected to rhost:rport, so frames
 // leave from lport and only rhost:rport is heard.
 func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, error) {

@@ -126,7 +126,8 @@ type Config struct {
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (the default: KVM
-	// when /dev/kvm opens, else TCG with a warning), "kvm" or "tcg".
+	// where it passes its self-test, else TCG with a warning; see
+	// KVMProblem), "kvm" or "tcg".
 	QemuAccel string
 	// NoDocker turns docker nodes off even where a Docker Engine answers.
 	NoDocker bool

@@ -129,6 +129,19 @@ func (h *Host) qemuUsable() bool {
 	return h.qemuOK
 }
 
+// KVMProblem says why QEMU nodes run under TCG though QemuAccel is "auto"
+// (node.KVMProblem: KVM's self-test, run once): nil where KVM passes it,
+// where the accelerator was named (kvm, tcg), or where no QEMU runs.
+func (h *Host) KVMProblem() error {
+	if (h.cfg.QemuAccel != "" && h.cfg.QemuAccel != "auto") || (h.probeQemu && !h.qemuUsable()) {
+		return nil
+	}
+	return node.KVMProblem()
+}
+
+// kvmUsable says whether KVM passes its self-test here (node.KVMProblem).
+func kvmUsable() bool { return node.KVMProblem() == nil }
+
 // runtimeDir is the private folder of a node's sockets.
 func (h *Host) runtimeDir(nodeID string) string {
 	base := os.Getenv("XDG_RUNTIME_DIR")

@@ -59,7 +59,7 @@ func (s *sockets) listenUDP(cfg bridge.UDPConfig) (*bridge.UDPPort, error) {
 var loopbackAny = netip.MustParseAddrPort("127.0.0.1:0")
 
 // openTunnel opens a UDP tunnel end: bound to localPort on every address,
-// connected to peer, as tunnelPeer resolved it (datapath.md 2.2).
+// connected to peer, as tunnelPeer resolved it.
 func (s *sockets) openTunnel(localPort int, peer netip.AddrPort) (*bridge.UDPPort, error) {
 	local := netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(localPort))
 	if peer.Addr().Is6() {

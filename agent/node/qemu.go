@@ -51,8 +51,8 @@ type QemuConfig struct {
 	ImageSums *imagesum.Sums
 	// ConsoleHost is where the console (telnet or VNC) listens.
 	ConsoleHost string
-	// Accel is "auto" (KVM when /dev/kvm opens read-write, else TCG),
-	// "kvm" or "tcg".
+	// Accel is "auto" (KVM where its self-test passes, see KVMProblem,
+	// else TCG), "kvm" or "tcg".
 	Accel    string
 	Props    QemuProps
 	Adapters []QemuAdapter
@@ -64,8 +64,8 @@ type QemuConfig struct {
 	OnWarning func(msg string)
 }
 
-// QemuProps are the GNS3 properties of a QEMU node the runner uses
-// (nodes-docker-qemu.md 4.1).
+// QemuProps are the GNS3 2.2 properties of a QEMU node the runner uses,
+// under GNS3's names.
 type QemuProps struct {
 	QemuPath          string `json:"qemu_path"`
 	Platform          string `json:"platform"`
@@ -601,22 +601,9 @@ func (q *Qemu) ResetConsole() {
 }
 
 // accel picks the accelerator, and the warning to give when a VM runs
-// without KVM though KVM was not ruled out.
+// without KVM though KVM was not ruled out (chooseAccel).
 func (q *Qemu) accel() (accel, warning string) {
-	opts := q.cfg.Props.Options
-	switch {
-	case strings.Contains(opts, "accel=tcg") || strings.Contains(opts, "-no-kvm"):
-		return "tcg", ""
-	case q.cfg.Accel == "tcg":
-		return "tcg", ""
-	case q.cfg.Accel == "kvm":
-		return "kvm", ""
-	}
-	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
-		f.Close()
-		return "kvm", ""
-	}
-	return "tcg", fmt.Sprintf("%s runs without KVM (TCG): expect a slow guest", q.cfg.Name)
+	return chooseAccel(q.cfg.Name, q.cfg.Accel, q.cfg.Props.Options, KVMProblem)
 }
 
 // logText is qemu.log without its first line (the command), bounded.

@@ -11,8 +11,7 @@ import (
 	"strings"
 )
 
-// buildArgs builds QEMU's arguments in GNS3's order (nodes-docker-qemu.md
-// 4.4), with labtap's changes: -accel, the console and QMP on unix
+// buildArgs builds QEMU's arguments in the order GNS3 2.2 builds them, with labtap's changes: -accel, the console and QMP on unix
 // sockets, and -S (the VM starts paused until the console is connected).
 // It also returns, per adapter, the UDP address QEMU listens on.
 func (q *Qemu) buildArgs(accel, conSock, qmpSock string) ([]string, []netip.AddrPort, error) {

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// A QEMU node's TPM (the tpm property): swtpm, beside QEMU
-// (nodes-docker-qemu.md 4.1, 4.7).
+// A QEMU node's TPM (the tpm property): swtpm, beside QEMU, as GNS3 2.2
+// runs it.
 
 // swtpmVersion matches "TPM emulator version 0.7.1".
 var swtpmVersion = regexp.MustCompile(`version (\d+)\.(\d+)`)

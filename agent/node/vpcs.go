@@ -91,7 +91,7 @@ type VPCSConfig struct {
 }
 
 // VPCS runs a VPCS process: one virtual PC with one Ethernet port whose
-// frames travel over UDP (datapath.md section 8), and a telnet console.
+// frames travel over UDP, and a telnet console.
 //
 // VPCS is run on a pseudo-terminal, not with its own "-p" console: that
 // console listens on every interface with no authentication, and VPCS runs

@@ -53,7 +53,7 @@ func Compile(lt layers.LinkType, expr string) ([]bpf.RawInstruction, error) {
 // lines, each line is one expression (the lines are ORed: a frame matching
 // any is dropped), and blank lines are ignored. libpcap compiles an empty
 // expression to "accept everything", which would drop every frame; GNS3 is
-// spared that only by accident (datapath.md 5.1).
+// spared that only by accident.
 func Lines(texts []string) []string {
 	var out []string
 	for _, t := range texts {

@@ -50,8 +50,9 @@ type Config struct {
 	// measurements); BufferedCaptures writes captures through the page
 	// cache even where direct I/O is possible.
 	NoUDPGRO, BufferedCaptures bool
-	// QemuAccel is the accelerator of QEMU nodes: "auto" (default), "kvm"
-	// or "tcg" (host.Config.QemuAccel).
+	// QemuAccel is the accelerator of QEMU nodes: "auto" (default: KVM
+	// where it passes a self-test at start), "kvm" or "tcg"
+	// (host.Config.QemuAccel).
 	QemuAccel string
 	// NoDocker turns docker nodes off; DockerInit is the static init given
 	// to containers (empty: labtap-init next to the executable).
@@ -118,6 +119,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 			cfg.Logger.Warn("docker nodes unavailable", "why", why)
 		} else {
 			cfg.Logger.Info("docker nodes available")
+		}
+	})
+	// And whether KVM runs guests: under --qemu-accel auto its self-test
+	// (at most a second) decides between KVM and TCG for every VM.
+	said.Go(func() {
+		if err := h.KVMProblem(); err != nil {
+			cfg.Logger.Warn("QEMU nodes run under TCG (slow): KVM does not run guests here", "why", err)
 		}
 	})
 	reg := metrics.NewRegistry()

@@ -46,6 +46,8 @@ type Computes interface {
 type Agents interface {
 	// DockerImages lists the image tags of a compute's Docker Engine.
 	DockerImages(ctx context.Context, computeID string) ([]string, error)
+	// Interfaces lists the network interfaces of a compute's host.
+	Interfaces(ctx context.Context, computeID string) ([]compute.HostInterface, error)
 	// Statistics asks a compute for its host's figures.
 	Statistics(ctx context.Context, computeID string) (compute.Statistics, error)
 	ConsoleDialer
@@ -403,6 +405,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "PUT", compute, cmr.updateCompute)
 	a.handle(app, "DELETE", compute, cmr.deleteCompute)
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
+	a.handle(app, "GET", compute+"/network/interfaces", cmr.interfaces)
+	a.handle(app, "GET", "/v2/compute/network/interfaces", cmr.interfaces)
 	ntr := notificationRoutes{a.resource(), a.hub, a.cfg.Load, a.cfg.Context}
 	a.handleStream(app, "GET", "/v2/notifications", ntr.controllerNotifications)
 	a.handleStream(app, "GET", "/v2/notifications/ws", ntr.controllerNotificationsWS())

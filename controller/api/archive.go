@@ -16,8 +16,8 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
-// Portable projects, duplicates and snapshots (spec api-v2-gui-complete.md
-// 2.2-2.5): parsing and replies here, the work in project.Service and
+// Portable projects, duplicates and snapshots, as GNS3 2.2 has them:
+// parsing and replies here, the work in project.Service and
 // package archive.
 
 const (

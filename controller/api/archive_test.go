@@ -120,8 +120,8 @@ const (
 	rRestore   = "/v2/projects/{project_id}/snapshots/{snapshot_id}/restore"
 )
 
-// The fixture is a .gns3project laid out exactly as spec 2.4 observed
-// GNS3 2.2.59 write one: project.gns3 first (mode 0600, keys sorted,
+// The fixture is a .gns3project laid out exactly as GNS3 2.2.59 was
+// seen to write one: project.gns3 first (mode 0600, keys sorted,
 // indent 4, compute_id "local", computes emptied), then the project
 // directory's files. It holds two VPCS and a qemu node (a type labtap
 // cannot run), links among them, a drawing and a member from a newer GNS3.
@@ -401,7 +401,7 @@ func (l *archiveLab) list(path string) []map[string]any {
 	return out
 }
 
-// TestExportReplyIsGNS3s checks the export reply's headers (spec 2.4):
+// TestExportReplyIsGNS3s checks the export reply's headers:
 // the GNS3 media type, an attachment named after the project that any
 // name survives, chunked, X-Route; and the GUI's five parameters.
 func TestExportReplyIsGNS3s(t *testing.T) {
@@ -591,7 +591,7 @@ func tree(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestDuplicateProject checks POST .../duplicate against spec 2.3.
+// TestDuplicateProject checks POST .../duplicate against GNS3 2.2's replies.
 func TestDuplicateProject(t *testing.T) {
 	t.Parallel()
 	l := newArchiveLab(t, 0)
@@ -658,7 +658,7 @@ func TestDuplicateProject(t *testing.T) {
 }
 
 // TestSnapshotRoutes checks list, create, delete and their refusals
-// against spec 2.2's observed replies.
+// against GNS3 2.2's observed replies.
 func TestSnapshotRoutes(t *testing.T) {
 	t.Parallel()
 	l := newArchiveLab(t, 0)
@@ -767,8 +767,7 @@ func TestSnapshotRestoreNotifiesAndReloads(t *testing.T) {
 		t.Fatalf("restore reply %v", got)
 	}
 	// Everything that was is deleted, everything restored created, then
-	// snapshot.restored (spec 2.2 REC: the web UI keeps stale items
-	// otherwise).
+	// snapshot.restored (the web UI keeps stale items otherwise).
 	events := ls.expect(t, "node.deleted", "node.deleted", "node.deleted", "drawing.deleted", "drawing.deleted",
 		"node.created", "node.created", "link.created", "drawing.created", "snapshot.restored", "log.info")
 	if events[9].Event["snapshot_id"] != snap["snapshot_id"] || events[9].Event["name"] != "two PCs" {
@@ -1137,7 +1136,7 @@ func withImages(t *testing.T, arch []byte, images map[string]string) []byte {
 	return b.Bytes()
 }
 
-// include_images (spec 2.4): an import installs the archive's
+// include_images: an import installs the archive's
 // images/QEMU/ into the local images folder, never over an image of the
 // same name with other content; an export with include_images=yes holds
 // the local QEMU images the nodes use as images/QEMU/<file>, first, and

@@ -101,8 +101,26 @@ func (h computeRoutes) getCompute(c *fiber.Ctx) error {
 	return c.JSON(h.computeJSONOf(cp))
 }
 
+// interfaces lists a compute's host interfaces for the GUI's cloud node
+// dialog (GNS3's shape: id, name, ip_address, netmask, mac_address, type,
+// special).
+func (h computeRoutes) interfaces(c *fiber.Ctx) error {
+	id := computeOf(c)
+	if _, ok := h.computes.Get(id); !ok {
+		return &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
+	}
+	if h.agents == nil {
+		return &project.Error{Kind: project.ErrConflict, Msg: "This controller reaches no agents"}
+	}
+	list, err := h.agents.Interfaces(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(list)
+}
+
 // dockerImages lists a compute's Docker images for the GUI's docker
-// template wizard (nodes-docker-qemu.md 3.10).
+// template wizard.
 func (h computeRoutes) dockerImages(c *fiber.Ctx) error {
 	id := computeOf(c)
 	if _, ok := h.computes.Get(id); !ok {

@@ -11,7 +11,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
-// The web UI's console (api-v2-gui-complete.md 2.11): a WebSocket bridged
+// The web UI's console: a WebSocket bridged
 // to the node's telnet console through its agent (remote ones too), behind
 // the same authentication as every route (GNS3 exempts it). The node's
 // output goes out as binary frames; the client's frames, text or binary,

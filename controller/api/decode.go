@@ -51,7 +51,7 @@ type decoder struct {
 	maxBody int // Config.MaxJSONBody
 }
 
-// decode reads a JSON request as GNS3 does (api-v2.md 1.2): an empty body
+// decode reads a JSON request as GNS3 does: an empty body
 // is {}, query parameters are merged into the object as strings
 // (overriding body members), the result is validated against the route's
 // schema, then decoded into dst. Every failure is a 400 and changes
@@ -68,7 +68,7 @@ func (d *decoder) decode(c *fiber.Ctx, schema string, dst any) error {
 	}
 	var doc any = map[string]any{}
 	if !utf8.Valid(raw) {
-		// GNS3 crashes (500) on these (api-v2.md 7.23).
+		// GNS3 crashes (500) on these.
 		return &badRequest{msg: "Invalid JSON: the body is not UTF-8", request: map[string]string{"malformed_json": strings.ToValidUTF8(string(raw), "\ufffd")}}
 	}
 	if len(bytes.TrimSpace(raw)) > 0 {

@@ -24,7 +24,7 @@ const (
 	rectSVG = `<svg height="100" width="200"><rect height="100" width="200" fill="#ffffff" /></svg>`
 )
 
-// Drawings as GNS3 2.2 answers them (api-v2-gui-complete.md 2.1), with
+// Drawings as GNS3 2.2 answers them, with
 // the notifications the GUI and web UI rely on, persisted in the file.
 func TestDrawingsAnswerAsGNS3AndAreAnnounced(t *testing.T) {
 	t.Parallel()
@@ -168,7 +168,7 @@ func TestDrawingSVGIsCheckedAndCleaned(t *testing.T) {
 	}
 	// A picture as GNS3's "Insert picture" makes it: the picture goes to
 	// project-files/images/<md5>.png and reads give GNS3's wrapper of it
-	// (spec 2.1, SVG storage 3), so the file stays small.
+	// (as GNS3 stores pictures), so the file stays small.
 	pixel := onePixelPNG(t)
 	b64 := base64.StdEncoding.EncodeToString(pixel)
 	pic := `<svg height="1" width="1"><image height="1" width="1" xlink:href="data:image/png;base64,` + b64 + `" />` +

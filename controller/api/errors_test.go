@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestEveryRouteAnswersTheSpecsErrors sends requests the spec refuses
-// (api-v2.md 1.5, 1.6, 2.3-2.6, 4.2) and checks, for each, the status, the
+// TestEveryRouteAnswersTheSpecsErrors sends requests GNS3 2.2 refuses
+// (bad bodies, unknown ids, closed projects, bad links) and checks, for each, the status, the
 // exact message in a {"message", "status"} body, the X-Route header, and
 // that everything a client can read of the lab is as it was before.
 func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
@@ -92,7 +92,7 @@ func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
 		{"stop capture on unknown link", "POST", p + "/links/" + ghost + "/stop_capture", nil, 404, rStop, noLink},
 		{"pcap of unknown link", "GET", p + "/links/" + ghost + "/pcap", nil, 404, rPcap, noLink},
 
-		// api-v2.md 4.2: checks 1 (port exists), 3 (not the same node), 5.
+		// GNS3's link checks: the port exists, not the same node, the port is free.
 		{"link to a port the first node lacks", "POST", p + "/links", ends(spare, 0, 1, hub, 0, 0), 404, rLinks, "Port 0/1 for PC3 not found"},
 		{"link to a port the second node lacks", "POST", p + "/links", ends(spare, 0, 0, hub, 1, 0), 404, rLinks, "Port 1/0 for Hub not found"},
 		{"link from a port to itself", "POST", p + "/links", ends(spare, 0, 0, spare, 0, 0), 409, rLinks, "Cannot connect to itself"},
@@ -108,7 +108,7 @@ func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
 	l.must("DELETE", p+"/nodes/"+l.a, nil, 204, rNode)
 	l.must("GET", l.linkPath(""), nil, 404, rLink)
 
-	// api-v2.md 1.6, 1.7, 2.4, 2.5.2, 2.6: on a closed project every node
+	// As in GNS3: on a closed project every node
 	// or link lookup is 403, before the id is looked at.
 	l.link = l.must("POST", p+"/links", ends(spare, 0, 0, l.b, 0, 0), 201, rLinks).body["link_id"].(string)
 	l.must("POST", p+"/close", nil, 204, rProject+"/close")
@@ -136,8 +136,8 @@ func TestEveryRouteAnswersTheSpecsErrors(t *testing.T) {
 	}
 }
 
-// TestAOneEndpointLinkIsCreatedAndLeavesItsPortFree checks api-v2.md 4.2
-// and 4.7: a link with one endpoint answers 201 and does not reserve its
+// TestAOneEndpointLinkIsCreatedAndLeavesItsPortFree checks GNS3's half
+// links: a link with one endpoint answers 201 and does not reserve its
 // port, so another link, half or whole, can still use it; a whole link does.
 func TestAOneEndpointLinkIsCreatedAndLeavesItsPortFree(t *testing.T) {
 	t.Parallel()
@@ -160,7 +160,7 @@ func TestAOneEndpointLinkIsCreatedAndLeavesItsPortFree(t *testing.T) {
 	if links := l.must("GET", p+"/links", nil, 200, rLinks); len(links.list) != 4 {
 		t.Fatalf("links: %s", links.raw)
 	}
-	// api-v2.md 2.6: a node's links are its whole ones.
+	// A node's links are its whole ones, as in GNS3.
 	nl := l.must("GET", p+"/nodes/"+pcs[0]+"/links", nil, 200, rNode+"/links")
 	if len(nl.list) != 1 || nl.list[0].(map[string]any)["link_id"] != whole.body["link_id"] {
 		t.Fatalf("links of PC3: %s", nl.raw)

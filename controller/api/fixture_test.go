@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// gns3File is a project file as GNS3 2.2 writes it (api-v2.md 6.2): written
-// here from the spec's layout, with two VPCS and a link between them, a
+// gns3File is a project file as GNS3 2.2 writes it: written
+// here from GNS3 2.2's layout, with two VPCS and a link between them, a
 // filter, a suspended link and the keys GNS3 adds that we do not use.
 const gns3File = `{
     "auto_close": true,

@@ -11,7 +11,7 @@ import (
 	"github.com/labtap/labtap/controller/project"
 )
 
-// GNS3's forwarded compute calls (api-v2-gui-complete.md 2.16): the GUI
+// GNS3's forwarded compute calls: the GUI
 // reaches a compute's own API through the controller with
 // /v2/computes/{compute_id}/{emulator}/{action}, and asks where to upload
 // an image directly with /v2/computes/endpoint/.... labtap's agents speak

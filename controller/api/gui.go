@@ -8,7 +8,7 @@ import (
 )
 
 // The routes GNS3's GUI and web UI call beyond the core of projects,
-// nodes and links (api-v2-gui-complete.md): drawings, template editing,
+// nodes and links: drawings, template editing,
 // settings pages, files, console resets and the listings their dialogs
 // open with.
 
@@ -56,13 +56,13 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", "/v2/shutdown", localOnly("You can only stop a local server"))
 	// Emulators labtap does not run: their dialogs' listings are empty.
 	// (Docker and QEMU have routes of their own.)
-	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms", "network/interfaces"} {
+	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
 		a.handle(app, "GET", "/v2/computes/{compute_id}/"+l, a.computeEmptyList)
 	}
 	for _, l := range []string{"iou/images", "dynamips/images", "virtualbox/vms", "vmware/vms"} {
 		a.handle(app, "GET", "/v2/compute/"+l, emptyList)
 	}
-	// Their uploads and actions are 409 saying so (spec 2.16), as the
+	// Their uploads and actions are 409 saying so, as the
 	// forwarded calls are, rather than a 404 "No route" toast: the web UI's
 	// image uploads, and the IOS router wizard's Idle-PC search, whose path
 	// is too short for the forwarded calls' template.
@@ -105,7 +105,6 @@ var guiRouteDocs = map[string]routeDoc{
 	"GET /v2/computes/{compute_id}/dynamips/images":          {"Dynamips images of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/virtualbox/vms":           {"VirtualBox VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
 	"GET /v2/computes/{compute_id}/vmware/vms":               {"VMware VMs of a compute: none (not run here)", "", 200, "list", []int{404}},
-	"GET /v2/computes/{compute_id}/network/interfaces":       {"Host interfaces a cloud could use: none (clouds carry UDP ports)", "", 200, "list", []int{404}},
 	"GET /v2/compute/iou/images":                             {"The web UI's IOU image list: none", "", 200, "list", nil},
 	"GET /v2/compute/dynamips/images":                        {"The web UI's Dynamips image list: none", "", 200, "list", nil},
 	"GET /v2/compute/virtualbox/vms":                         {"The web UI's VirtualBox VM list: none", "", 200, "list", nil},

@@ -29,7 +29,7 @@ func bareApp(t *testing.T, pin bool) *fiber.App {
 }
 
 // Any 2.2 GUI connects: it is answered its own version, exactly as it
-// names it (api-v2-gui-complete.md 4.4); anything else, and every client
+// names it; anything else, and every client
 // when the version is pinned, gets the configured one.
 func TestVersionAnswersA22GUIItsOwnVersion(t *testing.T) {
 	t.Parallel()

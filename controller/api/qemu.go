@@ -106,7 +106,7 @@ type qemuRoutes struct {
 }
 
 // registerQemu adds the routes the GNS3 QEMU wizard and configuration
-// pages call (nodes-docker-qemu.md 4.8 and 5).
+// pages call.
 func (a *API) registerQemu(app *fiber.App) {
 	const c = "/v2/computes/{compute_id}/qemu"
 	qr := qemuRoutes{a.resource(), a.computes, a.cfg.Agents}

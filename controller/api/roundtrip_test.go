@@ -174,7 +174,7 @@ func TestAClosedProjectOfOtherNodeTypesIsRewrittenWhole(t *testing.T) {
 // A project holding node types this server cannot run (dynamips, iou)
 // opens: those nodes are kept, stopped, with their links; starting one is
 // 409 naming its type, starting all starts the others; the file keeps them
-// whole (spec 3.1 item 18, 6.7).
+// whole.
 func TestAProjectWithNodesThisServerCannotRunOpens(t *testing.T) {
 	t.Parallel()
 	keep := func(typ string) bool { return typ == "vpcs" || typ == "ethernet_switch" || typ == "dynamips" }

@@ -259,7 +259,7 @@ func TestTemplateRoutes(t *testing.T) {
 			found = m
 		}
 	}
-	// The reply GNS3 gives for VPCS (api-v2.md 2.4.1), member for member.
+	// The reply GNS3 gives for VPCS, member for member.
 	want := map[string]any{"builtin": true, "category": "guest", "compute_id": nil, "default_name_format": "PC{0}", "name": "VPCS",
 		"properties": map[string]any{"base_script_file": "vpcs_base_config.txt"}, "symbol": ":/symbols/vpcs_guest.svg",
 		"template_id": vpcs, "template_type": "vpcs"}

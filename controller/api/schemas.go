@@ -105,8 +105,7 @@ const (
 		}`
 )
 
-// Request schemas, JSON Schema draft-04 as GNS3 validates them (api-v2.md
-// 1.2-1.3), with our fixes: a null project name and links with other than
+// Request schemas, JSON Schema draft-04 as GNS3 validates them, with our fixes: a null project name and links with other than
 // 0-2 endpoints are refused. They are also the request bodies of the
 // OpenAPI document.
 var schemaSources = map[string]string{

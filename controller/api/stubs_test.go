@@ -16,14 +16,14 @@ import (
 )
 
 // What the GUI asks at every connect and every time Preferences opens
-// answers without an error (api-v2-gui-complete.md 1.1, 5.3, 2.13-2.16).
+// answers without an error.
 func TestConnectAndPreferencesCallsAnswerWithoutErrors(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	for _, path := range []string{"/v2/appliances", "/v2/appliances?symbol_theme=Classic", "/v2/appliances?update=yes&symbol_theme=nope",
 		"/v2/gns3vm/engines", "/v2/gns3vm/engines/vmware/vms", "/v2/gns3vm/engines/remote/vms",
 		"/v2/computes/local/iou/images", "/v2/computes/local/dynamips/images", "/v2/computes/local/virtualbox/vms",
-		"/v2/computes/local/vmware/vms", "/v2/computes/local/network/interfaces", "/v2/compute/iou/images", "/v2/compute/vmware/vms"} {
+		"/v2/computes/local/vmware/vms", "/v2/compute/iou/images", "/v2/compute/vmware/vms"} {
 		r := s.do("GET", path, nil)
 		if r.status != 200 || string(r.raw) != "[]" || r.header.Get("Content-Type") != "application/json" {
 			t.Errorf("GET %s = %d %s", path, r.status, r.raw)
@@ -143,7 +143,7 @@ func TestStatisticsAreTheHostsFigures(t *testing.T) {
 	}
 }
 
-// The forwarded compute calls (spec 2.16): the ones labtap has answer
+// The forwarded compute calls: the ones labtap has answer
 // through their own routes (registered first); another action of an emulator labtap runs is 404 naming it, any call of
 // one it does not run is 409 saying so, an unknown compute 404; the
 // endpoint route hands back the controller's own route for the call.
@@ -181,7 +181,7 @@ func TestForwardedComputeCalls(t *testing.T) {
 // The web UI's image uploads for IOU and Dynamips, and the IOS router
 // wizard's Idle-PC search (whose path is too short for the forwarded
 // calls' template), are 409 saying the emulator is not run here, as the
-// forwarded calls are (spec 2.16), not a "No route" 404 or a 400.
+// forwarded calls are, not a "No route" 404 or a 400.
 func TestUploadsAndActionsOfEmulatorsNotRunHereAre409(t *testing.T) {
 	s := newServer(t)
 	for _, c := range []struct {

@@ -85,7 +85,7 @@ func (s *symbolRoutes) raw(c *fiber.Ctx) error {
 	return c.SendStream(f, int(f.Size))
 }
 
-// upload stores the raw body as a user symbol (api-v2.md 5.4, with the
+// upload stores the raw body as a user symbol (with the
 // fixes of 7.18): at most symbols.MaxSize bytes, an SVG, PNG, JPEG or GIF
 // image, written whole or not at all. The Fiber app's BodyLimit refuses
 // larger bodies before this runs; the library checks again.
@@ -124,7 +124,7 @@ func (s *symbolRoutes) dimensions(c *fiber.Ctx) error {
 	return c.JSON(dimensionsJSON{Width: w, Height: h})
 }
 
-// symbolID decodes the {symbol_id:.+} placeholder (api-v2.md 5.1). Fiber
+// symbolID decodes the {symbol_id:.+} placeholder. Fiber
 // matches the raw path (the app leaves UnescapePath off), so the
 // parameter arrives percent-encoded, "%2F" included: one decoding gives
 // the id, slashes and all. GNS3 decodes a second time, and clients that

@@ -10,8 +10,7 @@ import (
 const rTemplates = "/v2/templates"
 
 // Creating a template with only the required members answers GNS3 2.2's
-// observed defaults for each type labtap runs (api-v2-gui-complete.md
-// 2.12), announces it on the controller stream, and makes nodes.
+// observed defaults for each type labtap runs, announces it on the controller stream, and makes nodes.
 func TestTemplatesAreCreatedWithGNS3sDefaultsAndAnnounced(t *testing.T) {
 	t.Parallel()
 	l := newLive(t, time.Minute)

@@ -5,7 +5,7 @@
 // snapshots/ and images/. It knows files, zips and the project file's JSON;
 // projects, locks and HTTP live elsewhere.
 //
-// Archives cannot hurt the host (spec api-v2-gui-complete.md 3.1): only
+// Archives cannot hurt the host: only
 // regular files and directories go in or come out, entry names are
 // relative, clean and unique, sizes and counts are bounded, and extraction
 // happens inside an os.Root on a fresh directory.

@@ -51,7 +51,7 @@ type Image struct {
 var minZipTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Export writes the project in dir, whose project file holds projectFile,
-// to w as a .gns3project, in GNS3 2.2's layout (spec 2.4): images/ first
+// to w as a .gns3project, in GNS3 2.2's layout: images/ first
 // (if any), then project.gns3, then the project directory's files in path
 // order. Left out: every *.gns3 of the directory (project.gns3 replaces the
 // project's own), snapshots/ unless asked, project-files/captures and

@@ -103,7 +103,7 @@ func export(t *testing.T, dir string, opts archive.ExportOptions) (*zip.Reader, 
 	return zr, b.Bytes(), warnings
 }
 
-// TestExportHasGNS3Layout checks an export against spec 2.4's observed
+// TestExportHasGNS3Layout checks an export against GNS3 2.2's observed
 // layout: project.gns3 first (mode 0600), then the project directory's
 // files, streamed (data descriptors), with what GNS3 excludes left out
 // and project.gns3 rewritten as GNS3 does it.

@@ -21,7 +21,8 @@ type Limits struct {
 	Ratio int64
 }
 
-// DefaultLimits are the limits the spec recommends (3.1 item 4).
+// DefaultLimits bound what an archive may unpack to: entries, bytes in all
+// and the ratio of unpacked to packed bytes (a zip bomb's).
 var DefaultLimits = Limits{Entries: 100_000, Size: 20 << 30, Ratio: 200}
 
 func (l Limits) orDefaults() Limits {

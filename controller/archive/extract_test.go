@@ -80,7 +80,7 @@ func tree(t *testing.T, dir string) []string {
 const projectGNS3 = `{"name": "p", "project_id": "5d8c6f2e-3b7a-4c1d-9e0f-1a2b3c4d5e6f", "revision": 9, "type": "topology", "topology": {"nodes": [], "links": []}}`
 
 // TestExtractRefusesEveryEntryThatCouldLeaveTheProject is the zip-slip
-// corpus of spec section 3.1 (items 1, 2 and 4): each archive is refused
+// corpus (names that leave the directory, links and special files, bombs): each archive is refused
 // whole, and nothing outside the target directory changes (a victim file
 // beside it stays as it was; no link, file or directory appears).
 func TestExtractRefusesEveryEntryThatCouldLeaveTheProject(t *testing.T) {

@@ -47,6 +47,20 @@ func (a *Agents) OpenProject(ctx context.Context, computeID string, p project.Pr
 	return a.do(ctx, computeID, "PUT", proto.ProjectPath(p.ID), proto.ProjectSpec{ProjectID: p.ID, Name: p.Name}, nil)
 }
 
+// HostInterface is one network interface of a compute's host, the agent's
+// own type (GNS3's shape).
+type HostInterface = proto.HostInterface
+
+// Interfaces lists the network interfaces of a compute's host, sorted by
+// name.
+func (a *Agents) Interfaces(ctx context.Context, computeID string) ([]HostInterface, error) {
+	list := []HostInterface{}
+	if err := a.do(ctx, computeID, "GET", proto.InterfacesPath, nil, &list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
 // DockerImages lists the image tags of a compute's Docker Engine.
 func (a *Agents) DockerImages(ctx context.Context, computeID string) ([]string, error) {
 	var images []proto.DockerImage

@@ -23,8 +23,7 @@ import (
 	"github.com/labtap/labtap/internal/atomicfile"
 )
 
-// Portable projects, duplicates and snapshots (spec api-v2-gui-complete.md
-// 2.2-2.5), all made of package archive's export and safe extraction:
+// Portable projects, duplicates and snapshots, as GNS3 2.2 has them, all made of package archive's export and safe extraction:
 // a duplicate is an export imported under a new id, a snapshot an export
 // kept in snapshots/, a restore an import into the same project.
 //
@@ -32,7 +31,7 @@ import (
 // beside the projects (never into a live one), checks the result, and only
 // then renames it into place; a failure removes the temporary directory
 // and changes nothing else. One archive operation runs per project at a
-// time; another one meanwhile is 409 (spec 6.5).
+// time; another one meanwhile is 409.
 
 // ExportOptions are the project export's choices.
 type ExportOptions = archive.ExportOptions

@@ -96,7 +96,7 @@ func (s *builder) build(ctx context.Context, st *state, snap *Snapshot, running 
 // keepInert keeps a stored node of a type labtap cannot run (a GNS3
 // project's iou, dynamips, virtualbox, ... node, or one its compute says
 // it does not run) as it is, stopped, on no compute, so the project opens
-// and its file keeps the node (spec 6.7). It reports whether n was such a
+// and its file keeps the node. It reports whether n was such a
 // node. st is being built.
 func (s *builder) keepInert(st *state, n Node) bool {
 	if runnable(n.Type) && (!s.core.cfg.Computes.Exists(n.ComputeID) || s.core.mayRun(n.ComputeID, n.Type)) {

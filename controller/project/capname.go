@@ -13,7 +13,7 @@ type capturePort struct {
 }
 
 // defaultCaptureName returns the name GNS3 gives a capture of the link
-// between a and b (api-v2.md 3.2):
+// between a and b:
 // "<a.node>_<a.adapter>-<a.port>_to_<b.node>_<b.adapter>-<b.port>" with every
 // character outside [0-9A-Za-z_-] removed, plus ext.
 func defaultCaptureName(a, b capturePort, ext string) string {

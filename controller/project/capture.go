@@ -12,8 +12,8 @@ import (
 // LocalCompute is the id of the controller's own compute.
 const LocalCompute = "local"
 
-// captureSide picks the endpoint whose node a capture depends on (api-v2.md
-// 3.3): the first endpoint, in attachment order, matching the first rule
+// captureSide picks the endpoint whose node a capture depends on, as GNS3
+// does: the first endpoint, in attachment order, matching the first rule
 // that any matches. It returns -1 when no endpoint's node is started.
 //
 //  1. on compute "local", of an always-running type, started;

@@ -99,7 +99,7 @@ type NodeRuntime struct {
 }
 
 // MACScheme is the MAC address arithmetic shared with computes
-// (nodes-docker-qemu.md 2.3); a Computes that implements it gives the
+// (proto.AdapterMACs); a Computes that implements it gives the
 // ports of nodes with adapters their MAC addresses. *compute.Agents does.
 type MACScheme interface {
 	// AdapterMACs returns the MACs of adapters 0..count-1: base plus n,
@@ -179,7 +179,7 @@ const (
 	LogWarning = "log.warning"
 	// LogInfo tells them something that happened as asked, later: a
 	// capture that stopped at its limit, a long operation (an archive's)
-	// that ended (the GNS3 GUI prints it in its console; spec 6.15).
+	// that ended (the GNS3 GUI prints it in its console).
 	LogInfo = "log.info"
 	// LogError tells them something that failed after it was asked: a
 	// change whose save did not reach the disk.

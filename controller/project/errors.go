@@ -36,7 +36,7 @@ func errorf(kind error, format string, args ...any) error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Messages GNS3 clients know, byte for byte (api-v2.md 1.6).
+// Messages GNS3 clients know, byte for byte.
 func projectNotFound(id string) error {
 	return errorf(ErrNotFound, "Project ID %s doesn't exist", id)
 }

@@ -42,7 +42,7 @@ var Filters = []FilterType{
 const maxBPF = 64 << 10
 
 // normalizeFilters checks a client's filters against the catalogue and
-// returns them in GNS3's normal form (api-v2.md 4.4): numbers as integers
+// returns them in GNS3's normal form: numbers as integers
 // (numeric strings, floats and booleans converted as GNS3 does), text
 // trimmed, and a filter removed when its list is empty or it would do
 // nothing (a single value of 0, an empty expression, a delay of 0 with no

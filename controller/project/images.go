@@ -18,7 +18,7 @@ import (
 	"github.com/labtap/labtap/internal/confined"
 )
 
-// Images in portable projects (spec 2.4 include_images, 2.5 and 3.1.14):
+// Images in portable projects (an export's include_images, an import):
 // the QEMU images of the local compute's nodes go into an export as
 // images/QEMU/<file>, GNS3 2.2's layout, and an import installs the
 // archive's images/QEMU/ (or images/qemu/, as GNS3 writes a remote

@@ -10,7 +10,7 @@ import (
 	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
-// TypeDocker is GNS3's container node type (nodes-docker-qemu.md 3).
+// TypeDocker is GNS3's container node type.
 const TypeDocker = "docker"
 
 // dockerKind is the docker entry of the kinds table: one port per adapter,
@@ -33,7 +33,7 @@ var dockerKind = &kind{
 	},
 	defaults: func(props map[string]any) {
 		// Empty template strings are not put into a node's properties
-		// (spec 2.5): they become the compute's defaults.
+		// (GNS3 leaves them out too): they become the compute's defaults.
 		for _, k := range []string{"start_command", "environment", "extra_hosts", "mac_address"} {
 			if s, ok := props[k].(string); ok && strings.TrimSpace(s) == "" {
 				delete(props, k)

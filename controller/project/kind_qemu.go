@@ -25,8 +25,7 @@ var qemuKind = &kind{
 	check:            qemuCheck,
 }
 
-// qemuTemplateDefaults are GNS3's defaults of a new QEMU template
-// (nodes-docker-qemu.md 4.2).
+// qemuTemplateDefaults are GNS3 2.2's defaults of a new QEMU template.
 func qemuTemplateDefaults() map[string]any {
 	t := map[string]any{
 		"qemu_path": "", "usage": "", "platform": "", "linked_clone": true, "ram": 256, "cpus": 1,
@@ -47,7 +46,7 @@ func qemuTemplateDefaults() map[string]any {
 }
 
 // qemuNodeDefaults are the properties of a QEMU node that were not given
-// (nodes-docker-qemu.md 4.1); md5 sums are null until a file is set.
+// (GNS3 2.2's); md5 sums are null until a file is set.
 func qemuNodeDefaults() map[string]any {
 	d := map[string]any{
 		"adapter_type": "e1000", "adapters": 1, "bios_image": "", "boot_priority": "c",
@@ -191,7 +190,7 @@ type customAdapter struct {
 	MACAddress    string `json:"mac_address"`
 }
 
-// qemuAdapters names a QEMU node's adapters (nodes-docker-qemu.md 2.2):
+// qemuAdapters names a QEMU node's adapters:
 // port_name_format with {0} the interface number in the segment, {1} the
 // segment, first_port_name for adapter 0, custom_adapters overriding name,
 // type and MAC.

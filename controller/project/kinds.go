@@ -12,7 +12,7 @@ import (
 type kind struct {
 	// Type is the node_type.
 	Type string
-	// ports lists a node's ports (api-v2.md 2.4, nodes-docker-qemu.md 2.2).
+	// ports lists a node's ports, named as GNS3 names them.
 	ports func(n *Node) []Port
 	// alwaysRunning types run inside the agent and are started while their
 	// project is open (GNS3's "always running"), so a capture on their
@@ -25,7 +25,7 @@ type kind struct {
 	// adapters types have one port per network adapter, link endpoint
 	// adapter i, port 0, each with a MAC address (proto.AdapterMACs);
 	// their properties go to the compute on create and update, and what
-	// the compute computes comes back into them (nodes-docker-qemu.md 2.5).
+	// the compute computes comes back into them.
 	adapters    func(n *Node) ([]Adapter, error)
 	suspendable bool
 	// consoleTypes are the console types a node of this type may be
@@ -35,7 +35,7 @@ type kind struct {
 	// template is the type's built-in template, nil when it has none.
 	template *Template
 	// templateDefaults returns the properties of a new user template of
-	// this type (nodes-docker-qemu.md 3.2, 4.2); nil when the type has
+	// this type; nil when the type has
 	// no user templates.
 	templateDefaults func() map[string]any
 	// defaults fills in the properties a new node was not given.

@@ -75,7 +75,7 @@ func (st *state) setStoredLocked(snap *Snapshot) {
 	}
 }
 
-// OpenProject opens a closed project (api-v2.md 6.3): it reads the project
+// OpenProject opens a closed project: it reads the project
 // file as it is on disk now, creates its nodes on their computes, and wires
 // every link that still has two valid endpoints (with its filters and its
 // suspend, which GNS3 forgets). Opening an opened project does nothing. If
@@ -133,7 +133,7 @@ func (s *Service) openProject(ctx context.Context, id string, running []Running)
 	return out, nil
 }
 
-// CloseProject closes a project (api-v2.md 6.4): its computes stop its
+// CloseProject closes a project: its computes stop its
 // nodes and captures (files stay valid) and forget it; the controller keeps
 // only what the project file holds. Closing a closed project does nothing.
 func (s *Service) CloseProject(ctx context.Context, id string) (err error) {

@@ -280,7 +280,7 @@ func TestUpdateProject(t *testing.T) {
 }
 
 func TestBuiltinTemplatesHaveGNS3sIDs(t *testing.T) {
-	// The ids GNS3 clients know (api-v2.md 2.4.1).
+	// The ids GNS3 clients know.
 	want := map[string]string{"vpcs": "19021f99-e36f-394d-b4a1-8aaa902ab9cc"}
 	for _, tpl := range builtinTemplates() {
 		if id, ok := want[tpl.Type]; ok && tpl.ID != id {

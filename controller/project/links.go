@@ -97,7 +97,7 @@ func (st *state) portUsedLocked(nodeID string, adapter, port int) bool {
 	return false
 }
 
-// Create checks a link (api-v2.md 4.2, in that order), wires it on its
+// Create checks a link (GNS3's checks, in GNS3's order), wires it on its
 // compute when it has two endpoints, saves the project and returns it.
 // Nothing changes when a check or the wiring fails.
 func (s *Links) Create(ctx context.Context, projectID string, req LinkCreate) (_ Link, err error) {
@@ -177,7 +177,7 @@ func (st *state) attachLocked(l *Link, eps []Endpoint) ([]*Node, error) {
 			}
 			// GNS3 refuses cloud↔cloud; labtap's clouds carry UDP ports, and
 			// patching two outside endpoints through a captured, filterable
-			// link is what they are for (api-v2.md 4.2 REC).
+			// link is what they are for.
 			if isCloudOrNAT(other.Type) && isCloudOrNAT(n.Type) && !(other.Type == TypeCloud && n.Type == TypeCloud) {
 				return nil, errorf(ErrConflict, "Connecting a %s to a %s is not allowed", other.Type, n.Type)
 			}

@@ -212,7 +212,7 @@ func capturedOn(nodes []*Node, tunneled bool, computeID string, st capspec.State
 	return c, true
 }
 
-// Default node settings (api-v2.md 2.4).
+// Default node settings.
 const (
 	DefaultSymbol         = ":/symbols/computer.svg"
 	DefaultPortNameFormat = "Ethernet{0}"

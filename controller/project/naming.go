@@ -8,7 +8,7 @@ import (
 // maxNameNumber bounds the numbers tried when a name is taken or templated.
 const maxNameNumber = 1_000_000
 
-// allocateName applies GNS3's node naming rules (api-v2.md 2.4):
+// allocateName applies GNS3's node naming rules:
 //
 //  1. every space is removed;
 //  2. a name containing "{0}" or "{id}" is a template: the first number

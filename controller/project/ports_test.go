@@ -135,7 +135,7 @@ func TestChangingASwitchsPortsKeepsItsLinksWhenTheCountStays(t *testing.T) {
 }
 
 func TestBuiltinTemplatesOfEveryTypeWeRun(t *testing.T) {
-	want := map[string]string{ // api-v2.md 2.4.1
+	want := map[string]string{ // GNS3 2.2's built-in template ids
 		TypeCloud: "39e257dc-8412-3174-b6b3-0ee3ed6a43e9", "vpcs": "19021f99-e36f-394d-b4a1-8aaa902ab9cc",
 		TypeSwitch: "1966b864-93e7-32d5-965f-001384eec461", TypeHub: "b4503ea9-d6b6-3695-9fe4-1db3b39290b0",
 	}

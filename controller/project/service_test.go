@@ -343,7 +343,7 @@ func TestNodeThatCannotBeSavedIsRolledBack(t *testing.T) {
 	if len(nodes) != 0 || len(f.computes.nodes) != 0 {
 		t.Fatalf("after a failed save: %d nodes here, %d on the compute", len(nodes), len(f.computes.nodes))
 	}
-	// The name was not kept either (GNS3 keeps it, api-v2.md 7.28).
+	// The name was not kept either (GNS3 keeps it).
 	f.store.fail = false
 	if n := f.node(t, "PC1"); n.Name != "PC1" {
 		t.Fatalf("name %q, want PC1", n.Name)

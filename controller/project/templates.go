@@ -85,7 +85,7 @@ type FromTemplate struct {
 	ComputeID string // required for built-in templates
 }
 
-// CreateNode creates a node from a template (api-v2.md 2.4.1),
+// CreateNode creates a node from a template,
 // checking in GNS3's order: project, opened, template, compute.
 func (s *Templates) CreateNode(ctx context.Context, projectID, templateID string, req FromTemplate) (Node, error) {
 	if _, err := s.core.opened(projectID); err != nil {

@@ -12,7 +12,7 @@ import (
 // warnNode announces what is wrong with n, created or changed from prev
 // (nil for a new node): each environment line of a docker node that its
 // compute skips, and each adapter whose MAC address another adapter of the
-// project has too (nodes-docker-qemu.md 2.3: derived MACs can collide, and
+// project has too (derived MACs can collide, and
 // custom_adapters may repeat one). st.ops must be held.
 func (s *Nodes) warnNode(st *state, n, prev *Node) {
 	var msgs []string

@@ -29,7 +29,7 @@ const (
 const maxSVGHead = 1 << 20
 
 // ContentType returns the media type of a symbol file, from its extension
-// as GNS3 does (api-v2.md 5.6). Only the four image types are named; the
+// as GNS3 does. Only the four image types are named; the
 // rest is application/octet-stream, so no upload is ever served as, say,
 // HTML.
 func ContentType(name string) string {

@@ -2,7 +2,7 @@
 // in the binary, the user's uploaded symbols in the data directory, ids,
 // themes, the GNS3 fallback chain, and image dimensions.
 //
-// Ids are GNS3's (api-v2.md 5.2): a built-in symbol is
+// Ids are GNS3's: a built-in symbol is
 // ":/symbols/<theme dirs>/<file>", e.g. ":/symbols/classic/router.svg"; an
 // uploaded one is its path inside the user directory, e.g. "linux.svg".
 // Ids reach this package already percent-decoded.
@@ -231,8 +231,7 @@ func (l *Library) openRoot() (*os.Root, error) {
 	return os.OpenRoot(l.dir)
 }
 
-// Open opens the symbol id, following GNS3's fallback chain (api-v2.md
-// 5.3) when id names no symbol: the classic symbol of the same base name
+// Open opens the symbol id, following GNS3's fallback chain when id names no symbol: the classic symbol of the same base name
 // (so ":/symbols/computer.svg", the default of every node, is the classic
 // computer), then the classic computer. Open fails only if even that
 // cannot be read.
@@ -406,7 +405,7 @@ func randomHex() string {
 }
 
 // Dimensions returns the width and height of the symbol id, resolved as
-// Open does, in pixels (api-v2.md 5.5). A file of another format than
+// Open does, in pixels. A file of another format than
 // SVG, PNG, JPEG or GIF measures 0×0; a header that cannot be read is
 // ErrInvalidImage.
 func (l *Library) Dimensions(id string) (width, height int, err error) {

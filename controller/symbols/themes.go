@@ -2,7 +2,7 @@ package symbols
 
 // roles maps each role of GET /v2/default_symbols (the node types a GNS3
 // client draws by default) to its file in the Classic theme and in the
-// Affinity themes (api-v2.md 2.7.2).
+// Affinity themes.
 var roles = []struct{ role, classic, affinity string }{
 	{"cloud", "cloud.svg", "cloud.svg"},
 	{"nat", "nat.svg", "nat.svg"},

@@ -29,7 +29,7 @@ func CheckReadme(readme, section string, target any, vars map[string]string) ([]
 	}
 	start := strings.Index(readme, "\n"+section)
 	if start < 0 {
-		return nil, fmt.Errorf("no %q in the README", section)
+		return nil, fmt.Errorf("no %q in the document", section)
 	}
 	ticked := regexp.MustCompile("`([^`]*)`")
 	doc := map[string]row{}
@@ -75,16 +75,16 @@ func CheckReadme(readme, section string, target any, vars map[string]string) ([]
 		d, ok := doc[name]
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("--%s is not in the README's table", name))
+			problems = append(problems, fmt.Sprintf("--%s is not in the docs' flag table", name))
 		case d.env != c.env:
-			problems = append(problems, fmt.Sprintf("--%s: the README says its variable is %q, the code %q", name, d.env, c.env))
+			problems = append(problems, fmt.Sprintf("--%s: the docs say its variable is %q, the code %q", name, d.env, c.env))
 		case d.def != "?" && d.def != c.def:
-			problems = append(problems, fmt.Sprintf("--%s: the README says its default is %q, the code %q", name, d.def, c.def))
+			problems = append(problems, fmt.Sprintf("--%s: the docs say its default is %q, the code %q", name, d.def, c.def))
 		}
 	}
 	for name := range doc {
 		if _, ok := code[name]; !ok {
-			problems = append(problems, fmt.Sprintf("the README's --%s is no flag", name))
+			problems = append(problems, fmt.Sprintf("the docs' --%s is no flag", name))
 		}
 	}
 	slices.Sort(problems)

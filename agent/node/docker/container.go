@@ -154,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Container, error) {
 // name is the container's name: always valid, one per node.
 func (c *Container) name() string { return "labtap-" + c.cfg.NodeID }
 
-// spec builds the container's configuration (spec 3.5). Its hash, stored
+// spec builds the container's configuration. Its hash, stored
 // as a label, tells whether a running container can be adopted.
 func (c *Container) spec(ctx context.Context) (*container.Config, *container.HostConfig, error) {
 	p := c.cfg.Props
@@ -442,7 +442,7 @@ func (c *Container) SetProps(p Properties) {
 }
 
 // Properties returns what the compute reports in a docker node's
-// properties (spec 3.1).
+// properties.
 func (c *Container) Properties() map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -914,7 +914,7 @@ func (t hijacked) Write(b []byte) (int, error) { return t.h.Conn.Write(b) }
 
 // serveHTTP relays each connection to the console port to port inside the
 // container: the socket is made inside its network namespace, so no
-// process runs in the container and nothing is rewritten (spec 3.8).
+// process runs in the container and nothing is rewritten.
 func (c *Container) serveHTTP(ln net.Listener, ns netns.NsHandle, port int) {
 	for {
 		conn, err := ln.Accept()

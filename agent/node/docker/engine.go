@@ -2,7 +2,7 @@
 // through the Docker Engine's API with its official Go client, each adapter
 // a veth pair whose container end is eth<n> inside the container's network
 // namespace and whose host end the agent relays with an AF_PACKET socket
-// (nodes-docker-qemu.md section 3). The container's TTY is the node's
+// (GNS3's docker node type, see docs/nodes.md). The container's TTY is the node's
 // telnet console, through the Engine's attach stream.
 //
 // Containers are labelled as labtap's (LabelNode, LabelProject,
@@ -55,7 +55,7 @@ func Connect(ctx context.Context) (*Engine, error) {
 func (e *Engine) Close() error { return e.cli.Close() }
 
 // Images returns the tags of the Engine's images, "<none>:<none>" left out,
-// sorted (GET /v2/computes/{id}/docker/images, spec 3.10).
+// sorted (GET /v2/computes/{id}/docker/images).
 func (e *Engine) Images(ctx context.Context) ([]string, error) {
 	res, err := e.cli.ImageList(ctx, client.ImageListOptions{})
 	if err != nil {
@@ -108,7 +108,7 @@ func (e *ErrImageMissing) Error() string {
 }
 
 // engineError is an Engine failure as GNS3 words it, with the Engine's
-// message only (spec 2.4).
+// message only.
 func engineError(err error) error {
 	if err == nil {
 		return nil
@@ -124,7 +124,7 @@ func engineError(err error) error {
 // CheckPrivileges tells whether this process can plumb containers: open
 // their network namespaces (CAP_SYS_PTRACE or root's ownership), enter them
 // (CAP_SYS_ADMIN), make and configure veths (CAP_NET_ADMIN) and read them
-// with AF_PACKET (CAP_NET_RAW) (spec 3.7.3). nil when it can.
+// with AF_PACKET (CAP_NET_RAW). nil when it can.
 func CheckPrivileges() error {
 	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Interface sizes (spec 3.7.2): the host end takes the largest frame a veth
+// Interface sizes: the host end takes the largest frame a veth
 // carries, so the container's own MTU alone decides, as on a real NIC.
 const (
 	hostMTU      = 65535

@@ -12,9 +12,9 @@ import (
 	"github.com/labtap/labtap/agent/node/docker/confine"
 )
 
-// Properties are a docker node's GNS3 properties (spec 3.1), as the
+// Properties are a docker node's GNS3 properties, as the
 // controller sends them in NodeSpec.Properties, plus labtap's two
-// extensions privileged and cap_add (3.5), and sysctls, which
+// extensions privileged and cap_add, and sysctls, which
 // confine.Policy.Check rules on.
 type Properties struct {
 	Image             string   `json:"image"`
@@ -155,7 +155,7 @@ func (p Properties) hosts() (string, error) {
 	return b.String(), nil
 }
 
-// volumes returns the node's persistent directories (spec 3.5): /etc/network,
+// volumes returns the node's persistent directories: /etc/network,
 // the image's VOLUMEs and extra_volumes, cleaned, a more general path
 // swallowing those below it (/etc takes /etc/network), in order. Each is
 // kept in the node's directory under its own path, so its content survives

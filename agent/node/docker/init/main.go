@@ -1,6 +1,6 @@
 // Command init is PID 1 of labtap's docker nodes, bind-mounted read-only at
-// /labtap/init and put before the image's entrypoint (nodes-docker-qemu.md
-// 3.6). Build it static: CGO_ENABLED=0 go build -o bin/labtap-init
+// /labtap/init and put before the image's entrypoint, as GNS3's own init
+// is. Build it static: CGO_ENABLED=0 go build -o bin/labtap-init
 // ./agent/node/docker/init.
 //
 // It needs no capability beyond the Engine's defaults: the agent binds the

@@ -21,7 +21,7 @@ var palettes = map[string]palette{
 }
 
 // affinityFiles maps each affinity file name (without .svg) to its glyph.
-// The names are the ids GNS3 clients ask for (api-v2.md 2.7.1).
+// The names are the ids GNS3 clients ask for.
 var affinityFiles = map[string]string{
 	"atm":               "atm",
 	"client":            "monitor",
