@@ -296,7 +296,7 @@ func TestCloudNodesJoinSocketsOutsideTheLab(t *testing.T) {
 	bad := []proto.NodeSpec{
 		{NodeType: host.TypeCloud, Ports: []proto.PortMapping{{Type: "ethernet", Name: "eth0"}}},
 		{NodeType: host.TypeCloud, Ports: []proto.PortMapping{{Type: proto.PortUDP, LocalPort: 0, RemoteHost: "127.0.0.1", RemotePort: 1}}},
-		{NodeType: host.TypeSwitch, Ports: []proto.PortMapping{{Type: "qinq", VLAN: 1}}},
+		{NodeType: host.TypeSwitch, Ports: []proto.PortMapping{{Type: "isl", VLAN: 1}}},
 		{NodeType: host.TypeSwitch, Ports: []proto.PortMapping{{Type: proto.PortAccess, VLAN: 5000}}},
 		{NodeType: host.TypeHub, Ports: []proto.PortMapping{{Type: proto.PortAccess}}},
 	}
