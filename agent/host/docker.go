@@ -19,7 +19,7 @@ import (
 	"github.com/labtap/labtap/agent/bridge"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/agent/node/docker"
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -183,8 +183,8 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 	}
 	// Before anything is removed or made: an update to an unsafe node
 	// keeps the container it had.
-	policy := confine.Policy{Unsafe: h.cfg.DockerUnsafe}
-	if err := policy.Check(confine.Request{Node: spec.Name, Privileged: props.Privileged, CapAdd: props.CapAdd, ExtraVolumes: props.ExtraVolumes, Sysctls: props.Sysctls}); err != nil {
+	policy := dockerpolicy.Policy{Unsafe: h.cfg.DockerUnsafe}
+	if err := policy.Check(dockerpolicy.Request{Node: spec.Name, Privileged: props.Privileged, CapAdd: props.CapAdd, ExtraVolumes: props.ExtraVolumes, Sysctls: props.Sysctls}); err != nil {
 		return docker.Config{}, confineError(err)
 	}
 	var ads []docker.Adapter
@@ -228,14 +228,14 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 	}, nil
 }
 
-// confineError is the agent's answer to a refusal of confine's rule, with
+// confineError is the agent's answer to a refusal of dockerpolicy's rule, with
 // the status the controller gives the same refusal.
 func confineError(err error) error {
 	code := proto.CodeConflict // a volume where none may be, as GNS3 answers it
 	switch {
-	case errors.Is(err, confine.ErrUnsafe):
+	case errors.Is(err, dockerpolicy.ErrUnsafe):
 		code = proto.CodeForbidden
-	case errors.Is(err, confine.ErrInvalid):
+	case errors.Is(err, dockerpolicy.ErrInvalid):
 		code = proto.CodeInvalid
 	}
 	return proto.Errorf(code, "%v", err)

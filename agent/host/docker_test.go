@@ -22,7 +22,7 @@ func TestAnAgentWithoutDockerSaysWhyAndDoesNotOfferIt(t *testing.T) {
 	}
 }
 
-// The agent applies confine's rule itself, for a controller that did not
+// The agent applies dockerpolicy's rule itself, for a controller that did not
 // (a remote compute's agent has its own --docker-allow-unsafe).
 func TestSecurityAgentRefusesUnsafeDockerNodesWithoutItsFlag(t *testing.T) {
 	spec := func(props string) proto.NodeSpec {

@@ -135,7 +135,7 @@ type Config struct {
 	// empty looks for labtap-init next to the executable.
 	DockerInit string
 	// DockerUnsafe lets docker nodes run privileged or with
-	// capabilities outside confine.Allowed (--docker-allow-unsafe): such
+	// capabilities outside dockerpolicy.Allowed (--docker-allow-unsafe): such
 	// a node can take the host. Each start of one is logged as a warning.
 	DockerUnsafe bool
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 )
 
 // TypeDocker is GNS3's container node type.
@@ -96,19 +96,19 @@ func checkDocker(n *Node) error {
 	}
 	// What the operator's flag allows is checked in checkDockerPolicy:
 	// here only what no flag allows.
-	return checkDockerPolicy(n, confine.Policy{Unsafe: true})
+	return checkDockerPolicy(n, dockerpolicy.Policy{Unsafe: true})
 }
 
-// checkDockerPolicy applies confine's rule, the agent's, to a docker
+// checkDockerPolicy applies dockerpolicy's rule, the agent's, to a docker
 // node's privileged, cap_add, extra_volumes and sysctls: 400 for a malformed one,
 // 403 for what policy does not allow, 409 for a volume where none may be
 // (GNS3's answer).
-func checkDockerPolicy(n *Node, policy confine.Policy) error {
+func checkDockerPolicy(n *Node, policy dockerpolicy.Policy) error {
 	p := n.Properties
 	bad := func(format string, a ...any) error {
 		return errorf(ErrInvalid, "Node %s: "+format, append([]any{n.Name}, a...)...)
 	}
-	r := confine.Request{Node: n.Name}
+	r := dockerpolicy.Request{Node: n.Name}
 	switch v := p["privileged"].(type) {
 	case nil:
 	case bool:
@@ -117,23 +117,23 @@ func checkDockerPolicy(n *Node, policy confine.Policy) error {
 		return bad("privileged must be true or false")
 	}
 	var err error
-	if r.CapAdd, err = stringList(p, "cap_add", confine.MaxCapAdd); err != nil {
-		return bad("cap_add must be a list of at most %d capability names", confine.MaxCapAdd)
+	if r.CapAdd, err = stringList(p, "cap_add", dockerpolicy.MaxCapAdd); err != nil {
+		return bad("cap_add must be a list of at most %d capability names", dockerpolicy.MaxCapAdd)
 	}
-	if r.ExtraVolumes, err = stringList(p, "extra_volumes", confine.MaxVolumes); err != nil {
-		return bad("extra_volumes must be a list of at most %d paths", confine.MaxVolumes)
+	if r.ExtraVolumes, err = stringList(p, "extra_volumes", dockerpolicy.MaxVolumes); err != nil {
+		return bad("extra_volumes must be a list of at most %d paths", dockerpolicy.MaxVolumes)
 	}
 	switch v := p["sysctls"].(type) {
 	case nil:
 	case map[string]any:
-		if len(v) > confine.MaxSysctls {
-			return bad("sysctls must be at most %d", confine.MaxSysctls)
+		if len(v) > dockerpolicy.MaxSysctls {
+			return bad("sysctls must be at most %d", dockerpolicy.MaxSysctls)
 		}
 		r.Sysctls = make(map[string]string, len(v))
 		for k, x := range v {
 			s, ok := x.(string)
 			if !ok {
-				return bad("sysctls: %s must be a string", confine.Truncate(k))
+				return bad("sysctls: %s must be a string", dockerpolicy.Truncate(k))
 			}
 			r.Sysctls[k] = s
 		}
@@ -143,9 +143,9 @@ func checkDockerPolicy(n *Node, policy confine.Policy) error {
 	if err := policy.Check(r); err != nil {
 		kind := ErrConflict
 		switch {
-		case errors.Is(err, confine.ErrUnsafe):
+		case errors.Is(err, dockerpolicy.ErrUnsafe):
 			kind = ErrForbidden
-		case errors.Is(err, confine.ErrInvalid):
+		case errors.Is(err, dockerpolicy.ErrInvalid):
 			kind = ErrInvalid
 		}
 		return &Error{Kind: kind, Msg: err.Error(), Err: err}

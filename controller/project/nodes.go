@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 )
 
 // NodeCreate is a request to create a node. Start from NewNodeCreate, which
@@ -301,7 +301,7 @@ func (s *Nodes) nodeSpec(n *Node, vars json.RawMessage) (NodeSpec, error) {
 		// The local compute is the embedded agent, whose flag this is; a
 		// remote agent decides with its own, by the same rule.
 		unsafe := n.ComputeID != LocalCompute || s.core.cfg.DockerUnsafe
-		if err := checkDockerPolicy(n, confine.Policy{Unsafe: unsafe}); err != nil {
+		if err := checkDockerPolicy(n, dockerpolicy.Policy{Unsafe: unsafe}); err != nil {
 			return spec, err
 		}
 	}

@@ -45,7 +45,7 @@ type Config struct {
 	ArchiveLimits archive.Limits
 	// DockerUnsafe is the embedded local agent's
 	// --docker-allow-unsafe: docker nodes on the local compute may run
-	// privileged or with capabilities outside confine.Allowed. Other
+	// privileged or with capabilities outside dockerpolicy.Allowed. Other
 	// computes' agents apply their own flag.
 	DockerUnsafe bool
 	Logger       *slog.Logger

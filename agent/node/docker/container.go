@@ -27,7 +27,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/labtap/labtap/agent/node"
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 )
 
 // Suspended is the status of a paused container.
@@ -65,9 +65,9 @@ type Config struct {
 	StopTimeout                  time.Duration
 	Variables                    []Variable // the project's variables
 	ProjectDir                   string     // the project's directory on this agent (%project-path%)
-	// Policy is what the operator allows beyond confine's rule; its zero
+	// Policy is what the operator allows beyond dockerpolicy's rule; its zero
 	// value confines the node.
-	Policy confine.Policy
+	Policy dockerpolicy.Policy
 }
 
 // Container runs one docker node. Its methods are safe for concurrent use.
@@ -219,7 +219,7 @@ func (c *Container) spec(ctx context.Context) (*container.Config, *container.Hos
 			LabelCompute: c.cfg.ComputeID,
 		},
 	}
-	// The Engine's defaults confine the node (package confine): its masked
+	// The Engine's defaults confine the node (package dockerpolicy): its masked
 	// and read-only paths (MaskedPaths and ReadonlyPaths left nil: /proc/sys
 	// read-only, so no node writes the host's kernel.core_pattern), its
 	// seccomp profile and AppArmor profile (no SecurityOpt), and no
@@ -381,9 +381,9 @@ func (c *Container) adopt(ctx context.Context, id string, paused bool) error {
 // warnUnsafe logs a warning naming the node each time a node the
 // operator's flag let through runs: it can take the host.
 func (c *Container) warnUnsafe() {
-	if unsafe := confine.Unsafe(c.cfg.Props.request(c.cfg.Name)); len(unsafe) > 0 {
+	if unsafe := dockerpolicy.Unsafe(c.cfg.Props.request(c.cfg.Name)); len(unsafe) > 0 {
 		c.log.Warn(fmt.Sprintf("docker node %s runs unsafe (%s): it can take this host's root; allowed by %s",
-			c.cfg.Name, strings.Join(unsafe, ", "), confine.Flag), "name", c.cfg.Name, "unsafe", strings.Join(unsafe, ","))
+			c.cfg.Name, strings.Join(unsafe, ", "), dockerpolicy.Flag), "name", c.cfg.Name, "unsafe", strings.Join(unsafe, ","))
 	}
 }
 

@@ -9,13 +9,13 @@ import (
 
 	"github.com/kballard/go-shellquote"
 
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 )
 
 // Properties are a docker node's GNS3 properties, as the
 // controller sends them in NodeSpec.Properties, plus labtap's two
 // extensions privileged and cap_add, and sysctls, which
-// confine.Policy.Check rules on.
+// dockerpolicy.Policy.Check rules on.
 type Properties struct {
 	Image             string   `json:"image"`
 	Adapters          *int     `json:"adapters,omitempty"`
@@ -64,14 +64,14 @@ func (p Properties) withDefaults() Properties {
 		p.ConsoleResolution = "1024x768"
 	}
 	if p.CapAdd == nil {
-		p.CapAdd = confine.DefaultCapAdd
+		p.CapAdd = dockerpolicy.DefaultCapAdd
 	}
 	return p
 }
 
-// request is what the node asks of the host, for confine's rule.
-func (p Properties) request(node string) confine.Request {
-	return confine.Request{Node: node, Privileged: p.Privileged, CapAdd: p.CapAdd, ExtraVolumes: p.ExtraVolumes, Sysctls: p.Sysctls}
+// request is what the node asks of the host, for dockerpolicy's rule.
+func (p Properties) request(node string) dockerpolicy.Request {
+	return dockerpolicy.Request{Node: node, Privileged: p.Privileged, CapAdd: p.CapAdd, ExtraVolumes: p.ExtraVolumes, Sysctls: p.Sysctls}
 }
 
 // command splits start_command with POSIX shell rules; nil when unset.
@@ -159,17 +159,17 @@ func (p Properties) hosts() (string, error) {
 // the image's VOLUMEs and extra_volumes, cleaned, a more general path
 // swallowing those below it (/etc takes /etc/network), in order. Each is
 // kept in the node's directory under its own path, so its content survives
-// a new container. An extra volume that confine.Volume refuses is refused
+// a new container. An extra volume that dockerpolicy.Volume refuses is refused
 // with its message; an image's is just not kept.
 func (p Properties) volumes(image []string) ([]string, error) {
-	if len(p.ExtraVolumes) > confine.MaxVolumes {
-		return nil, fmt.Errorf("at most %d extra volumes", confine.MaxVolumes)
+	if len(p.ExtraVolumes) > dockerpolicy.MaxVolumes {
+		return nil, fmt.Errorf("at most %d extra volumes", dockerpolicy.MaxVolumes)
 	}
 	all := append([]string{"/etc/network"}, image...)
 	all = append(all, p.ExtraVolumes...)
 	var clean []string
 	for i, v := range all {
-		c, err := confine.Volume(v)
+		c, err := dockerpolicy.Volume(v)
 		if err != nil {
 			if i < 1+len(image) {
 				continue // an image's odd VOLUME is just not kept

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labtap/labtap/agent/node/docker/confine"
+	"github.com/labtap/labtap/dockerpolicy"
 )
 
 func TestVolumesAreCleanedDeduplicatedAndBounded(t *testing.T) {
@@ -26,7 +26,7 @@ func TestVolumesAreCleanedDeduplicatedAndBounded(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if _, err := (Properties{ExtraVolumes: make([]string, confine.MaxVolumes+1)}).volumes(nil); err == nil {
+	if _, err := (Properties{ExtraVolumes: make([]string, dockerpolicy.MaxVolumes+1)}).volumes(nil); err == nil {
 		t.Error("too many volumes taken")
 	}
 }

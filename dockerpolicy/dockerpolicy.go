@@ -1,4 +1,4 @@
-// Package confine is the one rule of what a docker node may ask of the
+// Package dockerpolicy is the one rule of what a docker node may ask of the
 // host it runs on: the capabilities it may add, whether it may run
 // privileged, and where its persistent volumes may be. The controller
 // checks a node's properties with it before it asks an agent for
@@ -12,7 +12,7 @@
 // capabilities plus DefaultCapAdd. A node may add the capabilities of
 // Allowed; anything else, and privileged, only where the operator allows
 // it (Policy.Unsafe).
-package confine
+package dockerpolicy
 
 import (
 	"errors"
