@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-qemu/qmp"
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // QemuAdapter is one NIC of a QEMU node.
@@ -45,6 +46,9 @@ type QemuConfig struct {
 	RuntimeDir string
 	// ImagesDir is where relative image names are found.
 	ImagesDir string
+	// Sandbox confines QEMU, swtpm and cpulimit (sandbox.Sandbox.Command);
+	// nil runs them unconfined, with a scrubbed environment.
+	Sandbox *sandbox.Sandbox
 	// ConsoleHost is where the console (telnet or VNC) listens.
 	ConsoleHost string
 	// Accel is "auto" (KVM when /dev/kvm opens read-write, else TCG),
@@ -434,7 +438,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	}
 	var extra []string
 	if q.cfg.Props.TPM {
-		tpm, sock, err := q.startTPM(ctx)
+		tpm, sock, err := q.startTPM(ctx, q.sandboxSpec(accel))
 		if err != nil {
 			return nil, err
 		}
@@ -467,8 +471,12 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	}
 	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
 	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
-	cmd := exec.Command(q.binary, args...)
-	cmd.Dir = q.cfg.Dir
+	cmd, err := q.cfg.Sandbox.Command(q.sandboxSpec(accel), q.binary, args...)
+	if err != nil {
+		logf.Close()
+		endHelpers()
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and gone with the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -506,7 +514,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, q.cfg.Props.ProcessPriority, err))
 	}
 	if q.cfg.Props.CPUThrottling > 0 {
-		t, err := q.startThrottle(p.pid())
+		t, err := q.startThrottle(p.pid(), q.sandboxSpec(accel))
 		if err != nil {
 			return fail(err)
 		}

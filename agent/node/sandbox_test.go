@@ -1,17 +1,20 @@
 package node
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/internal/testenv"
@@ -59,7 +62,7 @@ func waitFile(t testing.TB, path string) string {
 	}
 }
 
-// checkUnprivileged checks what a node's "! id -u > uid" line wrote: a uid
+// checkUnprivileged checks what a node's "id -u > uid" wrote: a uid
 // other than root's, where the agent can change uid.
 func checkUnprivileged(t *testing.T, s *sandbox.Sandbox, dir, got string) {
 	t.Helper()
@@ -69,14 +72,14 @@ func checkUnprivileged(t *testing.T, s *sandbox.Sandbox, dir, got string) {
 	}
 	if s.Layers().User {
 		if uid == 0 || uid != s.UID(dir) {
-			t.Errorf("VPCS's shell lines run as uid %d, want %d", uid, s.UID(dir))
+			t.Errorf("the node's program runs as uid %d, want %d", uid, s.UID(dir))
 		}
 	} else if os.Geteuid() == 0 {
 		t.Errorf("the agent is root and nodes keep its uid: %v", s.Layers().Missing["user"])
 	}
 }
 
-// checkHostTmp checks that a node's "! id > /tmp/..." line made nothing in
+// checkHostTmp checks that a node's "id > /tmp/..." made nothing in
 // the host's /tmp, where a layer can keep it out.
 func checkHostTmp(t *testing.T, s *sandbox.Sandbox, name string) {
 	t.Helper()
@@ -176,4 +179,150 @@ func TestSecurityVPCSSaveOverwriteLoadRunsUnprivileged(t *testing.T) {
 	waitFile(t, filepath.Join(dir, "done"))
 	checkUnprivileged(t, s, dir, waitFile(t, filepath.Join(dir, "uid")))
 	checkHostTmp(t, s, tmp)
+}
+
+// qemuNode makes a QEMU node under base (its folder base/node, images in
+// base/images), with no disk and no console unless props say otherwise.
+func qemuNode(t *testing.T, base string, s *sandbox.Sandbox, props QemuProps) *Qemu {
+	t.Helper()
+	testenv.RequireTools(t, "qemu-system-x86_64")
+	if props.RAM == 0 {
+		props.RAM = 64
+	}
+	if props.ConsoleType == "" {
+		props.ConsoleType = "none"
+	}
+	os.MkdirAll(filepath.Join(base, "images"), 0o755)
+	q, err := NewQemu(QemuConfig{
+		NodeID:     uuid.NewString(),
+		Name:       "sec",
+		Dir:        filepath.Join(base, "node"),
+		RuntimeDir: filepath.Join(base, "run"),
+		ImagesDir:  filepath.Join(base, "images"),
+		Accel:      "tcg",
+		Props:      props,
+		Sandbox:    s,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Stop(context.Background()) })
+	return q
+}
+
+func startQemu(t *testing.T, q *Qemu) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	return q.Start(ctx)
+}
+
+// qemu_path may name any executable, a project file among them: whatever
+// it names runs confined, as the node's user.
+func TestSecurityQemuPathRunsConfined(t *testing.T) {
+	t.Setenv("LABTAP_SECRET", "s3cret-qemu-test")
+	s := newSandbox(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "node")
+	os.MkdirAll(dir, 0o755)
+	tmp := hostTmpName(t)
+	fake := filepath.Join(dir, "imported-file")
+	os.WriteFile(fake, []byte("#!/bin/sh\nid -u > uid\nid > "+tmp+"\ntr '\\0' '\\n' < /proc/self/environ > environ\necho done > done\nexit 1\n"), 0o755)
+	q := qemuNode(t, base, s, QemuProps{QemuPath: fake})
+	if err := startQemu(t, q); err == nil {
+		t.Fatal("a shell script started as QEMU")
+	}
+	waitFile(t, filepath.Join(dir, "done"))
+	checkUnprivileged(t, s, dir, waitFile(t, filepath.Join(dir, "uid")))
+	checkHostTmp(t, s, tmp)
+	if env, _ := os.ReadFile(filepath.Join(dir, "environ")); strings.Contains(string(env), "s3cret") {
+		t.Errorf("the program run as QEMU sees the agent's secret:\n%s", env)
+	}
+}
+
+// Options and backing files that name host files outside the node's and
+// the images folders reach nothing: "-icount rr=record,rrfile=FILE"
+// truncates FILE, and a qcow2 image in the images folder whose backing
+// file is a host file would have QEMU read it.
+func TestSecurityQemuCannotReachHostFiles(t *testing.T) {
+	testenv.RequireTools(t, "qemu-img")
+	s := newSandbox(t)
+	if l := s.Layers(); l.Landlock == 0 && !l.MountNS && !l.User {
+		t.Skipf("no layer here keeps QEMU from host files: %v", l.Missing)
+	}
+	t.Run("icount rrfile", func(t *testing.T) {
+		base := t.TempDir()
+		host := filepath.Join(base, "host-file")
+		os.WriteFile(host, []byte("keep me\n"), 0o644)
+		q := qemuNode(t, base, s, QemuProps{Options: "-icount shift=auto,rr=record,rrfile=" + host})
+		err := startQemu(t, q)
+		if b, _ := os.ReadFile(host); string(b) != "keep me\n" {
+			t.Fatalf("QEMU wrote a host file (start: %v): %q", err, b)
+		}
+		if err != nil && !strings.Contains(err.Error(), host) {
+			t.Fatalf("QEMU failed for another reason than the host file: %v", err)
+		}
+	})
+	t.Run("backing file", func(t *testing.T) {
+		if l := s.Layers(); l.Landlock == 0 && !l.MountNS {
+			t.Skip("the host file is world-readable and neither Landlock nor a mount namespace is here")
+		}
+		base := t.TempDir()
+		host := filepath.Join(base, "host-disk")
+		if err := os.WriteFile(host, make([]byte, 1<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(base, "images"), 0o755)
+		img := filepath.Join(base, "images", "evil.qcow2")
+		if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", "-F", "raw", "-b", host, img).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img: %v: %s", err, out)
+		}
+		q := qemuNode(t, base, s, QemuProps{HDA: "evil.qcow2"})
+		err := startQemu(t, q)
+		if err == nil {
+			t.Fatal("QEMU started on an image whose backing file is a host file outside its folders")
+		}
+		if !strings.Contains(err.Error(), host) {
+			t.Fatalf("QEMU failed for another reason than the backing file: %v", err)
+		}
+	})
+}
+
+// QEMU's helpers run confined too, as the node's user (cpulimit must be, to
+// stop and continue QEMU), and a VM with a TPM and CPU throttling still
+// starts.
+func TestSecurityQemuAndItsHelpersRunAsTheNodeUser(t *testing.T) {
+	testenv.RequireTools(t, "swtpm", "cpulimit")
+	s := newSandbox(t)
+	base := t.TempDir()
+	q := qemuNode(t, base, s, QemuProps{TPM: true, CPUThrottling: 80})
+	if err := startQemu(t, q); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	p := q.proc
+	q.mu.Unlock()
+	dir := filepath.Join(base, "node")
+	self, _ := os.ReadFile("/proc/self/comm")
+	for _, c := range append([]*child{p.child}, p.helpers...) {
+		// A helper just started may still be the launcher.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.pid())); string(comm) != string(self) {
+				break
+			}
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var uid int
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				uid, _ = strconv.Atoi(f[1])
+			}
+		}
+		if s.Layers().User && uid != s.UID(dir) {
+			t.Errorf("pid %d (%s) runs as uid %d, want %d", c.pid(), c.cmd.Path, uid, s.UID(dir))
+		}
+	}
 }
