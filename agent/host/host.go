@@ -27,6 +27,7 @@ import (
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -133,7 +134,11 @@ type Config struct {
 	// FilterDeadline bounds the compiling of a link's bpf filter; 0 means
 	// pcapfilter.DefaultDeadline.
 	FilterDeadline time.Duration
-	Logger         *slog.Logger
+	// Sandbox confines node programs (VPCS, QEMU and its helpers): they run
+	// as users of their own and reach only their node's folder. Nil runs
+	// them unconfined (with a scrubbed environment); agents set one.
+	Sandbox *sandbox.Sandbox
+	Logger  *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -916,6 +921,7 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ConsoleHost:  h.cfg.ConsoleBind,
 		ConsolePorts: h.cfg.ConsolePorts,
 		DeniedPorts:  h.cfg.ProtectedPorts,
+		Sandbox:      h.cfg.Sandbox,
 		Logger:       env.Logger,
 		OnStop:       env.OnStop,
 	})

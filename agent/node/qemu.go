@@ -539,7 +539,8 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	q.proc, q.paused = p, false
 	q.mu.Unlock()
 	go q.reap(p)
-	q.log.Info("qemu started", "pid", p.pid(), "console", q.console, "accel", accel)
+	q.log.Info("qemu started", "pid", p.pid(), "console", q.console, "accel", accel,
+		"sandbox", q.cfg.Sandbox.Layers().String(), "uid", q.cfg.Sandbox.UID(q.cfg.Dir))
 	return p, nil
 }
 

@@ -254,7 +254,8 @@ func (v *VPCS) Start(ctx context.Context) error {
 			v.proc = p
 			v.mu.Unlock()
 			go v.reap(p)
-			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic)
+			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic,
+				"sandbox", v.cfg.Sandbox.Layers().String(), "uid", v.cfg.Sandbox.UID(v.cfg.Dir))
 			return nil
 		}
 		p.end(0)
