@@ -297,8 +297,12 @@ func (s *Sandbox) Command(spec Spec, prog string, args ...string) (*exec.Cmd, er
 			// folders above these behind fresh ones: they must let the
 			// node's uid through.
 			for _, d := range slices.Concat(p.RW, p.RO, p.Exec) {
-				if err := letThrough(d, uid); err != nil {
+				opened, err := letThrough(d, uid)
+				if err != nil {
 					return nil, fmt.Errorf("sandbox: %w", err)
+				}
+				for _, o := range opened {
+					s.log.Info("folder made searchable by others, for nodes (no mount namespace to hide it)", "dir", o)
 				}
 			}
 		}
@@ -344,20 +348,22 @@ func own(dir string, uid int) error {
 }
 
 // letThrough makes the folders above path searchable (x) by others where
-// uid could not pass them otherwise. Nothing is made listable or readable.
-func letThrough(path string, uid int) error {
+// uid could not pass them otherwise, and returns those it changed. Nothing
+// is made listable or readable.
+func letThrough(path string, uid int) (opened []string, err error) {
 	for d := filepath.Dir(filepath.Clean(path)); ; d = filepath.Dir(d) {
 		info, err := os.Stat(d)
 		if err != nil {
-			return err
+			return opened, err
 		}
 		if !searchable(info, uid) {
 			if err := os.Chmod(d, info.Mode().Perm()|0o001); err != nil {
-				return fmt.Errorf("let uid %d through %s: %w", uid, d, err)
+				return opened, fmt.Errorf("let uid %d through %s: %w", uid, d, err)
 			}
+			opened = append(opened, d)
 		}
 		if d == "/" || d == "." {
-			return nil
+			return opened, nil
 		}
 	}
 }
