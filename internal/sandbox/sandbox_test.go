@@ -69,6 +69,15 @@ func TestSecurityConfinedProgramReachesOnlyItsFolder(t *testing.T) {
 	t.Setenv("LABTAP_SECRET", "s3cret-sandbox-test")
 	t.Setenv("LABTAP_PASSWORD", "passw0rd-sandbox-test")
 	s := newSandbox(t)
+	t.Run("every layer here", func(t *testing.T) { checkConfined(t, s) })
+	// As in a container without CAP_SYS_ADMIN: the folders above the
+	// node's must then let its uid through, and the other layers hold.
+	noNS := *s
+	noNS.layers.MountNS = false
+	t.Run("no mount namespace", func(t *testing.T) { checkConfined(t, &noNS) })
+}
+
+func checkConfined(t *testing.T, s *Sandbox) {
 	l := s.Layers()
 	base := t.TempDir()
 	dir := filepath.Join(base, "node")
