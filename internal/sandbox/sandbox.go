@@ -318,13 +318,20 @@ func (s *Sandbox) Command(spec Spec, prog string, args ...string) (*exec.Cmd, er
 }
 
 // own gives dir and what it holds to uid (gid the same) and closes dir to
-// everyone else (0700). Links are not followed, and a file with more than
+// everyone else (0700). It works through an os.Root, so a link, or a folder
+// swapped for one by a process still running as the node, cannot lead it
+// out of dir; links themselves are not followed, and a file with more than
 // one name is left alone: it may be a hard link to something outside.
 func own(dir string, uid int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -339,12 +346,12 @@ func own(dir string, uid int) error {
 		if int(st.Uid) == uid && int(st.Gid) == uid {
 			return nil
 		}
-		return os.Lchown(path, uid, uid)
+		return root.Lchown(path, uid, uid)
 	})
 	if err != nil {
 		return err
 	}
-	return os.Chmod(dir, 0o700)
+	return root.Chmod(".", 0o700)
 }
 
 // letThrough makes the folders above path searchable (x) by others where

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -159,5 +160,48 @@ func TestParseUIDs(t *testing.T) {
 		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
 			t.Errorf("ParseUIDs(%q) = %v, %v", tc.in, got, err)
 		}
+	}
+}
+
+// Giving a node its folder gives it nothing outside: not what a symbolic
+// link in it names, not a file hard-linked into it.
+func TestSecurityOwningAFolderLeavesWhatItLinksToAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives folders away")
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "node")
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	outside := filepath.Join(base, "outside")
+	os.WriteFile(outside, []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "sub", "mine"), []byte("y"), 0o644)
+	os.Symlink(outside, filepath.Join(dir, "link"))
+	os.Symlink(base, filepath.Join(dir, "uplink"))
+	if err := os.Link(outside, filepath.Join(dir, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	const uid = 1_900_000_123
+	if err := own(dir, uid); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) int {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Uid)
+	}
+	for _, p := range []string{outside, base} {
+		if owner(p) == uid {
+			t.Errorf("%s outside the folder was given to the node", p)
+		}
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "mine"), filepath.Join(dir, "link")} {
+		if owner(p) != uid {
+			t.Errorf("%s is not the node's", p)
+		}
+	}
+	if info, _ := os.Stat(dir); info.Mode().Perm() != 0o700 {
+		t.Errorf("the folder is %v, want 0700", info.Mode().Perm())
 	}
 }
