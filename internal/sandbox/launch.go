@@ -74,7 +74,7 @@ func confine(p policy) error {
 		}
 	}
 	if p.UID >= 0 {
-		if err := becomeUser(p.UID); err != nil {
+		if err := becomeUser(p.UID, p.Groups); err != nil {
 			return err
 		}
 	}
@@ -104,8 +104,8 @@ func confine(p policy) error {
 	return nil
 }
 
-func becomeUser(uid int) error {
-	if err := syscall.Setgroups(nil); err != nil {
+func becomeUser(uid int, groups []int) error {
+	if err := syscall.Setgroups(groups); err != nil {
 		return fmt.Errorf("setgroups: %w", err)
 	}
 	if err := syscall.Setgid(uid); err != nil {
@@ -130,7 +130,7 @@ func probe(p policy) Layers {
 	} else {
 		l.MountNS = true
 	}
-	if err := becomeUser(p.UID); err != nil {
+	if err := becomeUser(p.UID, nil); err != nil {
 		l.Missing["user"] = fmt.Sprintf("%v (the agent runs as uid %d: it needs root, or CAP_SETUID and CAP_SETGID, to run nodes as users of their own)", err, os.Geteuid())
 	} else {
 		l.User = true

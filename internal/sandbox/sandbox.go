@@ -209,7 +209,9 @@ type Spec struct {
 	Writable []string
 	// Readable are folders or files it may read (the images folder).
 	Readable []string
-	// Devices are device files it may read, write and ioctl (/dev/kvm).
+	// Devices are device files it may read, write and ioctl (/dev/kvm);
+	// the program gets the group of each (kvm) unless that is root's, so a
+	// device only root may open stays closed to it.
 	Devices []string
 	// TimerSlack, when set, is the timer slack the program runs with.
 	TimerSlack time.Duration
@@ -221,7 +223,8 @@ type Spec struct {
 
 // policy is what the launcher is told to do, as JSON in argv[1].
 type policy struct {
-	UID       int      `json:"uid"` // -1: keep the agent's
+	UID       int      `json:"uid"`              // -1: keep the agent's
+	Groups    []int    `json:"groups,omitempty"` // supplementary groups: the devices'
 	Dir       string   `json:"dir"`
 	RW        []string `json:"rw"`
 	RO        []string `json:"ro"`
@@ -287,6 +290,12 @@ func (s *Sandbox) Command(spec Spec, prog string, args ...string) (*exec.Cmd, er
 		Pdeathsig: int(spec.Pdeathsig),
 	}
 	if uid >= 0 {
+		for _, d := range spec.Devices {
+			var st syscall.Stat_t
+			if err := syscall.Stat(d, &st); err == nil && st.Gid != 0 {
+				p.Groups = append(p.Groups, int(st.Gid))
+			}
+		}
 		for _, d := range p.RW {
 			if err := own(d, uid); err != nil {
 				return nil, fmt.Errorf("sandbox: give %s to uid %d: %w", d, uid, err)

@@ -205,3 +205,24 @@ func TestSecurityOwningAFolderLeavesWhatItLinksToAlone(t *testing.T) {
 		t.Errorf("the folder is %v, want 0700", info.Mode().Perm())
 	}
 }
+
+// A device a node may use (/dev/kvm, 0660 root:kvm on most hosts) gives the
+// program its group, and only that one.
+func TestConfinedProgramGetsItsDevicesGroup(t *testing.T) {
+	s := newSandbox(t)
+	if !s.Layers().User {
+		t.Skip("the agent cannot change uid here")
+	}
+	base := t.TempDir()
+	dev := filepath.Join(base, "fake-kvm")
+	os.WriteFile(dev, nil, 0o660)
+	const gid = 1_900_100_007
+	os.Chown(dev, 0, gid)
+	os.Chmod(dev, 0o660) // past the umask
+	dir := filepath.Join(base, "node")
+	out := run(t, s, Spec{Dir: dir, Devices: []string{dev}}, `id -G; echo hi > `+dev+` && echo wrote`)
+	f := strings.Fields(out)
+	if len(f) < 3 || f[0] != strconv.Itoa(s.UID(dir)) || f[1] != strconv.Itoa(gid) || f[len(f)-1] != "wrote" {
+		t.Fatalf("groups and write: %q, want %d %d wrote", out, s.UID(dir), gid)
+	}
+}
