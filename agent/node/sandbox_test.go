@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/internal/testenv"
 )
@@ -93,7 +92,7 @@ func checkHostTmp(t *testing.T, s *sandbox.Sandbox, name string) {
 	}
 }
 
-// The reproduction of issue 25: a startup.vpc (the files API writes it)
+// The reproduction of issue 25: a startup.vpc (as the files API writes it)
 // with '!' lines runs them on the agent's host. Confined, they run as the
 // node's own user, see none of the agent's secrets and reach nothing
 // outside the node's folder.
@@ -117,7 +116,7 @@ func TestSecurityVPCSShellLineRunsUnprivileged(t *testing.T) {
 		"! echo done > done",
 	}, "\n") + "\n"
 	os.MkdirAll(dir, 0o755)
-	if err := confined.Write(dir, "startup.vpc", []byte(script), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "startup.vpc"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startVPCS(t, VPCSConfig{
@@ -170,7 +169,9 @@ func TestSecurityVPCSSaveOverwriteLoadRunsUnprivileged(t *testing.T) {
 		t.Fatalf("save a: %v", err)
 	}
 	tmp := hostTmpName(t)
-	if err := confined.Write(dir, "a.vpc", []byte("! id -u > uid\n! id > "+tmp+"\n! echo done > done\n"), 0o644); err != nil {
+	// As the files API writes it: a new file, the agent's.
+	os.Remove(filepath.Join(dir, "a.vpc"))
+	if err := os.WriteFile(filepath.Join(dir, "a.vpc"), []byte("! id -u > uid\n! id > "+tmp+"\n! echo done > done\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := con.Run(t.Context(), "load a"); err != nil {
