@@ -260,9 +260,12 @@ func Env(dir string) []string {
 // Command returns a command that runs prog with args confined by spec, or,
 // on a nil Sandbox, plainly (with Env). The caller may set Stdin, Stdout,
 // Stderr and SysProcAttr (keep its Pdeathsig equal to spec's) and start it
-// as any command; it must not change Path, Args, Env or Dir. Command gives
-// spec's folders to the node's uid first.
+// as any command; it must not change Path, Args, Env or Dir. Command makes
+// spec.Dir if need be and gives spec's folders to the node's uid.
 func (s *Sandbox) Command(spec Spec, prog string, args ...string) (*exec.Cmd, error) {
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, err
+	}
 	if s == nil {
 		cmd := exec.Command(prog, args...)
 		cmd.Dir, cmd.Env = spec.Dir, Env(spec.Dir)
