@@ -8,12 +8,12 @@
 //	agent [--listen 127.0.0.1:3081] [--data-dir DIR] [--compute-id ID] [--advertise HOST]
 //	      [--controller http://[user:password@]host:3080] [--tunnel-bind IP]
 //	      [--socket-buffer BYTES] [--udp-gro=false] [--capture-direct-io=false] [--qemu-accel auto|kvm|tcg]
-//	      [--docker=false] [--docker-init PATH] [--docker-allow-unsafe]
+//	      [--docker=false] [--docker-init PATH] [--docker-allow-unsafe] [--node-uids LO-HI]
 //	agent --version
 //
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_COMPUTE_ID, LABTAP_ADVERTISE, LABTAP_CONTROLLER, LABTAP_TUNNEL_BIND,
-// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO, LABTAP_QEMU_ACCEL,
+// LABTAP_VPCS, LABTAP_SOCKET_BUFFER, LABTAP_UDP_GRO, LABTAP_CAPTURE_DIRECT_IO, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS,
 // LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE,
 // LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET, when set, is the shared secret the controller
@@ -42,6 +42,7 @@ import (
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/sandbox"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -49,6 +50,7 @@ import (
 var version = "dev"
 
 func main() {
+	sandbox.Main() // a node's launcher runs this binary: it never returns
 	cli.Exit("agent", run(os.Args[1:]))
 }
 
@@ -73,6 +75,7 @@ type options struct {
 	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
 	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
 	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
+	NodeUIDs        string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
@@ -94,6 +97,9 @@ func (o *options) Validate() error {
 	}
 	if o.SocketBuffer <= 0 {
 		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
+	}
+	if _, err := sandbox.ParseUIDs(o.NodeUIDs); err != nil {
+		return fmt.Errorf("--node-uids: %w", err)
 	}
 	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
 		return fmt.Errorf("--console-ports: %w", err)
@@ -149,6 +155,12 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	uids, _ := sandbox.ParseUIDs(o.NodeUIDs) // checked by Validate
+	sb, err := sandbox.New(ctx, sandbox.Config{UIDs: uids, Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	if o.Controller != "" {
 		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
@@ -190,6 +202,7 @@ func run(args []string) error {
 			FilterDeadline:   o.FilterDeadline,
 			MaxConns:         o.MaxConns,
 			MaxConnsPerIP:    o.MaxConnsPerIP,
+			Sandbox:          sb,
 			Secret:           secret,
 			Logger:           log,
 		}, ln)

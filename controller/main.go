@@ -13,7 +13,7 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
 // either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
 package main
 
@@ -43,6 +43,7 @@ import (
 	"github.com/labtap/labtap/controller/web"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,6 +57,7 @@ var version = "dev"
 const defaultGNS3Version = "2.2.59"
 
 func main() {
+	sandbox.Main() // a node's launcher runs this binary: it never returns
 	cli.Exit("controller", run(os.Args[1:]))
 }
 
@@ -84,6 +86,7 @@ type options struct {
 	FilterDeadline time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile on the local agent, and a display filter of the capture view; longer is refused as too complex."`
 	ConsoleHost    string        `name:"console-host" env:"LABTAP_CONSOLE_HOST" help:"Host clients are told to reach the local agent's node consoles at (default: the listen host)."`
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
+	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
@@ -112,6 +115,9 @@ func (o *options) Validate() error {
 	}
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
+	}
+	if _, err := sandbox.ParseUIDs(o.NodeUIDs); err != nil {
+		return fmt.Errorf("--node-uids: %w", err)
 	}
 	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
 		return fmt.Errorf("--console-ports: %w", err)
@@ -234,6 +240,12 @@ func run(args []string) error {
 			consoleHost = o.ConsoleHost
 		}
 		consolePorts, _ := cli.PortRange(o.ConsolePorts) // checked by Validate
+		uids, _ := sandbox.ParseUIDs(o.NodeUIDs)         // checked by Validate
+		sb, err := sandbox.New(ctx, sandbox.Config{UIDs: uids, Logger: log.With("component", "local_agent")})
+		if err != nil {
+			agentLn.Close()
+			return err
+		}
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
@@ -251,6 +263,7 @@ func run(args []string) error {
 				FilterDeadline:  o.FilterDeadline,
 				QemuAccel:       o.QemuAccel,
 				ProtectedPorts:  []int{listenPort},
+				Sandbox:         sb,
 				Secret:          secret,
 				Logger:          log.With("component", "local_agent"),
 			}, agentLn)

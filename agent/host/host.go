@@ -30,6 +30,7 @@ import (
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/captures"
 	"github.com/labtap/labtap/internal/confined"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -147,7 +148,11 @@ type Config struct {
 	// ImageListWait is how long an images listing waits for sums not
 	// known yet before answering them empty; 0 means DefaultImageListWait.
 	ImageListWait time.Duration
-	Logger        *slog.Logger
+	// Sandbox confines node programs (VPCS, QEMU and its helpers): they run
+	// as users of their own and reach only their node's folder. Nil runs
+	// them unconfined (with a scrubbed environment); agents set one.
+	Sandbox *sandbox.Sandbox
+	Logger  *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -978,6 +983,7 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ConsoleHost:  h.cfg.ConsoleBind,
 		ConsolePorts: h.cfg.ConsolePorts,
 		DeniedPorts:  h.cfg.ProtectedPorts,
+		Sandbox:      h.cfg.Sandbox,
 		Logger:       env.Logger,
 		OnStop:       env.OnStop,
 	})

@@ -188,6 +188,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		Accel:       h.cfg.QemuAccel,
 		Props:       props,
 		Adapters:    qemuAdapters(env.Spec, env.Ports),
+		Sandbox:     h.cfg.Sandbox,
 		Logger:      env.Logger,
 		OnStop:      env.OnStop,
 		OnWarning: func(msg string) {

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/digitalocean/go-qemu/qmp"
 	"github.com/labtap/labtap/agent/imagesum"
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // QemuAdapter is one NIC of a QEMU node.
@@ -49,6 +49,9 @@ type QemuConfig struct {
 	// ImageSums gives the md5 sums of the images (<image>_md5sum); nil
 	// leaves them null.
 	ImageSums *imagesum.Sums
+	// Sandbox confines QEMU, swtpm and cpulimit (sandbox.Sandbox.Command);
+	// nil runs them unconfined, with a scrubbed environment.
+	Sandbox *sandbox.Sandbox
 	// ConsoleHost is where the console (telnet or VNC) listens.
 	ConsoleHost string
 	// Accel is "auto" (KVM where its self-test passes, see KVMProblem,
@@ -416,7 +419,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	}
 	var extra []string
 	if q.cfg.Props.TPM {
-		tpm, sock, err := q.startTPM(ctx)
+		tpm, sock, err := q.startTPM(ctx, q.sandboxSpec(accel))
 		if err != nil {
 			return nil, err
 		}
@@ -449,8 +452,12 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	}
 	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
 	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
-	cmd := exec.Command(q.binary, args...)
-	cmd.Dir = q.cfg.Dir
+	cmd, err := q.cfg.Sandbox.Command(q.sandboxSpec(accel), q.binary, args...)
+	if err != nil {
+		logf.Close()
+		endHelpers()
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and gone with the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -491,7 +498,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, q.cfg.Props.ProcessPriority, err))
 	}
 	if q.cfg.Props.CPUThrottling > 0 {
-		t, err := q.startThrottle(p.pid())
+		t, err := q.startThrottle(p.pid(), q.sandboxSpec(accel))
 		if err != nil {
 			return fail(err)
 		}
@@ -516,7 +523,8 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	q.proc, q.paused = p, false
 	q.mu.Unlock()
 	go q.reap(p)
-	q.log.Info("qemu started", "pid", p.pid(), "console", q.console, "accel", accel)
+	q.log.Info("qemu started", "pid", p.pid(), "console", q.console, "accel", accel,
+		"sandbox", q.cfg.Sandbox.Layers().String(), "uid", q.cfg.Sandbox.UID(q.cfg.Dir))
 	return p, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // How much of the host a QEMU node gets: its process priority
@@ -55,12 +57,16 @@ func renice(pid, nice int) error {
 
 // startThrottle runs cpulimit on the QEMU process (GNS3's cpu_throttling:
 // percent of one CPU, up to 800). --lazy makes it end with QEMU.
-func (q *Qemu) startThrottle(pid int) (*child, error) {
+func (q *Qemu) startThrottle(pid int, spec sandbox.Spec) (*child, error) {
 	bin, err := exec.LookPath("cpulimit")
 	if err != nil {
 		return nil, errors.New("Could not throttle CPU: cpulimit is not installed (Debian package cpulimit)")
 	}
-	cmd := exec.Command(bin, "--lazy", "--pid="+strconv.Itoa(pid), "--limit="+strconv.Itoa(q.cfg.Props.CPUThrottling))
+	// As QEMU's own user: it stops and continues QEMU with signals.
+	cmd, err := q.cfg.Sandbox.Command(spec, bin, "--lazy", "--pid="+strconv.Itoa(pid), "--limit="+strconv.Itoa(q.cfg.Props.CPUThrottling))
+	if err != nil {
+		return nil, fmt.Errorf("Could not throttle CPU: %v", err)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c, err := startChild(cmd, nil)
 	if err != nil {

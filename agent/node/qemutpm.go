@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // A QEMU node's TPM (the tpm property): swtpm, beside QEMU, as GNS3 2.2
@@ -25,7 +27,7 @@ var swtpmVersion = regexp.MustCompile(`version (\d+)\.(\d+)`)
 // folder. It ends when QEMU disconnects (--terminate). GNS3 wants swtpm
 // 0.8; Debian 12 ships 0.7.1, which serves QEMU 7.2 well, so 0.7 is the
 // floor here.
-func (q *Qemu) startTPM(ctx context.Context) (*child, string, error) {
+func (q *Qemu) startTPM(ctx context.Context, spec sandbox.Spec) (*child, string, error) {
 	bin, err := exec.LookPath("swtpm")
 	if err != nil {
 		return nil, "", errors.New("swtpm is required for the TPM: install it (Debian package swtpm)")
@@ -46,10 +48,13 @@ func (q *Qemu) startTPM(ctx context.Context) (*child, string, error) {
 	}
 	sock := filepath.Join(q.cfg.RuntimeDir, "swtpm.sock")
 	os.Remove(sock)
-	cmd := exec.Command(bin, "socket", "--tpm2", "--terminate",
+	cmd, err := q.cfg.Sandbox.Command(spec, bin, "socket", "--tpm2", "--terminate",
 		"--tpmstate", "dir="+state,
 		"--ctrl", "type=unixio,path="+sock,
 		"--log", "file="+filepath.Join(q.cfg.Dir, "swtpm.log")+",level=1")
+	if err != nil {
+		return nil, "", fmt.Errorf("swtpm: %w", err)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

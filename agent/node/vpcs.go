@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // VPCSProgram is the vpcs executable an agent runs, as found on this host.
@@ -83,7 +84,10 @@ type VPCSConfig struct {
 	// DeniedPorts are TCP ports the console's rlogin may not reach: the
 	// agent's and the controller's own.
 	DeniedPorts []int
-	Logger      *slog.Logger
+	// Sandbox confines the process (sandbox.Sandbox.Command); nil runs it
+	// unconfined, with a scrubbed environment.
+	Sandbox *sandbox.Sandbox
+	Logger  *slog.Logger
 	// OnStop, if set, is called (from the runner's goroutine) each time the
 	// process ends, whether asked to or not, before Stop returns. It must not
 	// wait for whoever called Stop.
@@ -250,7 +254,8 @@ func (v *VPCS) Start(ctx context.Context) error {
 			v.proc = p
 			v.mu.Unlock()
 			go v.reap(p)
-			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic)
+			v.log.Info("vpcs started", "pid", p.cmd.Process.Pid, "console", v.console, "nic", p.nic,
+				"sandbox", v.cfg.Sandbox.Layers().String(), "uid", v.cfg.Sandbox.UID(v.cfg.Dir))
 			return nil
 		}
 		p.end(0)
@@ -309,8 +314,13 @@ func (v *VPCS) launch(nicPort int, ln net.Listener) (*vpcsProc, error) {
 	if v.cfg.Program.noRelay {
 		args = append(args, "-R")
 	}
-	cmd := exec.Command(v.cfg.Program.Path, args...)
-	cmd.Dir = v.cfg.Dir
+	// VPCS runs the '!' lines of the scripts it loads on the host: the
+	// sandbox keeps them to the node's user and folder.
+	cmd, err := v.cfg.Sandbox.Command(sandbox.Spec{Dir: v.cfg.Dir, TimerSlack: VPCSTimerSlack, Pdeathsig: syscall.SIGTERM},
+		v.cfg.Program.Path, args...)
+	if err != nil {
+		return nil, fmt.Errorf("vpcs: %w", err)
+	}
 	// pty.Start makes the process a session leader with the pty as its
 	// controlling terminal. An agent that dies takes its nodes along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}

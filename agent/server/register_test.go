@@ -140,14 +140,14 @@ func TestRegisterStopsWithItsContext(t *testing.T) {
 			calls.Add(1)
 			w.WriteHeader(502)
 		})
-		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		// A controller that answers 502 may come back: Register retries
-		// until its context ends (after the attempts at 0 and 250 ms), and
-		// says so.
+		// until its context ends (the first retry comes within 375 ms,
+		// jitter included), and says so.
 		err := Register(ctx, Registration{Controller: "http://ctl:3080", ComputeID: "a1", Host: "h", Port: 1, Transport: inMemory{ctl}})
-		if !errors.Is(err, context.DeadlineExceeded) || calls.Load() != 2 {
-			t.Fatalf("Register returned %v after %d calls, want the context's end after 2", err, calls.Load())
+		if !errors.Is(err, context.DeadlineExceeded) || calls.Load() < 2 {
+			t.Fatalf("Register returned %v after %d calls, want the context's end after 2 or more", err, calls.Load())
 		}
 	})
 }

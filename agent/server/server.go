@@ -17,6 +17,7 @@ import (
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -72,7 +73,10 @@ type Config struct {
 	// MaxConns caps the API's open connections (0: netguard.DefaultMaxConns);
 	// MaxConnsPerIP caps them per client address (0: no cap).
 	MaxConns, MaxConnsPerIP int
-	Logger                  *slog.Logger
+	// Sandbox confines node programs (host.Config.Sandbox); nil runs them
+	// unconfined.
+	Sandbox *sandbox.Sandbox
+	Logger  *slog.Logger
 }
 
 // Run serves the agent on ln until ctx is done, then stops its captures,
@@ -107,6 +111,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		DockerUnsafe:     cfg.DockerUnsafe,
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
+		Sandbox:          cfg.Sandbox,
 		Logger:           cfg.Logger,
 	})
 	// Say at start what this agent cannot run, and why (no Engine, no
