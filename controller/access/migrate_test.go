@@ -38,13 +38,11 @@ func userVersion(t *testing.T, db *sql.DB) int {
 	return v
 }
 
-// TestWriteV1Fixture writes testdata/v1.sql, a database at schema
-// version 1 as the first release left it (seeded, a super admin, a user
-// in a group, an ACE), when run with -update-fixture.
-func TestWriteV1Fixture(t *testing.T) {
-	if !*updateFixture {
-		t.Skip("run with -update-fixture to rewrite testdata/v1.sql")
-	}
+// writeV1Fixture writes testdata/v1.sql, a database at schema version 1
+// as the first release left it (seeded, a super admin, a user in a group,
+// an ACE): TestMigrateFromV1 calls it when run with -update-fixture.
+func writeV1Fixture(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	db := openRaw(t, filepath.Join(t.TempDir(), "v1.db"))
 	if err := migrate(ctx, db, 1, nil); err != nil {
@@ -154,6 +152,9 @@ func TestMigrateFromEmpty(t *testing.T) {
 }
 
 func TestMigrateFromV1(t *testing.T) {
+	if *updateFixture {
+		writeV1Fixture(t)
+	}
 	fixture, err := os.ReadFile("testdata/v1.sql")
 	if err != nil {
 		t.Fatal(err)
