@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,8 +220,39 @@ func startQemu(t *testing.T, q *Qemu) error {
 	return q.Start(ctx)
 }
 
-// qemu_path may name any executable, a project file among them: whatever
-// it names runs confined, as the node's user.
+// runUnderQemuSpec runs prog with args as the QEMU runner of a node made
+// under base runs QEMU (its own sandbox spec), for at most 10 s, and
+// returns what it printed. The runner refuses these inputs before they
+// reach QEMU (qemu_path, options and image chains pass allowlists); these
+// tests go around those checks on purpose, to show that what slips past
+// one still reaches nothing.
+func runUnderQemuSpec(t *testing.T, base string, s *sandbox.Sandbox, prog string, args ...string) ([]byte, error) {
+	t.Helper()
+	q := qemuNode(t, base, s, QemuProps{})
+	cmd, err := s.Command(q.sandboxSpec("tcg"), prog, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		err = <-done
+	}
+	return []byte(out.String()), err
+}
+
+// Whatever runs as QEMU (a project file named as qemu_path, were it to
+// pass the allowlist of QEMU binaries) runs confined, as the node's user,
+// without the agent's secrets.
 func TestSecurityQemuPathRunsConfined(t *testing.T) {
 	t.Setenv("LABTAP_SECRET", "s3cret-qemu-test")
 	s := newSandbox(t)
@@ -229,9 +262,11 @@ func TestSecurityQemuPathRunsConfined(t *testing.T) {
 	tmp := hostTmpName(t)
 	fake := filepath.Join(dir, "imported-file")
 	os.WriteFile(fake, []byte("#!/bin/sh\nid -u > uid\nid > "+tmp+"\ntr '\\0' '\\n' < /proc/self/environ > environ\necho done > done\nexit 1\n"), 0o755)
-	q := qemuNode(t, base, s, QemuProps{QemuPath: fake})
-	if err := startQemu(t, q); err == nil {
-		t.Fatal("a shell script started as QEMU")
+	if q := qemuNode(t, base, s, QemuProps{}); q.Update(mustJSON(t, map[string]any{"qemu_path": fake}), nil) == nil {
+		t.Error("qemu_path took a project file")
+	}
+	if _, err := runUnderQemuSpec(t, base, s, fake); err == nil {
+		t.Fatal("the script did not fail as written")
 	}
 	waitFile(t, filepath.Join(dir, "done"))
 	checkUnprivileged(t, s, dir, waitFile(t, filepath.Join(dir, "uid")))
@@ -241,12 +276,13 @@ func TestSecurityQemuPathRunsConfined(t *testing.T) {
 	}
 }
 
-// Options and backing files that name host files outside the node's and
-// the images folders reach nothing: "-icount rr=record,rrfile=FILE"
-// truncates FILE, and a qcow2 image in the images folder whose backing
-// file is a host file would have QEMU read it.
+// QEMU options and backing files that name host files outside the node's
+// and the images folders reach nothing, were they to pass the options
+// allowlist and the chain check: "-icount rr=record,rrfile=FILE"
+// truncates FILE, and a qcow2 image whose backing file is a host file
+// would have QEMU read it.
 func TestSecurityQemuCannotReachHostFiles(t *testing.T) {
-	testenv.RequireTools(t, "qemu-img")
+	testenv.RequireTools(t, "qemu-img", "qemu-system-x86_64")
 	s := newSandbox(t)
 	if l := s.Layers(); l.Landlock == 0 && !l.MountNS && !l.User {
 		t.Skipf("no layer here keeps QEMU from host files: %v", l.Missing)
@@ -255,13 +291,17 @@ func TestSecurityQemuCannotReachHostFiles(t *testing.T) {
 		base := t.TempDir()
 		host := filepath.Join(base, "host-file")
 		os.WriteFile(host, []byte("keep me\n"), 0o644)
-		q := qemuNode(t, base, s, QemuProps{Options: "-icount shift=auto,rr=record,rrfile=" + host})
-		err := startQemu(t, q)
-		if b, _ := os.ReadFile(host); string(b) != "keep me\n" {
-			t.Fatalf("QEMU wrote a host file (start: %v): %q", err, b)
+		opts := "-icount shift=auto,rr=record,rrfile=" + host
+		if q := qemuNode(t, base, s, QemuProps{}); q.Update(mustJSON(t, map[string]any{"options": opts}), nil) == nil {
+			t.Error("the options allowlist took rrfile")
 		}
-		if err != nil && !strings.Contains(err.Error(), host) {
-			t.Fatalf("QEMU failed for another reason than the host file: %v", err)
+		out, err := runUnderQemuSpec(t, base, s, "qemu-system-x86_64", "-machine", "accel=tcg", "-display", "none",
+			"-nodefaults", "-m", "64", "-icount", "shift=auto,rr=record,rrfile="+host)
+		if b, _ := os.ReadFile(host); string(b) != "keep me\n" {
+			t.Fatalf("QEMU wrote a host file (%v): %q\n%s", err, b, out)
+		}
+		if err == nil || !strings.Contains(string(out), host) {
+			t.Fatalf("QEMU failed for another reason than the host file (%v):\n%s", err, out)
 		}
 	})
 	t.Run("backing file", func(t *testing.T) {
@@ -278,13 +318,16 @@ func TestSecurityQemuCannotReachHostFiles(t *testing.T) {
 		if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", "-F", "raw", "-b", host, img).CombinedOutput(); err != nil {
 			t.Fatalf("qemu-img: %v: %s", err, out)
 		}
-		q := qemuNode(t, base, s, QemuProps{HDA: "evil.qcow2"})
-		err := startQemu(t, q)
-		if err == nil {
-			t.Fatal("QEMU started on an image whose backing file is a host file outside its folders")
+		if err := startQemu(t, qemuNode(t, base, s, QemuProps{HDA: "evil.qcow2"})); err == nil {
+			t.Error("the chain check took an image whose backing file is a host file")
 		}
-		if !strings.Contains(err.Error(), host) {
-			t.Fatalf("QEMU failed for another reason than the backing file: %v", err)
+		out, err := runUnderQemuSpec(t, base, s, "qemu-system-x86_64", "-machine", "accel=tcg", "-display", "none",
+			"-nodefaults", "-m", "64", "-drive", "file="+img+",format=qcow2,if=ide,readonly=on")
+		if err == nil {
+			t.Fatalf("QEMU started on an image whose backing file is a host file outside its folders:\n%s", out)
+		}
+		if !strings.Contains(string(out), host) {
+			t.Fatalf("QEMU failed for another reason than the backing file (%v):\n%s", err, out)
 		}
 	})
 }
@@ -326,4 +369,13 @@ func TestSecurityQemuAndItsHelpersRunAsTheNodeUser(t *testing.T) {
 			t.Errorf("pid %d (%s) runs as uid %d, want %d", c.pid(), c.cmd.Path, uid, s.UID(dir))
 		}
 	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
