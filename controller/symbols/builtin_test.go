@@ -66,8 +66,10 @@ func TestEveryBuiltinIsAWellFormedSVGWithPositiveSize(t *testing.T) {
 			t.Errorf("%s: %v", s.ID, err)
 			continue
 		}
+		// GNS3's own classic icons run from the 40×25 phone to the
+		// 170×76 cloud.
 		w, h, err := lib.Dimensions(s.ID)
-		if err != nil || w < 30 || h < 30 || w > 100 || h > 100 {
+		if err != nil || w < 20 || h < 20 || w > 200 || h > 200 {
 			t.Errorf("%s measures %d×%d (%v), want a node-sized icon", s.ID, w, h, err)
 		}
 	}
@@ -193,6 +195,103 @@ func TestCommonDevicesHaveIconsInEveryTheme(t *testing.T) {
 	for _, id := range ids {
 		if _, ok := lib.paths[id]; !ok {
 			t.Errorf("no built-in %s", id)
+		}
+	}
+}
+
+// gns3Classic is every file of GNS3's classic symbol set, with the width
+// and height GNS3 measures for it (its SVG's width and height, rounded).
+// The GUI places a node's label and link ends by its symbol's size, so a
+// project made with GNS3 keeps its layout only if each id is served at
+// the same size. nat and qemu_guest are the two whose GNS3 file could not
+// be measured here: their sizes are labtap's own drawing (qemu_guest's
+// width, 65, is the one GNS3 gives such nodes; the height is the other
+// guests').
+var gns3Classic = []struct {
+	name string
+	w, h int
+}{
+	{"PBX", 51, 48},
+	{"PIX_firewall", 66, 45},
+	{"access_point", 72, 32},
+	{"access_server", 51, 48},
+	{"asa", 52, 60},
+	{"atm_bridge", 72, 32},
+	{"atm_switch", 51, 48},
+	{"call_manager", 75, 47},
+	{"cloud", 170, 76},
+	{"computer", 65, 59},
+	{"docker_guest", 65, 59},
+	{"dslam", 50, 53},
+	{"edge_label_switch_router", 66, 45},
+	{"ethernet_switch", 72, 32},
+	{"firewall", 66, 45},
+	{"frame_relay_switch", 51, 48},
+	{"gateway", 66, 56},
+	{"hub", 72, 32},
+	{"ids", 51, 48},
+	{"iosv_l2_virl", 51, 48},
+	{"iosv_virl", 66, 56},
+	{"ip_phone", 40, 25},
+	{"label_switch_router", 66, 56},
+	{"lightweight_ap", 72, 32},
+	{"multilayer_switch", 51, 48},
+	{"nat", 66, 46},
+	{"optical_router", 66, 56},
+	{"printer", 68, 67},
+	{"qemu_guest", 65, 59},
+	{"route_switch_processor", 51, 66},
+	{"router", 66, 45},
+	{"router.awp", 70, 50},
+	{"router_firewall", 66, 45},
+	{"router_netflow", 66, 45},
+	{"server", 49, 70},
+	{"sip_server", 40, 60},
+	{"traceng", 65, 59},
+	{"vbox_guest", 65, 59},
+	{"vmware_guest", 65, 59},
+	{"voice_access_server", 51, 48},
+	{"voice_router", 66, 45},
+	{"vpcs_guest", 65, 59},
+	{"wlan_controller", 72, 32},
+}
+
+// TestEveryGNS3ClassicIDIsServedAtGNS3SizeSoGUILayoutsMatch opens every
+// classic id GNS3 has: each must be a symbol of its own (not the fallback
+// computer) and measure what GNS3's does, or labels and links of a GNS3
+// project land elsewhere. Every classic file labtap has is either one of
+// these or listed here as labtap's own.
+func TestEveryGNS3ClassicIDIsServedAtGNS3SizeSoGUILayoutsMatch(t *testing.T) {
+	lib := New("", nil)
+	want := make(map[string]bool)
+	for _, c := range gns3Classic {
+		id := classicPrefix + c.name + ".svg"
+		want[id] = true
+		f, err := lib.Open(id)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		f.Close()
+		if f.ID != id {
+			t.Errorf("%s is not built in: the fallback %s is served", id, f.ID)
+			continue
+		}
+		if w, h, err := lib.Dimensions(id); err != nil || w != c.w || h != c.h {
+			t.Errorf("%s measures %d×%d (%v), GNS3's is %d×%d", id, w, h, err, c.w, c.h)
+		}
+	}
+	if len(want) != 43 {
+		t.Errorf("the table has %d ids, GNS3's classic set has 43", len(want))
+	}
+	labtapOwn := map[string]bool{classicPrefix + "laptop.svg": true}
+	list, err := lib.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.Theme == "Classic" && !want[s.ID] && !labtapOwn[s.ID] {
+			t.Errorf("%s is a classic symbol GNS3 does not have", s.ID)
 		}
 	}
 }

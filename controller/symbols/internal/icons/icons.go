@@ -15,8 +15,8 @@ import (
 // "affinity/circle/blue/router.svg". The output is deterministic.
 func Generate() map[string][]byte {
 	out := make(map[string][]byte)
-	for name, draw := range classicFiles {
-		out["classic/"+name+".svg"] = draw()
+	for name, icon := range classicFiles {
+		out["classic/"+name+".svg"] = icon.draw().bytesAt(icon.w, icon.h)
 	}
 	for _, shape := range affinityShapes {
 		for _, color := range affinityColors {

@@ -67,18 +67,31 @@ func writeStops(b *strings.Builder, stops []stop) {
 	}
 }
 
-// bytes renders the document.
-func (c *canvas) bytes() []byte {
+// bytes renders the document at the canvas's own size.
+func (c *canvas) bytes() []byte { return c.bytesAt(c.w, c.h) }
+
+// bytesAt renders the document w×h: the drawing is scaled by the same
+// factor in both directions to fit, and centred. The scaling is a
+// transform in the document, not left to the viewBox, so every renderer
+// (Qt's older ones stretch a viewBox to the size) draws the same thing.
+func (c *canvas) bytesAt(w, h float64) []byte {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s">`+"\n",
-		num(c.w), num(c.h), num(c.w), num(c.h))
+		num(w), num(h), num(w), num(h))
 	if c.defs.Len() > 0 {
 		b.WriteString("<defs>\n")
 		b.WriteString(c.defs.String())
 		b.WriteString("</defs>\n")
 	}
-	b.WriteString(c.body.String())
+	if w == c.w && h == c.h {
+		b.WriteString(c.body.String())
+	} else {
+		s := min(w/c.w, h/c.h)
+		fmt.Fprintf(&b, `<g transform="%s">`+"\n", matrix(s, 0, 0, s, (w-c.w*s)/2, (h-c.h*s)/2))
+		b.WriteString(c.body.String())
+		b.WriteString("</g>\n")
+	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }
