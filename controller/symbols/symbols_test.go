@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -308,4 +309,36 @@ func TestLibraryIsSafeForConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// GNS3 answers an id that names no symbol with the classic computer, not
+// 404: the GUI draws every node from its symbol and a node whose symbol
+// fails to load is drawn as nothing. So the library keeps the fallback,
+// but says so: a warning naming the id asked for and the one served,
+// while GNS3's own short ids (":/symbols/computer.svg", every node's
+// default), which resolve by base name by design, stay quiet.
+func TestUnknownIDServesTheComputerForGNS3ClientsAndIsLoggedAsAWarning(t *testing.T) {
+	var logged bytes.Buffer
+	lib := New("", slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	f, err := lib.Open("no/such/symbol.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f.ID != fallbackID {
+		t.Errorf("an unknown id served %s, want %s", f.ID, fallbackID)
+	}
+	if out := logged.String(); !strings.Contains(out, "level=WARN") ||
+		!strings.Contains(out, "no/such/symbol.png") || !strings.Contains(out, fallbackID) {
+		t.Errorf("no warning names the unknown id and what was served: %q", out)
+	}
+	logged.Reset()
+	f, err = lib.Open(BuiltinPrefix + "computer.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if logged.Len() != 0 {
+		t.Errorf("the node default, a GNS3 short id, was warned about: %q", logged.String())
+	}
 }
