@@ -64,13 +64,17 @@ func (s *symbolRoutes) defaults(c *fiber.Ctx) error {
 }
 
 // raw streams a symbol. Like GNS3, an unknown id is answered 200 with the
-// picture the fallback chain leads to (clients rely on it); the library
-// logs it.
+// picture the fallback chain leads to: clients draw every node from its
+// symbol, and draw nothing for one that fails. The library logs it, and
+// X-Symbol-Served names the stand-in, so the substitution is visible.
 func (s *symbolRoutes) raw(c *fiber.Ctx) error {
 	id := symbolID(c)
 	f, err := s.lib.Open(id)
 	if err != nil {
 		return fiber.NewError(fiber.StatusNotFound, fmt.Sprintf("Symbol %s not found", id))
+	}
+	if f.ID != id {
+		c.Set("X-Symbol-Served", f.ID)
 	}
 	c.Set(fiber.HeaderContentType, symbols.ContentType(f.Name))
 	if !f.ModTime.IsZero() {

@@ -274,6 +274,28 @@ func TestUnknownSymbolsFallBackLikeGNS3(t *testing.T) {
 	}
 }
 
+// An unknown id still gets a picture (GNS3 clients draw every node from
+// its symbol and draw nothing for a symbol that fails), but the answer
+// says it is a stand-in: X-Symbol-Served names the symbol sent, so a
+// missing icon shows in any HTTP trace rather than passing for the real
+// one. A symbol served as asked carries no such header.
+func TestUnknownSymbolGetsThePictureGNS3ClientsNeedAndAHeaderNamingTheStandIn(t *testing.T) {
+	t.Parallel()
+	s := newSymbolServer(t)
+	r := s.expect(t, "GET", "/v2/symbols/no/such/icon.svg/raw", nil, 200, rRaw, "image/svg+xml")
+	if got := r.header.Get("X-Symbol-Served"); got != ":/symbols/classic/computer.svg" {
+		t.Errorf("unknown id: X-Symbol-Served %q, want the computer", got)
+	}
+	r = s.expect(t, "GET", "/v2/symbols/"+gnsEscape(":/symbols/computer.svg")+"/raw", nil, 200, rRaw, "image/svg+xml")
+	if got := r.header.Get("X-Symbol-Served"); got != ":/symbols/classic/computer.svg" {
+		t.Errorf("GNS3 short id: X-Symbol-Served %q, want the classic file it resolves to", got)
+	}
+	r = s.expect(t, "GET", "/v2/symbols/"+gnsEscape(":/symbols/classic/asa.svg")+"/raw", nil, 200, rRaw, "image/svg+xml")
+	if got, ok := r.header["X-Symbol-Served"]; ok {
+		t.Errorf("a built-in served as asked carries X-Symbol-Served %q", got)
+	}
+}
+
 func TestUploadThenListThenDownload(t *testing.T) {
 	t.Parallel()
 	s := newSymbolServer(t)
