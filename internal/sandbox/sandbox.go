@@ -372,6 +372,14 @@ func own(dir string, uid int) error {
 func letThrough(path string, uid int) (opened []string, err error) {
 	for d := filepath.Dir(filepath.Clean(path)); ; d = filepath.Dir(d) {
 		info, err := os.Stat(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A folder not made yet (an images folder nothing was
+			// uploaded to) holds nothing to let the node through to.
+			if d == "/" || d == "." {
+				return opened, nil
+			}
+			continue
+		}
 		if err != nil {
 			return opened, err
 		}

@@ -226,3 +226,23 @@ func TestConfinedProgramGetsItsDevicesGroup(t *testing.T) {
 		t.Fatalf("groups and write: %q, want %d %d wrote", out, s.UID(dir), gid)
 	}
 }
+
+// A folder a node may read that is not made yet (an images folder nothing
+// was uploaded to) is no reason to refuse the node, with a mount namespace
+// or without one (a container's CI, where the folders above must be opened
+// to the node's uid instead).
+func TestAReadableFolderNotMadeYetIsNoReasonToRefuse(t *testing.T) {
+	s := newSandbox(t)
+	noNS := *s
+	noNS.layers.MountNS = false
+	for name, sb := range map[string]*Sandbox{"as the host allows": s, "no mount namespace": &noNS} {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			missing := filepath.Join(base, "images", "QEMU")
+			out := run(t, sb, Spec{Dir: filepath.Join(base, "node"), Readable: []string{missing}}, `echo ran`)
+			if !strings.Contains(out, "ran") {
+				t.Fatalf("the program did not run: %q", out)
+			}
+		})
+	}
+}
