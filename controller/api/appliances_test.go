@@ -90,7 +90,7 @@ func appliances(t *testing.T, s *server, path string) map[string]map[string]any 
 // applianceSchema is the GUI's appliance schema (registry versions 1 to 7).
 func applianceSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	f, err := os.Open("testdata/gns3-appliance.schema.json")
+	f, err := os.Open("../appliances/testdata/gns3-appliance.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,13 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", "/v2/computes/{compute_id}/auto_idlepc", a.computeNotRunHere("dynamips"))
 }
 
+// listAppliances answers GET /v2/appliances: the catalogue's appliances
+// this server's computes can run, their symbols of the GUI's symbol_theme;
+// update=yes (download the registry first, in GNS3) lists the same.
+func (a *API) listAppliances(c *fiber.Ctx) error {
+	return c.JSON(a.appliances.List(c.UserContext(), c.Query("symbol_theme")))
+}
+
 // localOnly answers a route that GNS3 serves only to the GUI that
 // started it: 403 with msg.
 func localOnly(msg string) fiber.Handler {
