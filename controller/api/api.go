@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/controller/access"
+	"github.com/labtap/labtap/controller/appliances"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
@@ -150,6 +151,8 @@ type API struct {
 	// and the metrics' route strings, found without copying X-Route.
 	templates map[string]string
 	settings  *settingsStore
+	// appliances is GET /v2/appliances' catalogue.
+	appliances *appliances.Catalogue
 }
 
 // resource is what the handlers of one resource of a project need: the
@@ -227,6 +230,16 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	}
 	a := &API{cfg: cfg, log: cfg.Logger, auth: newAuthLimiter(cfg.Logger), origins: origins, projects: cfg.Projects, computes: cfg.Computes, hub: cfg.Hub, decoder: &decoder{schemas: schemas, maxBody: cfg.MaxJSONBody},
 		settings: newSettingsStore(cfg.SettingsFile)}
+	catalogue := appliances.Config{Logger: cfg.Logger}
+	if cfg.Computes != nil {
+		catalogue.Computes = cfg.Computes.List
+	}
+	if cfg.Agents != nil {
+		catalogue.Images = cfg.Agents.Images
+	}
+	if a.appliances, err = appliances.New(catalogue); err != nil {
+		return nil, nil, err
+	}
 	if a.settings.broken != nil {
 		a.log.Error("settings file unreadable: GNS3 VM and IOU license settings cannot be saved", "err", a.settings.broken)
 	}

@@ -51,18 +51,25 @@ func newServerWith(t *testing.T, prepare func(data string)) *server {
 // settings (authentication, allowed origins) before it is built.
 func newServerConfig(t *testing.T, prepare func(data string), configure func(*api.Config)) *server {
 	t.Helper()
+	return newServerRunning(t, []string{"vpcs"}, prepare, configure)
+}
+
+// newServerRunning is newServerConfig whose agent runs fake nodes of the
+// given node types (newServerConfig's runs vpcs).
+func newServerRunning(t *testing.T, nodeTypes []string, prepare func(data string), configure func(*api.Config)) *server {
+	t.Helper()
 	data := t.TempDir()
 	if prepare != nil {
 		prepare(data)
 	}
-	h := host.New(host.Config{
-		DataDir: data,
-		Runners: map[string]host.RunnerFactory{
-			"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
-				return node.NewFake(env.Agent, env.OnStop), nil
-			},
-		},
-	})
+	fake := func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
+		return node.NewFake(env.Agent, env.OnStop), nil
+	}
+	runners := map[string]host.RunnerFactory{}
+	for _, typ := range nodeTypes {
+		runners[typ] = fake
+	}
+	h := host.New(host.Config{DataDir: data, Runners: runners})
 	agent := httptest.NewServer(agentapi.NewHandler(agentapi.Parts{Service: h, Captures: h.Captures, Filters: h.Filters, Events: h.Events, Images: h.Images}, agentapi.Config{Secret: "s"}))
 	t.Cleanup(func() { h.Close(); agent.Close() })
 	reg := compute.NewRegistry(compute.RegistryConfig{Client: compute.NewClient(compute.ClientConfig{Retries: 1})})

@@ -40,7 +40,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", fr.getNodeFile)
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", fr.postNodeFile)
 
-	a.handle(app, "GET", "/v2/appliances", emptyList)
+	a.handle(app, "GET", "/v2/appliances", a.listAppliances)
 	str := settingsRoutes{a.resource(), a.settings}
 	a.handle(app, "GET", "/v2/gns3vm", str.getGNS3VM)
 	a.handle(app, "PUT", "/v2/gns3vm", str.putGNS3VM)
@@ -72,6 +72,13 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", "/v2/computes/{compute_id}/auto_idlepc", a.computeNotRunHere("dynamips"))
 }
 
+// listAppliances answers GET /v2/appliances: the catalogue's appliances
+// this server's computes can run, their symbols of the GUI's symbol_theme;
+// update=yes (download the registry first, in GNS3) lists the same.
+func (a *API) listAppliances(c *fiber.Ctx) error {
+	return c.JSON(a.appliances.List(c.UserContext(), c.Query("symbol_theme")))
+}
+
 // localOnly answers a route that GNS3 serves only to the GUI that
 // started it: 403 with msg.
 func localOnly(msg string) fiber.Handler {
@@ -90,7 +97,7 @@ var guiRouteDocs = map[string]routeDoc{
 	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
 	"GET " + rConsoleWS:                                      {"WebSocket to a started node's telnet console, through its agent (binary frames out; text or binary in)", "", 101, "", []int{403, 404, 409}},
-	"GET /v2/appliances":                                     {"The appliance catalogue: empty (labtap fetches nothing; its node types are built-in templates)", "", 200, "list", nil},
+	"GET /v2/appliances":                                     {"The appliance catalogue: labtap's FRR and Debian host docker images and its tiny QEMU guest, each listed where a connected compute runs its node type (the QEMU guest once its files are in that compute's images, with their md5 sums); nothing is fetched (update=yes lists the same)", "", 200, "list", nil},
 	"GET /v2/gns3vm":                                         {"GNS3 VM settings, kept for clients (labtap runs no GNS3 VM)", "", 200, "settings", nil},
 	"PUT /v2/gns3vm":                                         {"Store GNS3 VM settings (merged); enable: true is 409", "gns3vm", 201, "settings", []int{400, 409, 413}},
 	"GET /v2/gns3vm/engines":                                 {"GNS3 VM engines: none", "", 200, "list", nil},
