@@ -42,10 +42,11 @@ var rules = []rule{
 	{pkg: "captures", imports: []string{"capspec"}, banned: []string{mod + "controller", mod + "agent", mod + "proto", "net/http", fiber, libpcap}, why: "capture writing knows files and writers, not transports, projects or libpcap"},
 	{pkg: "controller", imports: []string{"agent/server", "controller/access", "controller/api", "controller/compute", "controller/labcapture", "controller/notify", "controller/project", "controller/symbols", "controller/topology", "controller/web", "internal/cli", "internal/netguard", "internal/sandbox", "metrics"},
 		direct: []string{mod + "agent/host", mod + "agent/api", mod + "agent/bridge", mod + "agent/node"}, why: "the controller runs its local agent as a whole (agent/server), never its parts"},
-	{pkg: "controller/api", imports: []string{"capspec", "controller/access", "controller/archive", "controller/compute", "controller/notify", "controller/project", "controller/symbols", "controller/topology", "internal/atomicfile", "internal/netguard", "metrics", "proto"},
+	{pkg: "controller/api", imports: []string{"capspec", "controller/access", "controller/appliances", "controller/archive", "controller/compute", "controller/notify", "controller/project", "controller/symbols", "controller/topology", "internal/atomicfile", "internal/netguard", "metrics", "proto"},
 		banned: []string{"github.com/google/gopacket", mod + "agent/"}, direct: []string{retryable}, why: "the API maps HTTP to the service; agent calls (compute) and packets live elsewhere"},
 	{pkg: "controller/project", imports: []string{"capspec", "controller/archive", "dockerpolicy", "internal/atomicfile", "internal/confined"}, banned: []string{fiber, "net/http", mod + "proto", retryable, mod + "controller/compute", mod + "captures"}, why: "the domain knows nothing of transport, wire types or capture files"},
 	{pkg: "controller/access", banned: []string{fiber, "net/http", mod + "controller/", mod + "agent/", mod + "proto"}, why: "users, groups, roles and the ACL in SQLite; the routes that serve them are the API's"},
+	{pkg: "controller/appliances", imports: []string{"controller/compute", "controller/symbols"}, banned: []string{fiber, mod + "agent/", mod + "controller/api"}, why: "the appliance catalogue is embedded files and what the computes can run; the route is the API's"},
 	{pkg: "controller/compute", imports: []string{"capspec", "controller/project", "internal/atomicfile", "proto"}, banned: []string{fiber, mod + "controller/api", mod + "agent/"}, why: "the agent client speaks proto over HTTP, nothing more"},
 	{pkg: "controller/labcapture", imports: []string{"capspec", "controller/project"}, banned: []string{fiber, "net/http", mod + "proto", mod + "agent/", mod + "controller/compute", mod + "controller/api", retryable}, why: "a project capture merges the streams the domain hands it"},
 	{pkg: "controller/archive", imports: []string{"internal/atomicfile"}, banned: []string{fiber, "github.com/valyala/", "net/http", mod + "controller/", mod + "agent/", mod + "proto"}, why: "archives are zips, files and the project file's JSON; projects and HTTP live elsewhere"},
@@ -77,6 +78,7 @@ var rules = []rule{
 	{pkg: "internal/kvm", banned: []string{mod}, why: "KVM's self-test: ioctls on /dev/kvm, nothing of the agent"},
 	{pkg: "internal/sandbox", banned: []string{mod}, why: "node programs confined to their folder, for both binaries' agents"},
 	{pkg: "internal/testprogress", banned: []string{mod}, why: "scripts/test's reader of go test -json"},
+	{pkg: "internal/gns3wizard", banned: []string{mod}, why: "for tests only: the body GNS3's new-template wizard sends for an appliance"},
 	{pkg: "internal/testenv", banned: []string{mod}, why: "for tests only: no package's code imports it"},
 	{pkg: "docker", why: "tests only: the images and the compose file"},
 }
@@ -95,6 +97,8 @@ var testCrossings = []struct{ from, to, why string }{
 	{"agent/bridge", "captures", "benchmarks tap the relay into a real capture file"},
 	{"controller/symbols", "controller/symbols/internal/icons", "the embedded SVGs are what the generator draws"},
 	{"docker", "agent/node", "the lab test speaks to VPCS consoles"},
+	{"controller/api", "internal/gns3wizard", "the appliance tests install templates as GNS3's wizard does"},
+	{"controller", "internal/gns3wizard", "the appliance end-to-end tests install templates as GNS3's wizard does"},
 	{"controller", "internal/kvm", "the QEMU end-to-end test asks KVM's self-test what the local agent should choose"},
 }
 
