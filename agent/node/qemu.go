@@ -452,7 +452,9 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	}
 	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
 	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
-	cmd, err := q.cfg.Sandbox.Command(q.sandboxSpec(accel), q.binary, args...)
+	spec := q.sandboxSpec(accel)
+	spec.Nice = niceOf(q.cfg.Props.ProcessPriority) // from the start, as QEMU's own user may lower it
+	cmd, err := q.cfg.Sandbox.Command(spec, q.binary, args...)
 	if err != nil {
 		logf.Close()
 		endHelpers()

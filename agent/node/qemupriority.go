@@ -48,6 +48,11 @@ func renice(pid, nice int) error {
 		if err != nil {
 			continue
 		}
+		// The launcher set it already where it could; a thread of another
+		// uid is reniced only if need be (that needs CAP_SYS_NICE).
+		if raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid); err == nil && 20-raw == nice {
+			continue
+		}
 		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
 			errs = append(errs, err)
 		}

@@ -73,6 +73,12 @@ func confine(p policy) error {
 			return fmt.Errorf("timer slack: %w", err)
 		}
 	}
+	if p.Nice != 0 {
+		// On this thread, which execs the program: its threads inherit
+		// it. Best effort: the agent sets it again from outside where it
+		// can, and says when it cannot.
+		unix.Setpriority(unix.PRIO_PROCESS, 0, p.Nice)
+	}
 	if p.UID >= 0 {
 		if err := becomeUser(p.UID, p.Groups); err != nil {
 			return err

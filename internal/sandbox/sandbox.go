@@ -215,6 +215,11 @@ type Spec struct {
 	Devices []string
 	// TimerSlack, when set, is the timer slack the program runs with.
 	TimerSlack time.Duration
+	// Nice, when not 0, is the nice value the program starts with: set by
+	// the launcher before it changes uid, so no capability is needed to
+	// lower the program's priority, while raising it above the agent's
+	// needs CAP_SYS_NICE (without it the program keeps the agent's).
+	Nice int
 	// Pdeathsig is the signal the program gets when the thread that
 	// started it ends (changing uid clears it, so the launcher sets it
 	// again).
@@ -234,6 +239,7 @@ type policy struct {
 	Landlock  bool     `json:"landlock"`
 	Seccomp   bool     `json:"seccomp"`
 	Slack     int64    `json:"slack,omitempty"`
+	Nice      int      `json:"nice,omitempty"`
 	Pdeathsig int      `json:"pdeathsig,omitempty"`
 	Probe     bool     `json:"probe,omitempty"`
 }
@@ -290,6 +296,7 @@ func (s *Sandbox) Command(spec Spec, prog string, args ...string) (*exec.Cmd, er
 		Landlock:  s.layers.Landlock > 0,
 		Seccomp:   s.layers.Seccomp,
 		Slack:     spec.TimerSlack.Nanoseconds(),
+		Nice:      spec.Nice,
 		Pdeathsig: int(spec.Pdeathsig),
 	}
 	if uid >= 0 {
