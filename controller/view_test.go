@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/chromedp"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/testenv"
@@ -48,11 +50,25 @@ func waitJS(t *testing.T, ctx context.Context, cond string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := chromedp.Run(ctx, chromedp.Poll(cond, nil)); err != nil {
-		var dom string
-		chromedp.Run(ctx, chromedp.OuterHTML("#view", &dom))
-		t.Fatalf("waiting for %s: %v\n%s", cond, err, dom)
+	for {
+		err := chromedp.Run(ctx, chromedp.Poll(cond, nil))
+		if contextReplaced(err) && ctx.Err() == nil {
+			continue // a navigation ended the page the poll ran in: poll the new one
+		}
+		if err != nil {
+			var dom string
+			chromedp.Run(ctx, chromedp.OuterHTML("#view", &dom))
+			t.Fatalf("waiting for %s: %v\n%s", cond, err, dom)
+		}
+		return
 	}
+}
+
+// contextReplaced says whether err is Chromium's answer to an evaluation
+// in a JavaScript context a navigation has just destroyed.
+func contextReplaced(err error) bool {
+	var e *cdproto.Error
+	return errors.As(err, &e) && e.Code == -32000 && strings.Contains(e.Message, "Cannot find context")
 }
 
 func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
