@@ -45,6 +45,7 @@ import (
 	"github.com/labtap/labtap/internal/netguard"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
+	"github.com/labtap/labtap/pcapfilter"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -57,7 +58,8 @@ var version = "dev"
 const defaultGNS3Version = "2.2.59"
 
 func main() {
-	sandbox.Main() // a node's launcher runs this binary: it never returns
+	sandbox.Main()    // a node's launcher runs this binary: it never returns
+	pcapfilter.Main() // a filter compile runs this binary as its child: it never returns
 	cli.Exit("controller", run(os.Args[1:]))
 }
 

@@ -609,19 +609,15 @@ func (s *Archives) CreateSnapshot(ctx context.Context, id string, req SnapshotCr
 		exp.WriteTo(io.Discard)
 		return SnapshotInfo{}, &Error{Kind: ErrInternal, Msg: "Could not create the snapshot directory: " + pathless(err), Err: err}
 	}
-	tmp, err := os.CreateTemp(dir, ".snapshot-*.tmp")
+	tmp, err := atomicfile.Create(filepath.Join(dir, snap.Filename), 0o644)
 	if err != nil {
 		exp.WriteTo(io.Discard)
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	_, err = exp.WriteTo(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, snap.Filename))
+	if _, err = exp.WriteTo(tmp); err == nil {
+		err = tmp.Commit()
+	} else {
+		tmp.Abort()
 	}
 	if err != nil {
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
