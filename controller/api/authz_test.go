@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -347,6 +348,25 @@ func TestMetricsAndShutdownAreForAdministrators(t *testing.T) {
 		t.Errorf("admin's /metrics: %d %s", r.status, r.raw)
 	}
 	s.as("bob").must("POST", "/v2/shutdown", nil, 403, "/v2/shutdown")
+	// The profiles beside the API (--pprof-listen), behind Guard.
+	prof := httptest.NewServer(s.api.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("profile")) })))
+	defer prof.Close()
+	profile := func(user string) int {
+		req, _ := http.NewRequest("GET", prof.URL+"/debug/pprof/", nil)
+		req.SetBasicAuth(user, user+"-password")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := profile("bob"); got != 403 {
+		t.Errorf("bob's profiles: %d, want 403", got)
+	}
+	if got := profile("admin"); got != 200 {
+		t.Errorf("admin's profiles: %d, want 200", got)
+	}
 	var bob, admin string
 	for _, u := range s.svc.Users() {
 		if u.Username == "bob" {
@@ -369,6 +389,9 @@ func TestMetricsAndShutdownAreForAdministrators(t *testing.T) {
 	}
 	if r := s.as("bob").do("GET", "/metrics", nil); r.status != 200 {
 		t.Errorf("administrator bob's /metrics: %d %s", r.status, r.raw)
+	}
+	if got := profile("bob"); got != 200 {
+		t.Errorf("administrator bob's profiles: %d, want 200", got)
 	}
 }
 
