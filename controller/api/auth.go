@@ -50,7 +50,9 @@ const maxAuthorization = 4096
 // with too many recent failures gets 429 for a while, right credentials
 // or not. The user authenticated is left in the request for caller.
 func (a *API) basicAuth(c *fiber.Ctx) error {
-	credentials := c.Get(fiber.HeaderAuthorization)
+	// Read without the copy c.Get makes (the app is Immutable): it lives
+	// no longer than the request.
+	credentials := string(c.Request().Header.Peek(fiber.HeaderAuthorization))
 	if websocket.IsWebSocketUpgrade(c) {
 		args := c.Request().URI().QueryArgs()
 		if token := args.Peek(tokenParam); credentials == "" && len(token) > 0 {

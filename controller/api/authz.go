@@ -242,6 +242,23 @@ func compilePath(on, route string) func(string) string {
 	if !strings.Contains(on, "{") {
 		return func(string) string { return on }
 	}
+	if "/v2"+on == route {
+		// The request path is the resource path (Allowed drops /v2),
+		// unless a segment is "." or "..", which Allowed would clean away.
+		fill := compileFill(on, route)
+		return func(reqPath string) string {
+			if strings.Contains(reqPath, "/.") {
+				return fill(reqPath)
+			}
+			return reqPath
+		}
+	}
+	return compileFill(on, route)
+}
+
+// compileFill is compilePath's general case: on is built anew from the
+// request path's segments.
+func compileFill(on, route string) func(string) string {
 	at := map[string]int{}
 	for i, seg := range strings.Split(route, "/") {
 		if strings.HasPrefix(seg, "{") {
