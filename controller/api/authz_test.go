@@ -562,3 +562,23 @@ func benchAccess(b *testing.B) *access.Service {
 	}
 	return svc
 }
+
+// A path that climbs out of its project ("..") is checked on the project
+// its route's parameter names, not on where the path would lead once
+// cleaned: bob's own project at the end of alice's path opens nothing of
+// hers.
+func TestAPathClimbingIntoOnesOwnProjectIsCheckedOnTheFirst(t *testing.T) {
+	t.Parallel()
+	s := newUsersServer(t)
+	l := s.aliceLab(t)
+	bob := s.as("bob")
+	mine := bob.must("POST", "/v2/projects", map[string]any{"name": "bob-lab"}, 201, rProjects).body["project_id"].(string)
+	for _, path := range []string{
+		"/v2/projects/" + l.project + "/files/../../" + mine + "/files/x.txt",
+		"/v2/projects/" + l.project + "/nodes/" + l.node + "/files/../../../../" + mine + "/files/x.txt",
+	} {
+		if r := bob.do("GET", path, nil); r.status != 404 || !strings.Contains(string(r.raw), "Project ID "+l.project+" doesn't exist") {
+			t.Errorf("GET %s: %d %s", path, r.status, r.raw)
+		}
+	}
+}
