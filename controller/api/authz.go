@@ -309,25 +309,6 @@ func segment(path string, n int) string {
 	return path
 }
 
-// resourcePath fills template's {names} with the request's parameters.
-func resourcePath(c *fiber.Ctx, template string) string {
-	if !strings.Contains(template, "{") {
-		return template
-	}
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(template, '{')
-		if i < 0 {
-			b.WriteString(template)
-			return b.String()
-		}
-		j := strings.IndexByte(template[i:], '}')
-		b.WriteString(template[:i])
-		b.WriteString(c.Params(template[i+1 : i+j]))
-		template = template[i+j+1:]
-	}
-}
-
 // authorize checks the request against p before its handler runs: nil
 // when it may go on, else the error to answer (absent or 403).
 func (a *API) authorize(c *fiber.Ctx, p permission) error {
@@ -339,12 +320,11 @@ func (a *API) authorize(c *fiber.Ctx, p permission) error {
 		if a.cfg.Access != nil && a.cfg.Access.Administrator(u.ID) {
 			return nil
 		}
-		return deniedV2("Administrator")
+		return &project.Error{Kind: project.ErrForbidden, Msg: "Permission denied (administrators only)"}
 	}
 	if p.privilege == "" {
 		return nil
 	}
-	path := p.on
 	if p.orCollection {
 		if _, err := a.projects.Project(c.Params("project_id")); err != nil {
 			// Nothing there to hide: the project is to be made.
@@ -355,7 +335,7 @@ func (a *API) authorize(c *fiber.Ctx, p permission) error {
 		}
 		// The id is taken: whoever imports it learns that much, however
 		// it is answered (an absent one would be made). GNS3's 403.
-		if !a.allowed(c, p.privilege, resourcePath(c, path)) {
+		if !a.allowed(c, p.privilege, p.path(c.Path())) {
 			return deniedV2(p.privilege)
 		}
 		return nil
@@ -367,7 +347,7 @@ func (a *API) authorize(c *fiber.Ctx, p permission) error {
 	if err := a.hidden(c, p); err != nil {
 		return err
 	}
-	if p.also != nil && a.allowed(c, p.privilege, resourcePath(c, path)) {
+	if p.also != nil && a.allowed(c, p.privilege, p.path(c.Path())) {
 		if err := a.hidden(c, *p.also); err != nil {
 			return err
 		}
@@ -399,7 +379,7 @@ func (a *API) hidden(c *fiber.Ctx, p permission) error {
 	return nil
 }
 
-// denied is GNS3 3.x's refusal of a privilege.
+// deniedV2 is GNS3 3.x's refusal of a privilege, as a /v2 error.
 func deniedV2(privilege string) error {
 	return &project.Error{Kind: project.ErrForbidden, Msg: "Permission denied (privilege " + privilege + " is required)"}
 }

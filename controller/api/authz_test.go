@@ -582,3 +582,35 @@ func TestAPathClimbingIntoOnesOwnProjectIsCheckedOnTheFirst(t *testing.T) {
 		}
 	}
 }
+
+// An import makes a project of the importer's (it holds it, others do
+// not see it); onto an id taken by a project the importer may not use,
+// it is refused and changes nothing.
+func TestAnImportIsTheImportersAndTakesNoOnesProject(t *testing.T) {
+	t.Parallel()
+	s := newUsersServer(t)
+	l := s.aliceLab(t)
+	alice, bob := s.as("alice"), s.as("bob")
+	p := "/v2/projects/" + l.project
+	alice.must("POST", p+"/nodes/stop", nil, 204, rNodes+"/stop")
+	alice.must("POST", p+"/links/"+l.link+"/stop_capture", nil, 201, rStop)
+	archive := alice.do("GET", p+"/export", nil)
+	if archive.status != 200 || len(archive.raw) == 0 {
+		t.Fatalf("export: %d %s", archive.status, archive.raw)
+	}
+	bob.must("GET", p+"/export", nil, 404, rProject+"/export")
+	before := s.state(t, l)
+	r := bob.do("POST", p+"/import", string(archive.raw))
+	if r.status != 403 {
+		t.Errorf("bob's import onto alice's project: %d %s", r.status, r.raw)
+	}
+	if s.state(t, l) != before {
+		t.Error("a refused import changed alice's project")
+	}
+	id := uuid.NewString()
+	if r := bob.do("POST", "/v2/projects/"+id+"/import?name=bobs", string(archive.raw)); r.status != 201 {
+		t.Fatalf("bob's import: %d %s", r.status, r.raw)
+	}
+	bob.must("GET", "/v2/projects/"+id, nil, 200, rProject)
+	alice.must("GET", "/v2/projects/"+id, nil, 404, rProject)
+}
