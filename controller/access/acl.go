@@ -304,17 +304,20 @@ func (s *Service) Allowed(userID, privilege, p string) bool {
 		return d.(bool)
 	}
 	d := st.allowed(userID, privilege, p)
-	if st.decided.Add(1) <= maxDecisions {
-		st.decisions.Store(k, d)
+	if st.decided.Add(1) > maxDecisions {
+		// Full (paths nobody asks twice, perhaps): start afresh.
+		st.decisions.Clear()
+		st.decided.Store(1)
 	}
+	st.decisions.Store(k, d)
 	return d
 }
 
 // maxDecisions bounds the decisions a state remembers, and maxDecisionKey
-// the size of one.
+// the size of one: at most about 1 MiB.
 const (
-	maxDecisions   = 1 << 16
-	maxDecisionKey = 1024
+	maxDecisions   = 4096
+	maxDecisionKey = 256
 )
 
 func (st *state) allowed(userID, privilege, p string) bool {

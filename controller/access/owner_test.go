@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -75,5 +76,26 @@ func TestAdministrator(t *testing.T) {
 	}
 	if s.Administrator(alice.ID) {
 		t.Error("an inactive user is an administrator")
+	}
+}
+
+// Remembered decisions stay bounded whatever paths are asked, and right.
+func TestRememberedDecisionsAreBounded(t *testing.T) {
+	s, _ := newService(t)
+	alice := mustUser(t, s, "alice")
+	const p1 = "/projects/0f6bc2b1-7a0c-4b7e-9e8f-000000000001"
+	if err := s.GrantOwner(context.Background(), alice.ID, p1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * maxDecisions {
+		node := fmt.Sprintf("/nodes/1f6bc2b1-7a0c-4b7e-9e8f-%012d", i)
+		if !s.Allowed(alice.ID, "Node.Audit", p1+node) || s.Allowed(alice.ID, "Node.Audit", "/projects/0f6bc2b1-7a0c-4b7e-9e8f-000000000002"+node) {
+			t.Fatalf("wrong decision at %d", i)
+		}
+	}
+	n := 0
+	s.state.Load().decisions.Range(func(any, any) bool { n++; return true })
+	if n > maxDecisions {
+		t.Errorf("%d decisions remembered, bound %d", n, maxDecisions)
 	}
 }
