@@ -189,6 +189,7 @@ func run(args []string) error {
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
+	warnIfOpen(log, tcpLn.Addr(), o.User != "" && o.Password != "")
 
 	g, gctx := errgroup.WithContext(ctx)
 	// Capture streams outlive gctx a little: at shutdown the local agent
@@ -450,4 +451,14 @@ func hostname() string {
 		return "labtap"
 	}
 	return h
+}
+
+// warnIfOpen warns when the API runs without credentials on an address
+// beyond loopback: open to everyone who can reach it.
+func warnIfOpen(log *slog.Logger, addr net.Addr, auth bool) {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || auth || a.IP.IsLoopback() {
+		return
+	}
+	log.Warn("no --user and --password: the API is open to anyone who can reach "+a.String()+"; every project, node and capture may be read and changed", "addr", a.String())
 }
