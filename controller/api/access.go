@@ -131,6 +131,9 @@ func (a *API) registerAccess(app *fiber.App) {
 // path, and runs h.
 func (r *accessRoutes) serve(c *fiber.Ctx, privilege string, h func(*fiber.Ctx, access.User) error) error {
 	me, err := r.caller(c)
+	if err == nil {
+		c.Locals(callerKey, me) // the audit trail's who
+	}
 	if err == nil && privilege != "" && !r.svc.Allowed(me.ID, privilege, c.Path()) {
 		err = denied(privilege)
 	}

@@ -118,6 +118,9 @@ type Config struct {
 	View View
 	// Metrics, when set, answers GET /metrics.
 	Metrics http.Handler
+	// Audit receives the audit trail, a JSON line per change and per
+	// refusal (see AuditRecord); nil keeps none. Each line is one Write.
+	Audit io.Writer
 	// Requests counts the requests answered; nil counts nothing.
 	Requests *metrics.HTTP
 	Logger   *slog.Logger
