@@ -156,6 +156,8 @@ type API struct {
 	settings  *settingsStore
 	// appliances is GET /v2/appliances' catalogue.
 	appliances *appliances.Catalogue
+	// classes serve a teacher's routes (distribute, reset).
+	classes *classRoutes
 }
 
 // resource is what the handlers of one resource of a project need: the
@@ -475,6 +477,7 @@ func (a *API) register(app *fiber.App) {
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)
+	a.registerClasses(app)
 	a.registerForward(app) // after every other compute route
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 	a.registerObserve(app)
