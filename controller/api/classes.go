@@ -61,6 +61,15 @@ type classRoutes struct {
 	fault func(member string) error
 }
 
+// The class routes' entries in the table of permissions, added before New
+// reads it: the template must be the caller's to see (else it is absent);
+// the handlers check the rest (the group, the copy, the ACEs to grant).
+func init() {
+	permissions[Route{"POST", "/v3/projects/{project_id}/distribute"}] = permission{privilege: "Project.Audit", on: pProject,
+		also: &permission{privilege: "Project.Allocate", on: "/projects"}}
+	permissions[Route{"POST", "/v3/projects/{project_id}/copies/{copy_id}/reset"}] = on("Project.Audit", pProject)
+}
+
 func (a *API) registerClasses(app *fiber.App) {
 	r := &classRoutes{API: a}
 	a.classes = r

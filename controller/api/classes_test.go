@@ -167,6 +167,19 @@ func TestATeacherDistributesATemplateToAClassAndResetsACopy(t *testing.T) {
 			t.Errorf("the teacher may not change %s's copy", owner)
 		}
 	}
+	// Through the /v2 API the GNS3 GUI speaks: each lists only theirs.
+	for user, want := range map[string][]string{"alice": {"lab1-alice"}, "bob": {"lab1-bob"},
+		"teacher": {"lab1", "lab1-alice", "lab1-bob", "lab1-carol"}} {
+		var got []string
+		for _, p := range cr.as(user).must("GET", "/v2/projects", nil, 200, rProjects).list {
+			got = append(got, p.(map[string]any)["name"].(string))
+		}
+		if slices.Sort(got); !slices.Equal(got, want) {
+			t.Errorf("%s lists %v, want %v", user, got, want)
+		}
+	}
+	cr.as("alice").must("GET", "/v2/projects/"+copies["bob"], nil, 404, rProject)
+	cr.as("alice").must("GET", "/v2/projects/"+copies["alice"]+"/nodes", nil, 200, rNodes)
 
 	// Again: nothing new.
 	before := cr.projectNames()
