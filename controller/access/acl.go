@@ -293,8 +293,29 @@ func (s *Service) DeleteACE(ctx context.Context, id string) error {
 // when it propagates, everything below; without propagate, a deny is as
 // confined as an allow. No decision is a denial.
 func (s *Service) Allowed(userID, privilege, p string) bool {
-	return s.state.Load().allowed(userID, privilege, p)
+	st := s.state.Load()
+	if len(userID)+len(privilege)+len(p) > maxDecisionKey {
+		return st.allowed(userID, privilege, p)
+	}
+	// Decisions are remembered with the state they were made on: a
+	// change publishes a new state, and so forgets them all.
+	k := userID + "\x00" + privilege + "\x00" + p
+	if d, ok := st.decisions.Load(k); ok {
+		return d.(bool)
+	}
+	d := st.allowed(userID, privilege, p)
+	if st.decided.Add(1) <= maxDecisions {
+		st.decisions.Store(k, d)
+	}
+	return d
 }
+
+// maxDecisions bounds the decisions a state remembers, and maxDecisionKey
+// the size of one.
+const (
+	maxDecisions   = 1 << 16
+	maxDecisionKey = 1024
+)
 
 func (st *state) allowed(userID, privilege, p string) bool {
 	u, ok := st.users[userID]

@@ -49,6 +49,8 @@ type permission struct {
 	// which it gets the User role; drops: the 2xx deletes the project
 	// and its ACEs.
 	owns, drops bool
+	// path fills on from a request's path, set by permissionOf.
+	path func(reqPath string) string
 }
 
 func on(privilege, path string) permission { return permission{privilege: privilege, on: path} }
@@ -219,10 +221,75 @@ func pV2(p string) string { return "/v2" + p }
 // permissionOf is route r's permission: its entry, or the
 // administrators' alone when it has none.
 func permissionOf(r Route) permission {
-	if p, ok := permissions[r]; ok {
-		return p
+	p, ok := permissions[r]
+	if !ok {
+		return adminOnly
 	}
-	return adminOnly
+	p.path = compilePath(p.on, r.Template)
+	if p.also != nil {
+		also := *p.also
+		also.path = compilePath(also.on, r.Template)
+		p.also = &also
+	}
+	return p
+}
+
+// compilePath returns the function filling resource path template on
+// with the segments of a request path of route template route: each
+// {name} of on is the request path's segment where route has {name}
+// (every name on uses stands before any greedy one in route).
+func compilePath(on, route string) func(string) string {
+	if !strings.Contains(on, "{") {
+		return func(string) string { return on }
+	}
+	at := map[string]int{}
+	for i, seg := range strings.Split(route, "/") {
+		if strings.HasPrefix(seg, "{") {
+			at[strings.Trim(seg, "{}")] = i
+		}
+	}
+	type part struct {
+		lit string
+		seg int // -1: lit
+	}
+	var parts []part
+	for i, seg := range strings.Split(on, "/") {
+		if i > 0 {
+			parts = append(parts, part{"/", -1})
+		}
+		if n, ok := at[strings.Trim(seg, "{}")]; ok && strings.HasPrefix(seg, "{") {
+			parts = append(parts, part{"", n})
+		} else {
+			parts = append(parts, part{seg, -1})
+		}
+	}
+	return func(reqPath string) string {
+		var b strings.Builder
+		b.Grow(len(on) + 2*36)
+		for _, p := range parts {
+			if p.seg < 0 {
+				b.WriteString(p.lit)
+			} else {
+				b.WriteString(segment(reqPath, p.seg))
+			}
+		}
+		return b.String()
+	}
+}
+
+// segment is path's n-th segment ("" before the first "/" is the 0th).
+func segment(path string, n int) string {
+	for ; n > 0; n-- {
+		i := strings.IndexByte(path, '/')
+		if i < 0 {
+			return ""
+		}
+		path = path[i+1:]
+	}
+	if i := strings.IndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return path
 }
 
 // resourcePath fills template's {names} with the request's parameters.
@@ -276,8 +343,8 @@ func (a *API) authorize(c *fiber.Ctx, p permission) error {
 		}
 		return nil
 	}
-	if a.allowed(c, p.privilege, resourcePath(c, path)) &&
-		(p.also == nil || a.allowed(c, p.also.privilege, resourcePath(c, p.also.on))) {
+	if a.allowed(c, p.privilege, p.path(c.Path())) &&
+		(p.also == nil || a.allowed(c, p.also.privilege, p.also.path(c.Path()))) {
 		return nil
 	}
 	if err := a.hidden(c, p); err != nil {
