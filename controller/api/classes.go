@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -56,6 +57,9 @@ type distribution struct {
 // classRoutes serve the class workflow.
 type classRoutes struct {
 	*API
+	// mu serialises distributions: two at once would both find a
+	// member's copy missing and make two.
+	mu sync.Mutex
 	// fault, when set (tests), is called before each member's copy; an
 	// error fails the distribution there.
 	fault func(member string) error
@@ -77,8 +81,12 @@ func (a *API) registerClasses(app *fiber.App) {
 	a.handle(app, "POST", "/v3/projects/{project_id}/copies/{copy_id}/reset", r.reset)
 }
 
-// maxClassBody bounds a distribution's body.
-const maxClassBody = 4 << 10
+const (
+	// maxClassBody bounds a distribution's body.
+	maxClassBody = 4 << 10
+	// maxClassSize bounds the members a distribution copies for.
+	maxClassSize = 1000
+)
 
 // notFoundProject is the reply for a project that does not exist, or that
 // the caller may not audit (the same: no existence leak).
@@ -160,7 +168,12 @@ func (r *classRoutes) distribute(c *fiber.Ctx) error {
 	if !svc.MayGrantACE(me.ID, access.ACESpec{Type: "user", Path: "/projects/" + tmpl.ID, RoleID: role, Propagate: true, Allowed: true}) {
 		return fiber.NewError(fiber.StatusForbidden, "Permission denied (cannot grant privileges the caller does not hold)")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	members := svc.Members(group)
+	if len(members) > maxClassSize {
+		return fiber.NewError(fiber.StatusConflict, fmt.Sprintf("The group has %d members: a distribution copies for at most %d", len(members), maxClassSize))
+	}
 	slices.SortFunc(members, func(x, y access.User) int { return strings.Compare(x.Username, y.Username) })
 
 	out := distribution{ProjectID: tmpl.ID, UserGroupID: group, Copies: []classCopy{}}

@@ -3,8 +3,11 @@ package api_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/labtap/labtap/controller/access"
@@ -290,5 +293,33 @@ func TestDistributionRefusesBadRequestsAndChangesNothing(t *testing.T) {
 	}
 	if after := cr.projectNames(); !slices.Equal(after, before) || len(cr.svc.ACEs()) != aces {
 		t.Errorf("refusals made projects or ACEs: %v", after)
+	}
+}
+
+// TestTwoDistributionsAtOnceMakeOneCopyEach: two calls racing each other
+// make each member one copy, not two.
+func TestTwoDistributionsAtOnceMakeOneCopyEach(t *testing.T) {
+	t.Parallel()
+	cr := newClassroom(t)
+	tmpl := cr.template("lab4")
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			req := httptest.NewRequest("POST", "/v3/projects/"+tmpl+"/distribute", strings.NewReader(`{"user_group_id": "`+cr.group+`"}`))
+			req.SetBasicAuth("teacher", "teacher-password")
+			resp, err := cr.app.Test(req, -1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 201 {
+				t.Errorf("distribution: %d", resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := cr.projectNames(), []string{"lab4", "lab4-alice", "lab4-bob", "lab4-carol"}; !slices.Equal(got, want) {
+		t.Errorf("projects %v, want %v", got, want)
 	}
 }
