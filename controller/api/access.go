@@ -483,9 +483,11 @@ func firstErr(err error) error {
 }
 
 func (r *accessRoutes) issue(c *fiber.Ctx, user, pass string) error {
-	if _, err := r.password(c, user, pass); err != nil {
+	u, err := r.password(c, user, pass)
+	if err != nil {
 		return err
 	}
+	c.Locals(callerKey, u) // the audit trail's who
 	tok, err := r.svc.Login(c.UserContext(), user, pass)
 	if err != nil {
 		return err

@@ -90,7 +90,9 @@ func TestAuditTrailHasALinePerChangeAndPerRefusal(t *testing.T) {
 	t.Parallel()
 	s, trail := newAuditedServer(t)
 	admin := s.login("admin", "admin-password")
-	trail.take(t) // the login's line
+	if lines, raw := trail.take(t); len(lines) != 1 || lines[0].User != "admin" || lines[0].Route != "/v3/access/users/login" || lines[0].Status != 200 {
+		t.Errorf("a login: %s", raw)
+	}
 
 	r := s.must("POST", "/v3/access/users", admin, map[string]any{"username": "alice", "password": "alice-first-password"}, 201)
 	aliceID := r.obj()["user_id"].(string)
