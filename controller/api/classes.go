@@ -94,10 +94,6 @@ func notFoundProject(id string) error {
 	return &project.Error{Kind: project.ErrNotFound, Msg: fmt.Sprintf("Project ID %s doesn't exist", truncateString(id, 64))}
 }
 
-func forbidden(privilege string) error {
-	return fiber.NewError(fiber.StatusForbidden, "Permission denied (privilege "+privilege+" is required)")
-}
-
 // visibleProject is the project the path names, if the caller may audit
 // it.
 func (r *classRoutes) visibleProject(c *fiber.Ctx, param string) (project.Project, error) {
@@ -147,11 +143,11 @@ func (r *classRoutes) distribute(c *fiber.Ctx) error {
 		return err
 	}
 	if !r.allowed(c, "Project.Allocate", "/projects") {
-		return forbidden("Project.Allocate")
+		return deniedV2("Project.Allocate")
 	}
 	group := gid.String()
 	if !r.allowed(c, "Group.Audit", "/access/groups/"+group) {
-		return forbidden("Group.Audit")
+		return deniedV2("Group.Audit")
 	}
 	if _, err := svc.Group(group); err != nil {
 		return fiber.NewError(fiber.StatusNotFound, fmt.Sprintf("User group %s doesn't exist", group))
@@ -270,7 +266,7 @@ func (r *classRoutes) reset(c *fiber.Ctx) error {
 		return err
 	}
 	if !r.allowed(c, "Project.Modify", "/projects/"+cp.ID) {
-		return forbidden("Project.Modify")
+		return deniedV2("Project.Modify")
 	}
 	ctx := c.UserContext()
 	closed := cp.Status != project.Opened
