@@ -118,6 +118,9 @@ type Config struct {
 	View View
 	// Metrics, when set, answers GET /metrics.
 	Metrics http.Handler
+	// Audit receives the audit trail, a JSON line per change and per
+	// refusal (see AuditRecord); nil keeps none. Each line is one Write.
+	Audit io.Writer
 	// Requests counts the requests answered; nil counts nothing.
 	Requests *metrics.HTTP
 	Logger   *slog.Logger
@@ -153,6 +156,8 @@ type API struct {
 	settings  *settingsStore
 	// appliances is GET /v2/appliances' catalogue.
 	appliances *appliances.Catalogue
+	// classes serve a teacher's routes (distribute, reset).
+	classes *classRoutes
 }
 
 // resource is what the handlers of one resource of a project need: the
@@ -487,6 +492,7 @@ func (a *API) register(app *fiber.App) {
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)
+	a.registerClasses(app)
 	a.registerForward(app) // after every other compute route
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 	a.registerObserve(app)

@@ -25,6 +25,11 @@ func OnStreamCut(f func()) (restore func()) {
 // Routes are the registered routes, in the order they were registered.
 func (a *API) Routes() []Route { return slices.Clone(a.routes) }
 
+// SetDistributeFault makes a distribution fail before the copy for the
+// member f names (f returns an error for it), for a test; set it before
+// any request.
+func (a *API) SetDistributeFault(f func(member string) error) { a.classes.fault = f }
+
 // HasPermission reports whether route r has its entry in the table of
 // permissions.
 func HasPermission(r Route) bool { _, ok := permissions[r]; return ok }
