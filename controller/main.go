@@ -43,6 +43,7 @@ import (
 	"github.com/labtap/labtap/controller/web"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/pki"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,9 @@ type options struct {
 	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	TLS            string        `name:"tls" env:"LABTAP_TLS" default:"off" enum:"off,auto" help:"auto: serve HTTPS with a private CA and server certificate made in the data directory's tls/ on first start (its SHA-256 fingerprint is logged at start), and let agents join (see --tls-cert for your own certificate)."`
+	TLSCert        string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve HTTPS with this PEM certificate (chain); read again when the file changes. Needs --tls-key."`
+	TLSKey         string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert; read again when the file changes."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
 
@@ -124,6 +128,12 @@ func (o *options) Validate() error {
 	}
 	if _, err := api.ParseOrigins(o.AllowedOrigins); err != nil {
 		return fmt.Errorf("--allowed-origins: %w", err)
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("--tls-cert (LABTAP_TLS_CERT) and --tls-key (LABTAP_TLS_KEY) go together")
+	}
+	if o.TLSCert != "" && o.TLS == "auto" {
+		return fmt.Errorf("--tls auto makes its own certificate: give it or --tls-cert/--tls-key, not both")
 	}
 	return nil
 }
@@ -184,7 +194,16 @@ func run(args []string) error {
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
+	tlsOn, err := serveTLS(o, listenHost, log)
+	if err != nil {
+		tcpLn.Close()
+		return err
+	}
+	scheme := "http"
+	if tlsOn != nil {
+		scheme = "https"
+	}
+	log.Info("controller listening", "addr", ln.Addr().String(), "scheme", scheme, "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
 
@@ -269,7 +288,7 @@ func run(args []string) error {
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
-			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
+			ID: project.LocalCompute, Name: hostname(), Protocol: scheme, Host: advertised, Port: listenPort,
 			User: o.User, URL: "http://" + agentLn.Addr().String(), Secret: secret,
 		})
 	}
@@ -377,7 +396,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
+	// TLS outermost: the API sees a TLS connection (Fiber's c.Protocol()
+	// says https) that still reaches its socket for WatchGone.
+	apiLn := api.QuietIdle(ln)
+	if tlsOn != nil {
+		apiLn = pki.Listen(apiLn, tlsOn)
+	}
+	g.Go(func() error { return app.Listener(apiLn) })
 	if pln != nil {
 		servePprof(gctx, g, pln, apiServer.Guard, log)
 	}
