@@ -41,6 +41,7 @@ type agentProc struct {
 	env    []string
 	ctl    string
 	wrap   []string // a command the agent runs under, e.g. ip netns exec NAME
+	args   []string // more flags (--join ...)
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	done   chan error
@@ -79,6 +80,7 @@ func (a *agentProc) start() {
 	if a.ctl != "" {
 		args = append(args, "--controller", a.ctl)
 	}
+	args = append(args, a.args...)
 	argv := append(append(a.wrap[:len(a.wrap):len(a.wrap)], agentBinary(a.t)), args...)
 	a.cmd = exec.Command(argv[0], argv[1:]...)
 	a.cmd.Env = append(os.Environ(), a.env...)

@@ -194,10 +194,18 @@ func run(args []string) error {
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	tlsOn, err := serveTLS(o, listenHost, log)
+	tlsOn, ca, err := serveTLS(o, listenHost, log)
 	if err != nil {
 		tcpLn.Close()
 		return err
+	}
+	enroll, agentTLS, err := enrollment(ca, o)
+	if err != nil {
+		tcpLn.Close()
+		return err
+	}
+	if os.Getenv("LABTAP_SECRET") != "" {
+		log.Warn("LABTAP_SECRET is deprecated: one secret shared by every agent lets one stolen agent host pose as the controller to the others; start the controller with --tls auto and join each agent with its own certificate (agent --join)")
 	}
 	scheme := "http"
 	if tlsOn != nil {
@@ -224,13 +232,18 @@ func run(args []string) error {
 	defer hub.Close()
 	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
-		Client:        compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, Logger: log}),
+		Client:        compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, TLS: agentTLS, Logger: log}),
 		Path:          filepath.Join(o.DataDir, "computes.json"),
 		Secret:        os.Getenv("LABTAP_SECRET"),
 		TrustedAgents: o.TrustedAgents,
 		OnChange:      events.ComputeChanged,
 		Logger:        log.With("component", "computes"),
 	})
+	var enroller api.Enroller // a nil *compute.Enrollment would not be a nil Enroller
+	if enroll != nil {
+		registry.SetEnrollment(enroll)
+		enroller = enroll
+	}
 	if !o.LocalAgent {
 		close(agentDone)
 	} else {
@@ -373,6 +386,7 @@ func run(args []string) error {
 		Access:          accessSvc, // nil: no /v3/access routes
 		Projects:        projects,
 		ProjectCaptures: projectCaptures,
+		Enroll:          enroller,
 		Computes:        registry,
 		Agents:          registry.Agents,
 		Symbols:         symbolLib,

@@ -3,6 +3,7 @@ package pki
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -236,3 +237,44 @@ type bufferedConn struct {
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// MutualServerConfig is ServerConfig that also requires a client
+// certificate issued by ca for the name client (an agent takes calls from
+// its controller only: ControllerName).
+func MutualServerConfig(r *Reloader, ca *x509.Certificate, client string) *tls.Config {
+	cfg := ServerConfig(r)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	cfg.ClientCAs = pool
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 || cs.PeerCertificates[0].Subject.CommonName != client {
+			return fmt.Errorf("client certificate is not %s's", client)
+		}
+		return nil
+	}
+	return cfg
+}
+
+// PinnedClientConfig is a client configuration that trusts a server whose
+// chain holds a CA certificate of SHA-256 caSHA256 and whose certificate
+// that CA issued for serverName: how an agent first meets its
+// controller, knowing only the CA's fingerprint.
+func PinnedClientConfig(caSHA256 []byte, serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // verified below, against the pinned CA
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			for _, c := range cs.PeerCertificates {
+				if !MatchesFingerprint(c, caSHA256) || !c.IsCA {
+					continue
+				}
+				pool := x509.NewCertPool()
+				pool.AddCert(c)
+				_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: serverName})
+				return err
+			}
+			return fmt.Errorf("the server's certificate chain holds no CA of SHA-256 %X: a wrong --ca-sha256, or not your controller", caSHA256)
+		},
+	}
+}
