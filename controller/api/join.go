@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -45,7 +49,7 @@ func (a *API) registerJoin(app *fiber.App) {
 			return &project.Error{Kind: project.ErrInvalid, Msg: "A join request is at most 16 KiB"}
 		}
 		var req compute.JoinRequest
-		if err := decodeBody(c, &req); err != nil {
+		if err := decodeJoin(c.Body(), &req); err != nil {
 			return err
 		}
 		reply, err := a.cfg.Enroll.Join(c.UserContext(), req)
@@ -56,6 +60,21 @@ func (a *API) registerJoin(app *fiber.App) {
 		a.log.Info("agent joined", "compute_id", reply.ComputeID, "from", c.IP())
 		return c.Status(fiber.StatusCreated).JSON(reply)
 	})
+}
+
+// decodeJoin decodes a join route's JSON object body; anything else is a
+// 400 that says what was wrong.
+func decodeJoin(body []byte, v any) error {
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' {
+		return &project.Error{Kind: project.ErrInvalid, Msg: "The body must be a JSON object"}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			return &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("%s must be %s", te.Field, te.Type)}
+		}
+		return &project.Error{Kind: project.ErrInvalid, Msg: "The body is not valid JSON"}
+	}
+	return nil
 }
 
 // joinTokenRequest is the body of POST /v3/computes/join-tokens.
@@ -71,7 +90,7 @@ func (a *API) newJoinToken(c *fiber.Ctx) error {
 	}
 	var req joinTokenRequest
 	if len(c.Body()) > 0 {
-		if err := decodeBody(c, &req); err != nil {
+		if err := decodeJoin(c.Body(), &req); err != nil {
 			return err
 		}
 	}
