@@ -192,6 +192,21 @@ func TestJoinedAgentsCaptureACrossAgentLinkOverMutualTLSAndEachRefusalChangesNot
 	if len(stream) < 24+3*98 { // the header and at least the 3 echo requests
 		t.Errorf("HTTPS stream of %d bytes", len(stream))
 	}
+	// The whole-project capture follows the link's capture on agent1
+	// over the same mutual TLS.
+	var pc struct {
+		Path string `json:"capture_file_path"`
+	}
+	c.call("POST", lab.base+"/start_capture", map[string]any{}, 201, nil)
+	lab.pcs[1].ping(t, lab.pcs[0].ip, 2)
+	c.call("POST", lab.base+"/stop_capture", nil, 201, &pc)
+	if testenv.HaveTool(t, "tshark") {
+		if n := tsharkCount(t, pc.Path, "icmp"); n < 2 {
+			t.Errorf("project capture %s holds %d ICMP frames, want the ping's", pc.Path, n)
+		}
+	} else if _, err := os.Stat(pc.Path); err != nil {
+		t.Error(err)
+	}
 
 	// Deleting agent1 revokes its certificate: added back at once, it is
 	// refused, and stays disconnected.
