@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -251,5 +250,15 @@ func TestJoinedAgentsCaptureACrossAgentLinkOverMutualTLSAndEachRefusalChangesNot
 	if msg, _ := full["last_error"].(string); full["connected"] != false || !strings.Contains(msg, "expired") {
 		t.Errorf("agent with an expired certificate: connected %v, last_error %q", full["connected"], msg)
 	}
-	_ = x509.ExtKeyUsageAny
+
+	// A restarted controller calls its joined agents as before, and still
+	// refuses the revoked one.
+	c.stop()
+	c2 := startControllerWith(t, c.data, nil, "--tls", "auto")
+	c2.url, c2.client = "https://"+strings.TrimPrefix(c2.url, "http://"), c.client
+	c2.waitCompute("agent2", true, 20*time.Second)
+	c2.call("GET", "/v2/computes/agent1", nil, 200, &full)
+	if msg, _ := full["last_error"].(string); full["connected"] != false || !strings.Contains(msg, "revoked") {
+		t.Errorf("after a restart, the revoked agent: connected %v, last_error %q", full["connected"], msg)
+	}
 }
