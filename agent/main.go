@@ -20,6 +20,14 @@
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
 //
+// With --join https://ctl:3080, --token (LABTAP_JOIN_TOKEN) and --ca-sha256
+// (LABTAP_CA_SHA256), the agent joins a controller started with --tls auto:
+// it gets its own certificate from the controller's CA and serves its API
+// over mutual TLS, to the controller's certificate only (LABTAP_JOIN,
+// LABTAP_TLS_CERT, LABTAP_TLS_KEY and LABTAP_TLS_CA twin the join and
+// --tls-cert/--tls-key/--tls-ca, a certificate the operator issued).
+// LABTAP_SECRET is deprecated.
+//
 // With --controller, the agent registers itself as a compute of that
 // controller (GNS3's POST /v2/computes), under its compute id, at its
 // advertised address.

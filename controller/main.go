@@ -13,8 +13,9 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
-// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS, LABTAP_TLS, LABTAP_TLS_CERT, LABTAP_TLS_KEY); a flag wins over its variable, and a bad value of
+// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents
+// (deprecated: with --tls auto, agents join with their own certificates).
 package main
 
 import (
@@ -144,7 +145,8 @@ func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
 func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
 	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.\n\n"+
-		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each.",
+		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each. "+
+			"Deprecated: with --tls auto, agents join (agent --join) and are called over mutual TLS.",
 		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version,
 			"version": "labtap controller " + version}, stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
