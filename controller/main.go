@@ -146,7 +146,7 @@ func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
 	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.\n\n"+
 		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each. "+
-			"Deprecated: with --tls auto, agents join (agent --join) and are called over mutual TLS.",
+		"Deprecated: with --tls auto, agents join (agent --join) and are called over mutual TLS.",
 		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version,
 			"version": "labtap controller " + version}, stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
