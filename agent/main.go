@@ -178,9 +178,9 @@ func run(args []string) error {
 	if consoleHost == "" {
 		consoleHost = bindHost
 	}
-	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && o.Controller != "" {
+	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && (o.Controller != "" || o.Join != "") {
 		ln.Close()
-		return errors.New("--controller needs --advertise when listening on every address: the controller must know where to reach this agent")
+		return errors.New("--controller and --join need --advertise when listening on every address: the controller must know where to reach this agent (its certificate is issued for that name)")
 	}
 	secret := os.Getenv("LABTAP_SECRET")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
