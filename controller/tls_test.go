@@ -28,7 +28,13 @@ var (
 // directory, as an operator would copy it).
 func startTLSController(t *testing.T, env []string, args ...string) (*controller, *x509.CertPool) {
 	t.Helper()
-	c := startControllerWith(t, t.TempDir(), env, append([]string{"--tls", "auto"}, args...)...)
+	return startTLSControllerIn(t, t.TempDir(), env, args...)
+}
+
+// startTLSControllerIn is startTLSController on a given data directory.
+func startTLSControllerIn(t *testing.T, dataDir string, env []string, args ...string) (*controller, *x509.CertPool) {
+	t.Helper()
+	c := startControllerWith(t, dataDir, env, append([]string{"--tls", "auto"}, args...)...)
 	c.url = "https://" + strings.TrimPrefix(c.url, "http://")
 	data, err := os.ReadFile(filepath.Join(c.data, "tls", pki.CACertFile))
 	if err != nil {
