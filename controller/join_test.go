@@ -39,7 +39,14 @@ func (c *controller) joinToken() string {
 // CA fingerprint.
 func startJoinedAgent(t *testing.T, c *controller, id, ip, token, caSHA string) *agentProc {
 	t.Helper()
-	a := &agentProc{t: t, id: id, listen: ip + ":0", data: t.TempDir(),
+	return startJoinedAgentUnder(t, nil, c, id, ip, token, caSHA)
+}
+
+// startJoinedAgentUnder is startJoinedAgent as the last argument of wrap
+// (e.g. ip netns exec NAME).
+func startJoinedAgentUnder(t *testing.T, wrap []string, c *controller, id, ip, token, caSHA string) *agentProc {
+	t.Helper()
+	a := &agentProc{t: t, id: id, listen: ip + ":0", data: t.TempDir(), wrap: wrap,
 		env: []string{"LABTAP_JOIN_TOKEN=" + token}, args: []string{"--join", c.url, "--ca-sha256", caSHA}}
 	a.start()
 	t.Cleanup(func() {
