@@ -223,3 +223,79 @@ func TestAChangedCertificateFileIsServedWithoutARestart(t *testing.T) {
 		t.Errorf("served %s after the renewal, want the new %s (was %s)", after, pki.Fingerprint(certs[0]), before)
 	}
 }
+
+func TestAPinnedClientTrustsOnlyTheCAOfItsFingerprint(t *testing.T) {
+	ca, _ := newCA(t)
+	other, _ := newCA(t)
+	var names pki.Names
+	names.Add("127.0.0.1")
+	certFile, keyFile, _ := ca.EnsureServerCert(names)
+	addr := serveTLS(t, certFile, keyFile)
+	get := func(pin *x509.Certificate, serverName string) error {
+		sum, _ := pki.ParseFingerprint(pki.Fingerprint(pin))
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.PinnedClientConfig(sum, serverName)}}
+		resp, err := c.Get("https://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(ca.Cert, "127.0.0.1"); err != nil {
+		t.Errorf("the right fingerprint: %v", err)
+	}
+	if err := get(other.Cert, "127.0.0.1"); err == nil || !strings.Contains(err.Error(), "no CA of SHA-256") {
+		t.Errorf("another CA's fingerprint: %v", err)
+	}
+	if err := get(ca.Cert, "elsewhere.example"); err == nil {
+		t.Error("a certificate for another name was trusted")
+	}
+}
+
+func TestAMutualServerTakesOnlyTheNamedClientOfItsCA(t *testing.T) {
+	ca, dir := newCA(t)
+	var names pki.Names
+	names.Add("127.0.0.1")
+	certFile, keyFile, _ := ca.EnsureServerCert(names)
+	clientCert, clientKey, _ := ca.EnsureClientCert()
+	r, _ := pki.NewReloader(certFile, keyFile)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(pki.Listen(ln, pki.MutualServerConfig(r, ca.Cert, pki.ControllerName)))
+	t.Cleanup(func() { srv.Close() })
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	get := func(certs ...tls.Certificate) error {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
+		resp, err := c.Get("https://" + ln.Addr().String() + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	controller, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(controller); err != nil {
+		t.Errorf("the controller's certificate: %v", err)
+	}
+	if err := get(); err == nil {
+		t.Error("no client certificate was taken")
+	}
+	// An agent's certificate of the same CA (a server certificate for
+	// its own name) cannot pose as the controller.
+	agentKey, csr, _ := pki.NewKeyAndCSR("agent")
+	agentPEM, _, _ := ca.SignCSR(csr, pki.Leaf{CommonName: pki.ControllerName, Names: names})
+	os.WriteFile(filepath.Join(dir, "a.crt"), agentPEM, 0o600)
+	os.WriteFile(filepath.Join(dir, "a.key"), agentKey, 0o600)
+	agent, err := tls.LoadX509KeyPair(filepath.Join(dir, "a.crt"), filepath.Join(dir, "a.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(agent); err == nil {
+		t.Error("an agent's certificate, even named as the controller, was taken")
+	}
+}
