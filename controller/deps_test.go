@@ -101,6 +101,7 @@ var testCrossings = []struct{ from, to, why string }{
 	{"controller/api", "internal/gns3wizard", "the appliance tests install templates as GNS3's wizard does"},
 	{"controller", "internal/gns3wizard", "the appliance end-to-end tests install templates as GNS3's wizard does"},
 	{"controller", "internal/kvm", "the QEMU end-to-end test asks KVM's self-test what the local agent should choose"},
+	{"controller/api", "internal/pki", "the HTTPS benchmark and the join tests serve and sign as the controller does"},
 }
 
 type pkgInfo struct {
