@@ -41,6 +41,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -51,6 +53,7 @@ import (
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/pki"
 	"github.com/labtap/labtap/internal/sandbox"
 	"golang.org/x/sync/errgroup"
 )
@@ -71,7 +74,7 @@ type options struct {
 	Controller      string        `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
 	Join            string        `name:"join" env:"LABTAP_JOIN" help:"Join the controller at this https:// URL (started with --tls auto) with --token and --ca-sha256: the agent gets its own certificate and takes calls over mutual TLS from then on (kept in the data directory's tls/; later starts need neither)."`
 	Token           string        `name:"token" env:"LABTAP_JOIN_TOKEN" help:"One-time join token an admin made (POST /v3/computes/join-tokens); prefer LABTAP_JOIN_TOKEN: flags show in ps."`
-	CASHA256        string        `name:"ca-sha256" env:"LABTAP_CA_SHA256" help:"SHA-256 fingerprint of the controller's CA (logged at its start as ca_sha256): the join trusts nothing else."`
+	CASHA256        string        `name:"ca-sha256" env:"LABTAP_CA_SHA256" help:"SHA-256 fingerprint of the controller's CA (logged at its start as ca_sha256): the join, or --controller https://..., trusts nothing else."`
 	TLSCert         string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve the API over mutual TLS with this PEM certificate (one the operator issued, instead of joining); needs --tls-key and --tls-ca."`
 	TLSKey          string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert."`
 	TLSCA           string        `name:"tls-ca" env:"LABTAP_TLS_CA" help:"PEM certificate of the CA whose controller certificate (common name labtap-controller) alone may call this agent."`
@@ -229,11 +232,29 @@ func run(args []string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if o.Controller != "" && !joined {
+		var pin []byte
+		var ctlHost string
+		if o.CASHA256 != "" {
+			if pin, err = pki.ParseFingerprint(o.CASHA256); err != nil {
+				ln.Close()
+				return cli.FlagError("ca-sha256", "LABTAP_CA_SHA256", err)
+			}
+			if u, err := url.Parse(o.Controller); err == nil {
+				ctlHost = u.Hostname()
+			}
+		}
 		g.Go(func() error {
-			err := server.Register(gctx, server.Registration{
+			reg := server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Secret: secret, Logger: log,
-			})
+			}
+			if pin != nil {
+				// An https controller of --tls auto, met by its CA's fingerprint.
+				tr := http.DefaultTransport.(*http.Transport).Clone()
+				tr.TLSClientConfig = pki.PinnedClientConfig(pin, ctlHost)
+				reg.Transport = tr
+			}
+			err := server.Register(gctx, reg)
 			if err != nil && gctx.Err() == nil {
 				// The agent serves on: the controller can still add it.
 				log.Error("register with the controller", "err", err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +138,26 @@ func TestTLSAutoServesTheGUIsRequestsOverHTTPSAndRefusesPlainHTTP(t *testing.T) 
 	}
 	if strings.Contains(c.log.String(), "PRIVATE KEY") {
 		t.Error("a private key is in the log")
+	}
+}
+
+func TestASharedSecretAgentStillRegistersWithATLSControllerAndIsWarnedItIsDeprecated(t *testing.T) {
+	const secret = "tls-deprecated-secret"
+	c, _ := startTLSController(t, []string{"LABTAP_SECRET=" + secret})
+	caSHA := caLine.FindStringSubmatch(c.log.String())[1]
+	a := &agentProc{t: t, id: "old1", listen: "127.0.0.2:0", data: t.TempDir(), env: []string{"LABTAP_SECRET=" + secret},
+		ctl: c.url, args: []string{"--ca-sha256", caSHA}}
+	a.start()
+	t.Cleanup(func() {
+		a.kill(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("agent log:\n%s", a.log.String())
+		}
+	})
+	c.waitCompute("old1", true, 20*time.Second)
+	for who, log := range map[string]string{"controller": c.log.String(), "agent": a.log.String()} {
+		if !strings.Contains(log, "LABTAP_SECRET is deprecated") {
+			t.Errorf("the %s did not warn that LABTAP_SECRET is deprecated", who)
+		}
 	}
 }
