@@ -92,8 +92,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/notifications/ws"}:            authOnly,
 
 	// Computes.
-	{"GET", "/v2/computes"}:                                      authOnly, // filtered
-	{"POST", "/v2/computes"}:                                     on("Compute.Allocate", "/computes"),
+	{"GET", "/v2/computes"}:  authOnly, // filtered
+	{"POST", "/v2/computes"}: on("Compute.Allocate", "/computes"),
+	// A join token lets an agent become a compute: as adding one.
+	{"POST", "/v3/computes/join-tokens"}:                         on("Compute.Allocate", "/computes"),
 	{"GET", "/v2/computes/{compute_id}"}:                         on("Compute.Audit", pCompute),
 	{"PUT", "/v2/computes/{compute_id}"}:                         on("Compute.Modify", pCompute),
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
@@ -111,10 +113,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/computes/{compute_id}/virtualbox/vms"}:          on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/vmware/vms"}:              on("Compute.Audit", pCompute),
 	{"POST", "/v2/computes/{compute_id}/auto_idlepc"}:            on("Compute.Audit", pCompute),
-	{"GET", rEndpoint}:                                           on("Compute.Audit", pCompute),
-	{"GET", rForward}:                                            on("Compute.Audit", pCompute),
-	{"POST", rForward}:                                           on("Compute.Modify", pCompute),
-	{"PUT", rForward}:                                            on("Compute.Modify", pCompute),
+	{"GET", rEndpoint}: on("Compute.Audit", pCompute),
+	{"GET", rForward}:  on("Compute.Audit", pCompute),
+	{"POST", rForward}: on("Compute.Modify", pCompute),
+	{"PUT", rForward}:  on("Compute.Modify", pCompute),
 	// The controller's own compute, GNS3's local one.
 	{"GET", "/v2/compute/network/interfaces"}:             on("Compute.Audit", pLocal),
 	{"GET", "/v2/compute/docker/images"}:                  on("Image.Audit", "/images"),
