@@ -32,6 +32,10 @@ type core struct {
 	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
 	bgClosed bool
 
+	// quotaMu is held by a quota-bound change from its count to its
+	// effect (quota.go).
+	quotaMu sync.Mutex
+
 	hooks hooks // tests open race windows with them
 }
 
@@ -40,6 +44,9 @@ type hooks struct {
 	// beforeOpsLock runs when a change has found its project and is about
 	// to wait for the project's ops lock.
 	beforeOpsLock func()
+	// beforeQuotaCount runs when a quota-bound change is about to take
+	// the quota lock and count.
+	beforeQuotaCount func()
 }
 
 // background runs f in the Service's own goroutine group, on a context

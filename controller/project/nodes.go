@@ -151,6 +151,11 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if err != nil {
 		return Node{}, err
 	}
+	release, err := s.core.admit(projectID, Usage{Nodes: 1})
+	if err != nil {
+		return Node{}, err
+	}
+	defer release()
 	if err := s.core.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
@@ -443,13 +448,24 @@ func (s *Nodes) setStatusLocked(ctx context.Context, st *state, nodeID, status s
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var computeID, projectID string
+	var add Usage // what starting it adds to its quotas
 	if err == nil {
 		computeID, projectID = n.ComputeID, n.ProjectID
 		err = inertRefusal(n, status)
+		if status == Started && n.Status == Stopped && !isAlwaysRunning(n.Type) {
+			add = Usage{Running: 1, RAMMB: ramOf(n)}
+		}
 	}
 	st.mu.RUnlock()
 	if err != nil {
 		return Node{}, err
+	}
+	if add != (Usage{}) {
+		release, err := s.core.admit(projectID, add)
+		if err != nil {
+			return Node{}, err
+		}
+		defer release()
 	}
 	rt, err := s.core.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
 	if err != nil {

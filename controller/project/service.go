@@ -48,7 +48,9 @@ type Config struct {
 	// privileged or with capabilities outside dockerpolicy.Allowed. Other
 	// computes' agents apply their own flag.
 	DockerUnsafe bool
-	Logger       *slog.Logger
+	// Quotas, when set, tells the quotas each change must keep (quota.go).
+	Quotas Quotas
+	Logger *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is

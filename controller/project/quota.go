@@ -1,0 +1,237 @@
+package project
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/labtap/labtap/capspec"
+)
+
+// Quotas: limits on what a set of projects may hold (nodes), run (running
+// nodes, their RAM) and keep on disk (capture bytes), whoever sets them.
+// The Service asks Config.Quotas which quotas a change in a project must
+// keep, counts what their projects use, and refuses the change with
+// ErrConflict ("quota exceeded: ...") when it would take one past its
+// limit. The count and the change are one step: quota-bound changes take
+// one lock (quotaMu) from the count until the change is made or undone,
+// so two changes at a limit never both pass.
+
+// NoLimit is a Usage member that limits nothing.
+const NoLimit = -1
+
+// Usage is what projects use, or (as Quota.Max) the most they may.
+type Usage struct {
+	// Nodes counts every node.
+	Nodes int64
+	// Running counts started or suspended nodes, but the built-in
+	// switches, hubs and clouds, which run whenever they exist.
+	Running int64
+	// RAMMB is the RAM of the running QEMU nodes (their "ram") and docker
+	// nodes (their "memory", when set), in MB.
+	RAMMB int64
+	// CaptureBytes is the size of the project's capture files on the
+	// controller's disk plus, for each running capture, the most it may
+	// write (its capture_max_bytes, whole ring).
+	CaptureBytes int64
+}
+
+// Unlimited is a Usage that limits nothing.
+func Unlimited() Usage { return Usage{NoLimit, NoLimit, NoLimit, NoLimit} }
+
+// Quota is one limit a change must keep: Max over the projects Projects.
+type Quota struct {
+	// Scope says whose quota it is, as the refusal names it ("user alice").
+	Scope    string
+	Projects []string
+	Max      Usage
+}
+
+// Quotas tells the quotas a change in a project must keep.
+type Quotas interface {
+	For(projectID string) []Quota
+}
+
+// admit checks that add, added to what the projects of each quota of
+// projectID use, keeps every limit; release must be called once the
+// change is made or undone (it is a no-op when no quota applies). The
+// usage of projectID itself is read under st.mu, so the caller may hold
+// its ops lock but not st.mu.
+func (s *core) admit(projectID string, add Usage) (release func(), err error) {
+	if s.cfg.Quotas == nil {
+		return func() {}, nil
+	}
+	qs := s.cfg.Quotas.For(projectID)
+	if len(qs) == 0 {
+		return func() {}, nil
+	}
+	if s.hooks.beforeQuotaCount != nil {
+		s.hooks.beforeQuotaCount()
+	}
+	s.quotaMu.Lock()
+	for _, q := range qs {
+		used := s.usage(q.Projects)
+		for _, d := range []struct {
+			name            string
+			used, add, max_ int64
+			unit            string
+		}{
+			{"nodes", used.Nodes, add.Nodes, q.Max.Nodes, ""},
+			{"running nodes", used.Running, add.Running, q.Max.Running, ""},
+			{"RAM", used.RAMMB, add.RAMMB, q.Max.RAMMB, " MB"},
+			{"capture bytes", used.CaptureBytes, add.CaptureBytes, q.Max.CaptureBytes, ""},
+		} {
+			if d.add > 0 && d.max_ >= 0 && d.used+d.add > d.max_ {
+				s.quotaMu.Unlock()
+				return nil, errorf(ErrConflict, "quota exceeded: %s %s/%s%s for %s (this needs %s more)",
+					d.name, strconv.FormatInt(d.used, 10), strconv.FormatInt(d.max_, 10), d.unit, q.Scope, strconv.FormatInt(d.add, 10))
+			}
+		}
+	}
+	return s.quotaMu.Unlock, nil
+}
+
+// Usage is what the projects ids use now (unknown ids use nothing).
+func (s *Service) Usage(ids []string) Usage { return s.core.usage(ids) }
+
+func (s *core) usage(ids []string) Usage {
+	var u Usage
+	for _, id := range ids {
+		st, err := s.lookup(id)
+		if err != nil {
+			continue
+		}
+		var active []capspec.Spec // running captures' specs, file names set
+		st.mu.RLock()
+		dir := st.p.Path
+		for _, n := range st.nodes {
+			u.Nodes++
+			if runs(n) {
+				u.Running++
+				u.RAMMB += ramOf(n)
+			}
+		}
+		for _, l := range st.links {
+			if l.Capture.Active {
+				u.CaptureBytes += captureBudget(l.Capture.Spec)
+				sp := l.Capture.Spec
+				if l.Capture.FileName != "" && !sp.Ring() {
+					sp.FileName = l.Capture.FileName
+				}
+				active = append(active, sp)
+			}
+		}
+		st.mu.RUnlock()
+		u.CaptureBytes += captureFilesBytes(dir, active)
+	}
+	return u
+}
+
+// captureFilesBytes is the size of the capture files in a project's
+// directory on the controller, but those of the running captures active
+// (counted by their budget).
+func captureFilesBytes(dir string, active []capspec.Spec) int64 {
+	if dir == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "project-files", "captures"))
+	if err != nil {
+		return 0
+	}
+	var total int64
+next:
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		for _, sp := range active {
+			if e.Name() == sp.FileName || sp.Ring() && capspec.IsRingName(e.Name(), sp.FileName) {
+				continue next
+			}
+		}
+		if fi, err := e.Info(); err == nil {
+			total += fi.Size()
+		}
+	}
+	return total
+}
+
+// runs reports whether n counts as a running node.
+func runs(n *Node) bool {
+	return (n.Status == Started || n.Status == Suspended) && !isAlwaysRunning(n.Type)
+}
+
+// ramOf is the RAM a running node n takes, in MB: QEMU's "ram", a docker
+// node's "memory" (0 when it has none).
+func ramOf(n *Node) int64 {
+	key := ""
+	switch n.Type {
+	case "qemu":
+		key = "ram"
+	case TypeDocker:
+		key = "memory"
+	default:
+		return 0
+	}
+	switch v := n.Properties[key].(type) {
+	case int:
+		return int64(max(v, 0))
+	case int64:
+		return max(v, 0)
+	case float64:
+		if v > 0 && v < math.MaxInt32 {
+			return int64(v)
+		}
+	}
+	return 0
+}
+
+// captureBudget is the most a running capture may write: its file limit,
+// times the ring's files.
+func captureBudget(sp capspec.Spec) int64 {
+	if sp.MaxBytes <= 0 {
+		return 0
+	}
+	if sp.Ring() {
+		return sp.MaxBytes * int64(sp.RingFiles)
+	}
+	return sp.MaxBytes
+}
+
+// admitCapture admits a capture of projectID with spec sp. Where a quota
+// limits capture bytes, a capture is given a budget: one without
+// capture_max_bytes gets what the tightest quota has left (split over a
+// ring's files), and one whose budget does not fit is refused.
+func (s *core) admitCapture(projectID string, sp *capspec.Spec) (release func(), err error) {
+	if s.cfg.Quotas == nil {
+		return func() {}, nil
+	}
+	qs := s.cfg.Quotas.For(projectID)
+	if sp.MaxBytes == 0 {
+		s.quotaMu.Lock()
+		left := int64(-1)
+		for _, q := range qs {
+			if q.Max.CaptureBytes >= 0 {
+				l := max(q.Max.CaptureBytes-s.usage(q.Projects).CaptureBytes, 0)
+				if left < 0 || l < left {
+					left = l
+				}
+			}
+		}
+		s.quotaMu.Unlock()
+		if left >= 0 {
+			files := int64(1)
+			if sp.Ring() {
+				files = int64(sp.RingFiles)
+			}
+			sp.MaxBytes = max(left/files, capspec.MinMaxBytes)
+		}
+	}
+	return s.admit(projectID, Usage{CaptureBytes: captureBudget(*sp)})
+}
+
+func (u Usage) String() string {
+	return fmt.Sprintf("nodes %d, running %d, RAM %d MB, capture bytes %d", u.Nodes, u.Running, u.RAMMB, u.CaptureBytes)
+}
