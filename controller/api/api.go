@@ -161,9 +161,12 @@ type API struct {
 type resource struct {
 	*decoder
 	projects *project.Service
+	// allowed is API.allowed: whether the request's caller holds a
+	// privilege on a resource path (lists hold what it may audit).
+	allowed func(c *fiber.Ctx, privilege, path string) bool
 }
 
-func (a *API) resource() resource { return resource{a.decoder, a.projects} }
+func (a *API) resource() resource { return resource{a.decoder, a.projects, a.allowed} }
 
 // Route is one registered route: its method and GNS3 template.
 type Route struct {
@@ -308,12 +311,20 @@ func New(cfg Config) (*fiber.App, *API, error) {
 func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	value := []byte(template)
+	perm := permissionOf(Route{method, template})
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
 		c.Response().Header.SetCanonical(xRoute, value) // c.Set's bytes, without its key's normalising
+		if err := a.authorize(c, perm); err != nil {
+			return err
+		}
 		ctx := newRequestContext(a.cfg.Context, requestStart(c), a.cfg.RequestTimeout)
 		defer ctx.end()
 		c.SetUserContext(ctx)
-		return h(c)
+		if err := h(c); err != nil {
+			return err
+		}
+		a.afterwards(c, perm)
+		return nil
 	})
 }
 
@@ -323,8 +334,12 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 func (a *API) handleStream(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	value := []byte(template)
+	perm := permissionOf(Route{method, template})
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
 		c.Response().Header.SetCanonical(xRoute, value)
+		if err := a.authorize(c, perm); err != nil {
+			return err
+		}
 		c.SetUserContext(a.cfg.Context)
 		return h(c)
 	})
