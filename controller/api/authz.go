@@ -269,6 +269,12 @@ func (a *API) authorize(c *fiber.Ctx, p permission) error {
 			}
 			return deniedV2(p.privilege)
 		}
+		// The id is taken: whoever imports it learns that much, however
+		// it is answered (an absent one would be made). GNS3's 403.
+		if !a.allowed(c, p.privilege, resourcePath(c, path)) {
+			return deniedV2(p.privilege)
+		}
+		return nil
 	}
 	if a.allowed(c, p.privilege, resourcePath(c, path)) &&
 		(p.also == nil || a.allowed(c, p.also.privilege, resourcePath(c, p.also.on))) {
