@@ -77,6 +77,8 @@ type state struct {
 	aceByID    map[string]*ACE
 	// userACEs and groupACEs index the ACL by subject, then path.
 	userACEs, groupACEs map[string]map[string][]*ACE
+	// pools are the resource pools, projects' owners and quotas (pools.go).
+	pools poolState
 }
 
 func parseTime(s sql.NullString) time.Time {
@@ -214,6 +216,9 @@ func (s *Service) reload(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := loadPools(ctx, s.db, st); err != nil {
 		return err
 	}
 	s.state.Store(st)
