@@ -118,6 +118,10 @@ func (a *API) registerAccess(app *fiber.App) {
 	add("GET", ace, "ACE.Audit", r.getACE)
 	add("PUT", ace, "ACE.Modify", r.updateACE)
 	add("DELETE", ace, "ACE.Allocate", r.deleteACE)
+	add("GET", user+"/quota", "", a.getQuota(access.QuotaUser, "user_id")) // pools.go
+	add("PUT", user+"/quota", "", a.putQuota(access.QuotaUser, "user_id"))
+	add("GET", grp+"/quota", "", a.getQuota(access.QuotaGroup, "user_group_id"))
+	add("PUT", grp+"/quota", "", a.putQuota(access.QuotaGroup, "user_group_id"))
 	// Anything else under /v3/access: 404 once authenticated (what exists
 	// is not told to strangers).
 	g.Use(func(c *fiber.Ctx) error {

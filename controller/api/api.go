@@ -272,6 +272,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	// foreign page neither counts as a failed login nor reaches a handler.
 	app.Use(a.checkOrigin)
 	a.registerAccess(app) // before Basic: /v3/access authenticates by itself
+	a.registerPools(app)  // so does /v3/pools (pools.go)
 	if a.authOn() {
 		app.Use(a.basicAuth)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // core is what every part of the Service shares: the configuration, the
@@ -35,6 +36,7 @@ type core struct {
 	// quotaMu is held by a quota-bound change from its count to its
 	// effect (quota.go).
 	quotaMu sync.Mutex
+	quotas  atomic.Pointer[quotasBox] // Config.Quotas or SetQuotas's
 
 	hooks hooks // tests open race windows with them
 }

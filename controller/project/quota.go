@@ -54,16 +54,29 @@ type Quotas interface {
 	For(projectID string) []Quota
 }
 
+// SetQuotas sets (or, with nil, removes) the quotas changes keep from now
+// on, in place of Config.Quotas: the controller opens its access
+// database after the projects.
+func (s *Service) SetQuotas(q Quotas) { s.core.quotas.Store(&quotasBox{q}) }
+
+type quotasBox struct{ q Quotas }
+
+// quotasFor lists the quotas a change in projectID keeps.
+func (s *core) quotasFor(projectID string) []Quota {
+	b := s.quotas.Load()
+	if b == nil || b.q == nil {
+		return nil
+	}
+	return b.q.For(projectID)
+}
+
 // admit checks that add, added to what the projects of each quota of
 // projectID use, keeps every limit; release must be called once the
 // change is made or undone (it is a no-op when no quota applies). The
 // usage of projectID itself is read under st.mu, so the caller may hold
 // its ops lock but not st.mu.
 func (s *core) admit(projectID string, add Usage) (release func(), err error) {
-	if s.cfg.Quotas == nil {
-		return func() {}, nil
-	}
-	qs := s.cfg.Quotas.For(projectID)
+	qs := s.quotasFor(projectID)
 	if len(qs) == 0 {
 		return func() {}, nil
 	}
@@ -205,10 +218,10 @@ func captureBudget(sp capspec.Spec) int64 {
 // capture_max_bytes gets what the tightest quota has left (split over a
 // ring's files), and one whose budget does not fit is refused.
 func (s *core) admitCapture(projectID string, sp *capspec.Spec) (release func(), err error) {
-	if s.cfg.Quotas == nil {
+	qs := s.quotasFor(projectID)
+	if len(qs) == 0 {
 		return func() {}, nil
 	}
-	qs := s.cfg.Quotas.For(projectID)
 	if sp.MaxBytes == 0 {
 		s.quotaMu.Lock()
 		left := int64(-1)

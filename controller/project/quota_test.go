@@ -41,7 +41,7 @@ func TestQuotaNodesRefusedAtTheLimitChangesNothing(t *testing.T) {
 	f := newFixture(t)
 	max := Unlimited()
 	max.Nodes = 2
-	f.svc.core.cfg.Quotas = quotaOf("user alice", max, f.project.ID)
+	f.svc.SetQuotas(quotaOf("user alice", max, f.project.ID))
 	f.node(t, "PC1")
 	f.node(t, "PC2")
 	before, calls, events := f.nodeIDs(t), len(f.computes.calls), len(f.events.actions())
@@ -65,7 +65,7 @@ func TestQuotaRunningNodesRefusedAtTheLimit(t *testing.T) {
 	f := newFixture(t)
 	max := Unlimited()
 	max.Running = 1
-	f.svc.core.cfg.Quotas = quotaOf("group class-a", max, f.project.ID)
+	f.svc.SetQuotas(quotaOf("group class-a", max, f.project.ID))
 	a, b := f.node(t, "PC1"), f.node(t, "PC2")
 	sw := f.nodeOf(t, TypeSwitch, "SW1", nil) // runs whenever it exists: not counted
 	if sw.Status != Started {
@@ -104,7 +104,7 @@ func TestQuotaRAMOfRunningQEMUNodes(t *testing.T) {
 	}
 	max := Unlimited()
 	max.RAMMB = 768
-	svc.core.cfg.Quotas = quotaOf("user alice", max, p.ID)
+	svc.SetQuotas(quotaOf("user alice", max, p.ID))
 	var vms []Node
 	for _, name := range []string{"R1", "R2"} {
 		req := NewNodeCreate()
@@ -174,7 +174,7 @@ func TestQuotaConcurrentCreatesAtTheLimitOnePasses(t *testing.T) {
 	}
 	max := Unlimited()
 	max.Nodes = 1
-	svc.core.cfg.Quotas = quotaOf("user alice", max, pids...)
+	svc.SetQuotas(quotaOf("user alice", max, pids...))
 	var counts atomic.Int32
 	svc.core.hooks.beforeQuotaCount = func() {
 		if counts.Add(1) == 2 {
@@ -223,7 +223,7 @@ func TestQuotaCaptureBytesBudget(t *testing.T) {
 	}
 	max := Unlimited()
 	max.CaptureBytes = 1 << 20
-	f.svc.core.cfg.Quotas = quotaOf("user alice", max, f.project.ID)
+	f.svc.SetQuotas(quotaOf("user alice", max, f.project.ID))
 	// A capture without a limit gets what is left.
 	got, err := f.svc.Captures.Start(t.Context(), f.project.ID, l1.ID, capspec.Spec{})
 	if err != nil {
