@@ -351,7 +351,7 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 		return
 	}
 	a.recordOwner(u, made.ProjectID) // pools.go
-	if u.Superadmin {
+	if a.madeOverQuota(c, made.ProjectID) || u.Superadmin {
 		return
 	}
 	if err := a.cfg.Access.GrantOwner(ctx, u.ID, "/projects/"+made.ProjectID); err != nil {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/access"
 	"github.com/labtap/labtap/controller/project"
@@ -313,4 +315,38 @@ func (a *API) forgetOwner(projectID string) {
 	if err := a.cfg.Access.ForgetProject(a.cfg.Context, projectID); err != nil {
 		a.log.Error("a deleted project's owner and pools were not dropped", "project_id", projectID, "err", err)
 	}
+}
+
+// madeOverQuota undoes a project just made whose nodes take one of its
+// quotas past its limit (a duplicate, an import: their nodes come in
+// together, not through the checked node creation) and answers 409 as a
+// refused node creation does. It reports whether it did.
+func (a *API) madeOverQuota(c *fiber.Ctx, projectID string) bool {
+	own := a.projects.Usage([]string{projectID})
+	for _, q := range a.cfg.Access.QuotasFor(projectID) {
+		used := a.projects.Usage(q.Projects)
+		for _, d := range []struct {
+			name           string
+			own, used, max int64
+			unit           string
+		}{
+			{"nodes", own.Nodes, used.Nodes, q.Max.Nodes, ""},
+			{"running nodes", own.Running, used.Running, q.Max.RunningNodes, ""},
+			{"RAM", own.RAMMB, used.RAMMB, q.Max.RAMMB, " MB"},
+		} {
+			if d.own == 0 || d.max < 0 || d.used <= d.max {
+				continue
+			}
+			if err := a.projects.DeleteProject(a.cfg.Context, projectID); err != nil {
+				a.log.Error("a project made over its quota was not undone", "project_id", projectID, "quota", q.Scope, "err", err)
+				return false
+			}
+			a.forgetOwner(projectID)
+			c.Response().ResetBody()
+			c.Status(fiber.StatusConflict).JSON(fiber.Map{"message": fmt.Sprintf("quota exceeded: %s %d/%d%s for %s (this needs %d more)",
+				d.name, d.used-d.own, d.max, d.unit, q.Scope, d.own), "status": fiber.StatusConflict})
+			return true
+		}
+	}
+	return false
 }

@@ -104,6 +104,15 @@ func TestQuotasOfAGroupLimitItsMembersAndNotTheAdmin(t *testing.T) {
 	if n := s.nodeCount(t, lab); n != 2 {
 		t.Fatalf("%d nodes after the refused create", n)
 	}
+	// A duplicate brings its nodes at once: made, counted, undone.
+	projects := len(admin.must("GET", "/v2/projects", nil, 200, rProjects).list)
+	r = alice.must("POST", p+"/duplicate", map[string]any{"name": "alice-copy"}, 409, "/v2/projects/{project_id}/duplicate")
+	if r.body["message"] != "quota exceeded: nodes 2/2 for group students (this needs 2 more)" {
+		t.Fatalf("409 says %s", r.raw)
+	}
+	if n := len(admin.must("GET", "/v2/projects", nil, 200, rProjects).list); n != projects {
+		t.Fatalf("%d projects after the refused duplicate, want %d", n, projects)
+	}
 	alice.must("POST", p+"/nodes/"+pc1+"/start", nil, 200, rNode+"/start")
 	r = alice.must("POST", p+"/nodes/"+pc2+"/start", nil, 409, rNode+"/start")
 	if r.body["message"] != "quota exceeded: running nodes 1/1 for group students (this needs 1 more)" {
