@@ -870,6 +870,9 @@ func (r *accessRoutes) endpoints(c *fiber.Ctx, _ access.User) error {
 	}
 	out = append(out, aclEndpointJSON{"/images", "All images", "image"}, aclEndpointJSON{"/templates", "All templates", "template"},
 		aclEndpointJSON{"/pools", "All resource pools", "pool"})
+	for _, p := range r.svc.Pools() {
+		out = append(out, aclEndpointJSON{"/pools/" + p.ID, "Resource pool: " + p.Name, "pool"})
+	}
 	return c.JSON(out)
 }
 

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"path/filepath"
 	"testing"
 
@@ -173,6 +175,14 @@ func TestResourcePools(t *testing.T) {
 		t.Fatalf("pools %s", r.raw)
 	}
 	admin.must("PUT", "/v3/pools/"+id, map[string]any{"name": "lab-b"}, 200, rPool)
+	found := false
+	for _, e := range admin.must("GET", "/v3/access/acl/endpoints", nil, 200, "/v3/access/acl/endpoints").list {
+		e := e.(map[string]any)
+		found = found || e["endpoint"] == "/pools/"+id && e["name"] == "Resource pool: lab-b" && e["endpoint_type"] == "pool"
+	}
+	if !found {
+		t.Fatal("the ACL's endpoints do not list the pool")
+	}
 	missing := "/v3/pools/0a1b6f3e-2f0e-4c59-9a55-0b5d1c3f0aff"
 	if r := admin.must("GET", missing, nil, 404, rPool); r.body["message"] != "Resource pool '0a1b6f3e-2f0e-4c59-9a55-0b5d1c3f0aff' not found" {
 		t.Fatalf("missing pool: %s", r.raw)
@@ -223,4 +233,33 @@ func TestResourcePools(t *testing.T) {
 	}
 	admin.must("DELETE", "/v3/pools/"+id, nil, 204, rPool)
 	admin.must("DELETE", "/v3/pools/"+id, nil, 404, rPool)
+}
+
+// Requests at a limit at once, each in a project of its own, from two
+// members of a limited group: one passes, the others are 409s.
+func TestQuotaConcurrentNodeCreatesThroughTheAPIOnePasses(t *testing.T) {
+	s, students := newQuotaServer(t)
+	admin := s.as("admin")
+	admin.must("PUT", "/v3/access/groups/"+students.ID+"/quota", map[string]any{"max_nodes": 1}, 200, rQuotaGroup)
+	var labs []string
+	for i, user := range []string{"alice", "bob", "alice", "bob", "alice", "bob"} {
+		labs = append(labs, s.as(user).must("POST", "/v2/projects", map[string]any{"name": fmt.Sprintf("lab%d", i)}, 201, rProjects).body["project_id"].(string))
+	}
+	statuses := make(chan int, len(labs))
+	var wg sync.WaitGroup
+	for i, lab := range labs {
+		user := []string{"alice", "bob"}[i%2]
+		wg.Go(func() {
+			statuses <- s.as(user).do("POST", "/v2/projects/"+lab+"/nodes", newVPCS("PC1")).status
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for st := range statuses {
+		count[st]++
+	}
+	if count[201] != 1 || count[409] != len(labs)-1 {
+		t.Fatalf("statuses %v, want one 201 and %d 409s", count, len(labs)-1)
+	}
 }
