@@ -3,8 +3,8 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/labtap/labtap/controller/access"
