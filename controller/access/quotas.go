@@ -9,7 +9,8 @@ import (
 // Quotas. A user, a group or a pool may carry limits on what its projects
 // hold and run: nodes, running nodes, RAM of running QEMU/docker nodes,
 // capture bytes on disk. A user's projects are those it owns (SetOwner);
-// a group's, those its members own; a pool's, those in it. A change in a
+// a group's, those its members own (but its administrators); a pool's,
+// those in it. A change in a
 // project must keep its owner's quota, the quota of each of its owner's
 // groups (unless the owner is an administrator: an administrator is
 // limited only by a quota set on itself) and the quota of each of its
@@ -142,9 +143,13 @@ func (st *state) quotaProjects(kind, id string) []string {
 	case QuotaUser:
 		return slices.Clone(st.pools.owned[id])
 	case QuotaGroup:
+		// An administrator's projects are not its groups' to count, as
+		// its groups' quotas do not limit it.
 		var out []string
 		for _, m := range st.members[id] {
-			out = append(out, st.pools.owned[m]...)
+			if !st.administrator(m) {
+				out = append(out, st.pools.owned[m]...)
+			}
 		}
 		return out
 	case QuotaPool:

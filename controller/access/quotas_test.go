@@ -77,6 +77,9 @@ func TestQuotasFor(t *testing.T) {
 	if got := scopes(s.QuotasFor(projB)); len(got) != 0 {
 		t.Fatalf("an administrator's project keeps %v", got)
 	}
+	if got := s.QuotasFor(projA)[1]; got.Scope != "group class-a" || !slices.Equal(got.Projects, []string{projA}) {
+		t.Fatalf("the group's quota counts %v: an administrator's projects are not its groups'", got.Projects)
+	}
 	must(s.SetQuota(ctx, QuotaUser, bob.ID, three))
 	if got := scopes(s.QuotasFor(projB)); !slices.Equal(got, []string{"user bob"}) {
 		t.Fatalf("an administrator with a quota of its own keeps %v", got)
