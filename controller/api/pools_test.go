@@ -263,3 +263,32 @@ func TestQuotaConcurrentNodeCreatesThroughTheAPIOnePasses(t *testing.T) {
 		t.Fatalf("statuses %v, want one 201 and %d 409s", count, len(labs)-1)
 	}
 }
+
+// A snapshot restore that brings back more nodes than its project has
+// keeps the quotas: refused at the limit, the project as it was.
+func TestQuotaSnapshotRestoreAtTheLimit(t *testing.T) {
+	s, _ := newQuotaServer(t)
+	admin, alice := s.as("admin"), s.as("alice")
+	var aliceID string
+	for _, u := range s.svc.Users() {
+		if u.Username == "alice" {
+			aliceID = u.ID
+		}
+	}
+	admin.must("PUT", "/v3/access/users/"+aliceID+"/quota", map[string]any{"max_nodes": 2}, 200, "/v3/access/users/{user_id}/quota")
+	lab := alice.must("POST", "/v2/projects", map[string]any{"name": "lab"}, 201, rProjects).body["project_id"].(string)
+	p := "/v2/projects/" + lab
+	alice.must("POST", p+"/nodes", newVPCS("PC1"), 201, rNodes)
+	pc2 := alice.must("POST", p+"/nodes", newVPCS("PC2"), 201, rNodes).body["node_id"].(string)
+	snap := alice.must("POST", p+"/snapshots", map[string]any{"name": "two"}, 201, "/v2/projects/{project_id}/snapshots").body["snapshot_id"].(string)
+	alice.must("DELETE", p+"/nodes/"+pc2, nil, 204, rNode)
+	other := alice.must("POST", "/v2/projects", map[string]any{"name": "other"}, 201, rProjects).body["project_id"].(string)
+	alice.must("POST", "/v2/projects/"+other+"/nodes", newVPCS("PC1"), 201, rNodes)
+	r := alice.must("POST", p+"/snapshots/"+snap+"/restore", nil, 409, "/v2/projects/{project_id}/snapshots/{snapshot_id}/restore")
+	if r.body["message"] != "quota exceeded: nodes 2/2 for user alice (this needs 1 more)" {
+		t.Fatalf("409 says %s", r.raw)
+	}
+	if n := s.nodeCount(t, lab); n != 1 {
+		t.Fatalf("%d nodes after the refused restore, want 1", n)
+	}
+}

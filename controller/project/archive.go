@@ -711,6 +711,19 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	if err != nil {
 		return Project{}, err
 	}
+	// The nodes the snapshot brings back beyond the project's keep its
+	// quotas, held until the restore is done or undone (quota.go).
+	st.mu.RLock()
+	more := len(snap.Nodes) - len(st.nodes)
+	st.mu.RUnlock()
+	if more > 0 {
+		release, err := s.core.admit(id, Usage{Nodes: int64(more)})
+		if err != nil {
+			os.RemoveAll(tmp)
+			return Project{}, err
+		}
+		defer release()
+	}
 	aside := restoreOld(p.Path)
 	defer os.RemoveAll(tmp)   // after a failure, the snapshot's files
 	defer os.RemoveAll(aside) // after a success, the project's old files
