@@ -674,6 +674,16 @@ func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpda
 		return Node{}, err
 	}
 	next := plan.next
+	if runs(cur) {
+		// More RAM for a running node (counted as it runs) keeps its quotas.
+		if more := ramOf(&next) - ramOf(cur); more > 0 {
+			release, err := s.core.admit(projectID, Usage{RAMMB: more})
+			if err != nil {
+				return Node{}, err
+			}
+			defer release()
+		}
+	}
 	if plan.respec != nil {
 		rt, err := s.core.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
 		if err != nil {

@@ -128,6 +128,15 @@ func TestQuotaRAMOfRunningQEMUNodes(t *testing.T) {
 	if u := svc.Usage([]string{p.ID}); u != (Usage{Nodes: 2, Running: 1, RAMMB: 512}) {
 		t.Fatalf("usage %v", u)
 	}
+	// More RAM for the running VM is refused too; less passes.
+	_, err = svc.Nodes.Update(t.Context(), p.ID, vms[0].ID, NodeUpdate{Properties: map[string]any{"ram": 1024}})
+	wantErr(t, err, ErrConflict, "quota exceeded: RAM 512/768 MB for user alice (this needs 512 more)")
+	if n, _ := svc.Nodes.Get(p.ID, vms[0].ID); ramOf(&n) != 512 {
+		t.Fatalf("refused update left ram %v", n.Properties["ram"])
+	}
+	if _, err := svc.Nodes.Update(t.Context(), p.ID, vms[0].ID, NodeUpdate{Properties: map[string]any{"ram": 256}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // heldCreates is fakeComputes whose first node creation waits until a
