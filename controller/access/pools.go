@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,19 @@ func loadPools(ctx context.Context, db *sql.DB, st *state) error {
 	})
 	if err != nil {
 		return err
+	}
+	// A project with no recorded maker belongs to the first user given
+	// the built-in User role on it alone (what a class's copies and a
+	// project made before owners were recorded have).
+	for _, a := range st.aces {
+		id, ok := strings.CutPrefix(a.Path, "/projects/")
+		if !ok || strings.Contains(id, "/") || a.Type != ACEUser || !a.Allowed || ps.owners[id] != "" {
+			continue
+		}
+		if r := st.roles[a.RoleID]; r != nil && r.Builtin && r.Name == RoleUser {
+			ps.owners[id] = a.UserID
+			ps.owned[a.UserID] = append(ps.owned[a.UserID], id)
+		}
 	}
 	err = eachRow(ctx, db, `SELECT subject_type, subject_id, max_nodes, max_running_nodes, max_ram_mb, max_capture_bytes
 		FROM quotas`, func(r *sql.Rows) error {

@@ -102,6 +102,15 @@ func TestQuotasFor(t *testing.T) {
 	if l, _ := s.Quota(QuotaGroup, class.ID); l != three {
 		t.Fatalf("group quota %+v after refusals", l)
 	}
+	// A project with no recorded maker is the first user's given the User
+	// role on it alone (a class's copy: its member's, not its teacher's).
+	for _, u := range []User{bob, alice} {
+		_, err := s.CreateACE(ctx, ACESpec{Type: ACEUser, Path: "/projects/" + projC, UserID: u.ID, RoleID: roleNamed(t, s, "User").ID, Propagate: true, Allowed: true})
+		must(err)
+	}
+	if s.Owner(projC) != bob.ID || !slices.Contains(s.QuotaProjects(QuotaUser, bob.ID), projC) {
+		t.Fatalf("projC is %q's, want bob's", s.Owner(projC))
+	}
 	// Forgetting a project drops its owner.
 	must(s.ForgetProject(ctx, projA))
 	if s.Owner(projA) != "" || len(s.QuotasFor(projA)) != 0 {
