@@ -717,7 +717,9 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	more := len(snap.Nodes) - len(st.nodes)
 	st.mu.RUnlock()
 	if more > 0 {
-		release, err := s.core.admit(id, Usage{Nodes: int64(more)})
+		want := len(snap.Nodes)
+		release, err := s.core.admit(claim{projectID: id, add: Usage{Nodes: int64(more)},
+			done: func(st *state) bool { return len(st.nodes) >= want }})
 		if err != nil {
 			os.RemoveAll(tmp)
 			return Project{}, err

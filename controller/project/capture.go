@@ -114,7 +114,7 @@ func (s *Captures) Start(ctx context.Context, projectID, linkID string, req caps
 		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
 	}
 	req.FileName = name
-	release, err := s.core.admitCapture(projectID, &req)
+	release, err := s.core.admitCapture(projectID, linkID, &req)
 	if err != nil {
 		return Link{}, err
 	}

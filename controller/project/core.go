@@ -33,9 +33,10 @@ type core struct {
 	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
 	bgClosed bool
 
-	// quotaMu is held by a quota-bound change from its count to its
-	// effect (quota.go).
+	// quotaMu guards claims and makes a count and its claim one step
+	// (quota.go).
 	quotaMu sync.Mutex
+	claims  map[*claim]bool           // changes admitted and not done
 	quotas  atomic.Pointer[quotasBox] // Config.Quotas or SetQuotas's
 
 	hooks hooks // tests open race windows with them

@@ -151,7 +151,8 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if err != nil {
 		return Node{}, err
 	}
-	release, err := s.core.admit(projectID, Usage{Nodes: 1})
+	release, err := s.core.admit(claim{projectID: projectID, add: Usage{Nodes: 1},
+		done: func(st *state) bool { return st.nodes[n.ID] != nil }})
 	if err != nil {
 		return Node{}, err
 	}
@@ -461,7 +462,10 @@ func (s *Nodes) setStatusLocked(ctx context.Context, st *state, nodeID, status s
 		return Node{}, err
 	}
 	if add != (Usage{}) {
-		release, err := s.core.admit(projectID, add)
+		release, err := s.core.admit(claim{projectID: projectID, add: add, done: func(st *state) bool {
+			n := st.nodes[nodeID]
+			return n == nil || runs(n)
+		}})
 		if err != nil {
 			return Node{}, err
 		}
@@ -677,7 +681,11 @@ func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpda
 	if runs(cur) {
 		// More RAM for a running node (counted as it runs) keeps its quotas.
 		if more := ramOf(&next) - ramOf(cur); more > 0 {
-			release, err := s.core.admit(projectID, Usage{RAMMB: more})
+			was := ramOf(cur)
+			release, err := s.core.admit(claim{projectID: projectID, add: Usage{RAMMB: more}, done: func(st *state) bool {
+				n := st.nodes[nodeID]
+				return n == nil || !runs(n) || ramOf(n) != was
+			}})
 			if err != nil {
 				return Node{}, err
 			}

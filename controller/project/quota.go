@@ -1,7 +1,6 @@
 package project
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,9 +14,10 @@ import (
 // The Service asks Config.Quotas which quotas a change in a project must
 // keep, counts what their projects use, and refuses the change with
 // ErrConflict ("quota exceeded: ...") when it would take one past its
-// limit. The count and the change are one step: quota-bound changes take
-// one lock (quotaMu) from the count until the change is made or undone,
-// so two changes at a limit never both pass.
+// limit. A change that passes is a claim, counted with the projects'
+// state until the state shows it (or it is undone): the count and the
+// claim are one step under quotaMu, so two changes at a limit never both
+// pass, and no lock is held while the change's compute calls run.
 
 // NoLimit is a Usage member that limits nothing.
 const NoLimit = -1
@@ -70,13 +70,25 @@ func (s *core) quotasFor(projectID string) []Quota {
 	return b.q.For(projectID)
 }
 
-// admit checks that add, added to what the projects of each quota of
-// projectID use, keeps every limit; release must be called once the
-// change is made or undone (it is a no-op when no quota applies). The
-// usage of projectID itself is read under st.mu, so the caller may hold
-// its ops lock but not st.mu.
-func (s *core) admit(projectID string, add Usage) (release func(), err error) {
-	qs := s.quotasFor(projectID)
+// claim is a change admitted and not yet done: what it adds counts
+// against its project's quotas until done reports it visible in the
+// project's state (or it is released), so that no lock is held across
+// the change's compute calls and nothing is counted twice.
+type claim struct {
+	projectID string
+	add       Usage
+	// done reports, under the project's st.mu, whether the change shows
+	// in st (then st counts it); nil: never (counted until released).
+	done func(st *state) bool
+}
+
+// admit checks that c.add, added to what the projects of each quota of
+// c.projectID use (changes admitted and not done included), keeps every
+// limit, and then counts it until release, which the caller calls once
+// the change is made or undone (a no-op when no quota applies). It reads
+// projects under their st.mu: the caller may hold an ops lock, not st.mu.
+func (s *core) admit(c claim) (release func(), err error) {
+	qs := s.quotasFor(c.projectID)
 	if len(qs) == 0 {
 		return func() {}, nil
 	}
@@ -84,8 +96,10 @@ func (s *core) admit(projectID string, add Usage) (release func(), err error) {
 		s.hooks.beforeQuotaCount()
 	}
 	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
 	for _, q := range qs {
-		used := s.usage(q.Projects)
+		used := s.usageLocked(q.Projects)
+		add := c.add
 		for _, d := range []struct {
 			name            string
 			used, add, max_ int64
@@ -97,19 +111,33 @@ func (s *core) admit(projectID string, add Usage) (release func(), err error) {
 			{"capture bytes", used.CaptureBytes, add.CaptureBytes, q.Max.CaptureBytes, ""},
 		} {
 			if d.add > 0 && d.max_ >= 0 && d.used+d.add > d.max_ {
-				s.quotaMu.Unlock()
 				return nil, errorf(ErrConflict, "quota exceeded: %s %s/%s%s for %s (this needs %s more)",
 					d.name, strconv.FormatInt(d.used, 10), strconv.FormatInt(d.max_, 10), d.unit, q.Scope, strconv.FormatInt(d.add, 10))
 			}
 		}
 	}
-	return s.quotaMu.Unlock, nil
+	if s.claims == nil {
+		s.claims = map[*claim]bool{}
+	}
+	held := &c
+	s.claims[held] = true
+	return func() {
+		s.quotaMu.Lock()
+		delete(s.claims, held)
+		s.quotaMu.Unlock()
+	}, nil
 }
 
-// Usage is what the projects ids use now (unknown ids use nothing).
-func (s *Service) Usage(ids []string) Usage { return s.core.usage(ids) }
+// Usage is what the projects ids use now, changes admitted and not done
+// included (unknown ids use nothing).
+func (s *Service) Usage(ids []string) Usage {
+	s.core.quotaMu.Lock()
+	defer s.core.quotaMu.Unlock()
+	return s.core.usageLocked(ids)
+}
 
-func (s *core) usage(ids []string) Usage {
+// usageLocked is Usage; s.quotaMu must be held.
+func (s *core) usageLocked(ids []string) Usage {
 	var u Usage
 	for _, id := range ids {
 		st, err := s.lookup(id)
@@ -134,6 +162,14 @@ func (s *core) usage(ids []string) Usage {
 					sp.FileName = l.Capture.FileName
 				}
 				active = append(active, sp)
+			}
+		}
+		for c := range s.claims {
+			if c.projectID == id && (c.done == nil || !c.done(st)) {
+				u.Nodes += c.add.Nodes
+				u.Running += c.add.Running
+				u.RAMMB += c.add.RAMMB
+				u.CaptureBytes += c.add.CaptureBytes
 			}
 		}
 		st.mu.RUnlock()
@@ -217,7 +253,7 @@ func captureBudget(sp capspec.Spec) int64 {
 // limits capture bytes, a capture is given a budget: one without
 // capture_max_bytes gets what the tightest quota has left (split over a
 // ring's files), and one whose budget does not fit is refused.
-func (s *core) admitCapture(projectID string, sp *capspec.Spec) (release func(), err error) {
+func (s *core) admitCapture(projectID, linkID string, sp *capspec.Spec) (release func(), err error) {
 	qs := s.quotasFor(projectID)
 	if len(qs) == 0 {
 		return func() {}, nil
@@ -227,7 +263,7 @@ func (s *core) admitCapture(projectID string, sp *capspec.Spec) (release func(),
 		left := int64(-1)
 		for _, q := range qs {
 			if q.Max.CaptureBytes >= 0 {
-				l := max(q.Max.CaptureBytes-s.usage(q.Projects).CaptureBytes, 0)
+				l := max(q.Max.CaptureBytes-s.usageLocked(q.Projects).CaptureBytes, 0)
 				if left < 0 || l < left {
 					left = l
 				}
@@ -242,9 +278,8 @@ func (s *core) admitCapture(projectID string, sp *capspec.Spec) (release func(),
 			sp.MaxBytes = max(left/files, capspec.MinMaxBytes)
 		}
 	}
-	return s.admit(projectID, Usage{CaptureBytes: captureBudget(*sp)})
-}
-
-func (u Usage) String() string {
-	return fmt.Sprintf("nodes %d, running %d, RAM %d MB, capture bytes %d", u.Nodes, u.Running, u.RAMMB, u.CaptureBytes)
+	return s.admit(claim{projectID: projectID, add: Usage{CaptureBytes: captureBudget(*sp)}, done: func(st *state) bool {
+		l, ok := st.links[linkID]
+		return !ok || l.Capture.Active
+	}})
 }

@@ -248,3 +248,44 @@ func TestQuotaCaptureBytesBudget(t *testing.T) {
 		t.Fatalf("refused capture runs: %+v", l.Capture)
 	}
 }
+
+// A start admitted by a quota holds no lock while its compute starts the
+// node: another start under the same quota goes on meanwhile, and the
+// pending start counts, so a third past the limit is refused.
+func TestQuotaStartsUnderOneQuotaRunAtOnce(t *testing.T) {
+	f := newFixture(t)
+	max := Unlimited()
+	max.Running = 2
+	f.svc.SetQuotas(quotaOf("user alice", max, f.project.ID))
+	a, b, c := f.node(t, "A"), f.node(t, "B"), f.node(t, "C")
+	aInCompute, release := make(chan struct{}), make(chan struct{})
+	f.computes.onStatus = func(id, _ string) {
+		if id == a.ID {
+			close(aInCompute)
+			<-release
+		}
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, a.ID)
+		aDone <- err
+	}()
+	eventually(t, aInCompute, "A's start reaching its compute")
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Nodes.Start(context.Background(), f.project.ID, b.ID)
+		bDone <- err
+	}()
+	if err := eventually(t, bDone, "B's start while A's is in its compute's hands"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.Nodes.Start(t.Context(), f.project.ID, c.ID)
+	wantErr(t, err, ErrConflict, "quota exceeded: running nodes 2/2 for user alice (this needs 1 more)")
+	close(release)
+	if err := eventually(t, aDone, "A's start"); err != nil {
+		t.Fatal(err)
+	}
+	if u := f.svc.Usage([]string{f.project.ID}); u.Running != 2 {
+		t.Fatalf("usage %+v once A started, want 2 running (A counted once)", u)
+	}
+}
