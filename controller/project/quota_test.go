@@ -168,8 +168,8 @@ func (h *heldCreates) CreateNode(ctx context.Context, c, p string, n NodeSpec) (
 
 // Two creates at the limit, in two projects of one quota, at once: one
 // passes. The first waits in its compute call until the second is about
-// to count: without the quota lock held from the count to the change,
-// the second counts 0 nodes too, and both pass.
+// to count: were the first not counted (claimed) from its own count on,
+// the second would count 0 nodes too, and both would pass.
 func TestQuotaConcurrentCreatesAtTheLimitOnePasses(t *testing.T) {
 	computes := &heldCreates{fakeComputes: newFakeComputes(), counting: make(chan struct{}), second: make(chan struct{})}
 	svc := NewService(Config{ProjectsDir: t.TempDir(), Computes: computes})
