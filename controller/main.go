@@ -395,6 +395,7 @@ func run(args []string) error {
 	}
 	if accessSvc != nil {
 		defer accessSvc.Close()
+		projects.SetQuotas(api.Quotas(accessSvc)) // quotas of users, groups and pools
 	}
 	// --- end access ---
 	app, apiServer, err := api.New(api.Config{

@@ -281,6 +281,7 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	app.Use(a.checkOrigin)
 	a.registerAccess(app) // before Basic: /v3/access authenticates by itself
 	a.registerJoin(app)   // before Basic: a joining agent shows its token
+	a.registerPools(app)  // so does /v3/pools (pools.go)
 	if a.authOn() {
 		app.Use(a.basicAuth)
 	}

@@ -402,10 +402,11 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 		if _, err := a.cfg.Access.DeleteACEsUnder(ctx, "/projects/"+id); err != nil {
 			a.log.Error("the ACEs of a deleted project were not deleted", "project_id", id, "err", err)
 		}
+		a.forgetOwner(id) // pools.go
 		return
 	}
 	u, ok := a.caller(c)
-	if !ok || u.Superadmin || u.ID == "" {
+	if !ok || u.ID == "" {
 		return
 	}
 	var made struct {
@@ -413,6 +414,10 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 	}
 	if err := gojson.Unmarshal(c.Response().Body(), &made); err != nil || made.ProjectID == "" {
 		a.log.Error("the project a user made is not known: it gets no ACE", "user", u.Username, "err", err)
+		return
+	}
+	a.recordOwner(u, made.ProjectID) // pools.go
+	if a.madeOverQuota(c, made.ProjectID) || u.Superadmin {
 		return
 	}
 	if err := a.cfg.Access.GrantOwner(ctx, u.ID, "/projects/"+made.ProjectID); err != nil {

@@ -114,6 +114,11 @@ func (s *Captures) Start(ctx context.Context, projectID, linkID string, req caps
 		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
 	}
 	req.FileName = name
+	release, err := s.core.admitCapture(projectID, linkID, &req)
+	if err != nil {
+		return Link{}, err
+	}
+	defer release()
 	if l.Tunnel != nil && l.FilterSide != side {
 		// Across computes the filters move to the capture side first, so the
 		// file shows every frame after them, both ways (placement.go).
