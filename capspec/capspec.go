@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // DLT is a data link type a capture may be written as: the DLT_ name GNS3
@@ -300,4 +301,41 @@ type ProjectState struct {
 	Interfaces int    `json:"interfaces"`
 	Frames     uint64 `json:"frames"`
 	Bytes      uint64 `json:"bytes"`
+}
+
+// FileInfo is one capture file of a project, running or stopped, a ring's
+// file included: an agent's list of a project's captures folder, and the
+// controller's GET /v2/projects/{project_id}/captures, which merges every
+// compute's and names each file's compute.
+type FileInfo struct {
+	// ComputeID is the compute that holds the file (the controller's list
+	// only).
+	ComputeID string `json:"compute_id,omitempty"`
+	// FileName passes ValidFileName; with ComputeID it names the file.
+	FileName string `json:"file_name"`
+	// LinkID is the link whose capture wrote the file, "" where the file
+	// does not say (a file from before captures noted it).
+	LinkID string `json:"link_id"`
+	Format string `json:"capture_format"`
+	// Running says a running capture writes the file (or, for a ring, the
+	// file is one of its files): it cannot be deleted.
+	Running bool `json:"running"`
+	// Size is the file's length in bytes; Records its whole records.
+	Size    int64  `json:"size"`
+	Records uint64 `json:"records"`
+	// FirstTime and LastTime are the times of its first and last record,
+	// null without records.
+	FirstTime *time.Time `json:"first_time"`
+	LastTime  *time.Time `json:"last_time"`
+	// Dropped counts frames the capture could not write (FileInfo of a
+	// running capture: all its files').
+	Dropped uint64 `json:"dropped"`
+	// Modified is when the file was last written: the retention removes
+	// the oldest stopped files first.
+	Modified time.Time `json:"modified"`
+}
+
+// CaptureExt reports whether name ends in a capture file's extension.
+func CaptureExt(name string) bool {
+	return strings.HasSuffix(name, ".pcap") || strings.HasSuffix(name, ".pcapng")
 }

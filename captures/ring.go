@@ -45,6 +45,10 @@ type RingHooks struct {
 	// since a file holding only its header needs no repair. Closed and
 	// Removed come after release.
 	Created func(name string, release func())
+	// Counted is called once a file that took records is closed (cleanly
+	// or not), with the frames it could not hold: a pcap file has no place
+	// to say so itself.
+	Counted func(name string, dropped uint64)
 }
 
 // Ring is a capture written to a sequence of files, each a File ending on a
@@ -389,6 +393,9 @@ func (r *Ring) closeFile(rf *ringFile) {
 		r.endErr, r.ended = err, true
 	}
 	r.mu.Unlock()
+	if r.hooks.Counted != nil {
+		r.hooks.Counted(rf.name, dropped)
+	}
 	if err == nil && r.hooks.Closed != nil {
 		r.hooks.Closed(rf.name)
 	}

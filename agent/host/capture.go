@@ -41,6 +41,8 @@ type Captures struct {
 	pool     *captures.Pool // the memory every capture's queue borrows from
 	hooks    *hooks         // the Host's, for tests
 	wg       sync.WaitGroup // the goroutines watching captures
+	dataDir  string         // Config.DataDir: the captures folders of projects not open here
+	scans    scans          // what the capture files hold, read once (capturefiles.go)
 }
 
 type hostCapture struct {
@@ -176,11 +178,25 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Created: func(name string, release func()) {
 			go func() {
 				defer release()
+				writeMeta(c.root, name, fileMeta{LinkID: linkID})
 				o.markWriting(c.root, c.dir, name)
 			}()
 		},
-		Closed:  func(name string) { unmarkWriting(c.root, name) },
-		Removed: func(name string) { unmarkWriting(c.root, name) },
+		Counted: func(name string, dropped uint64) {
+			if dropped > 0 {
+				writeMeta(c.root, name, fileMeta{LinkID: linkID, Dropped: dropped})
+			}
+		},
+		Closed: func(name string) {
+			unmarkWriting(c.root, name)
+			if _, err := c.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+				_ = c.root.Remove(name + metaSuffix) // a spare file never begun
+			}
+		},
+		Removed: func(name string) {
+			unmarkWriting(c.root, name)
+			_ = c.root.Remove(name + metaSuffix)
+		},
 		Began: func(name string) {
 			if o.hooks.began != nil {
 				o.hooks.began()

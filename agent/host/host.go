@@ -328,7 +328,7 @@ func New(cfg Config) *Host {
 	h.Filters = &Filters{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
 	h.Events = &Events{}
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
-		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
+		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks, dataDir: cfg.DataDir}
 	sums := cfg.ImageHashes
 	if sums.Logger == nil {
 		sums.Logger = cfg.Logger
