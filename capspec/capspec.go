@@ -85,6 +85,9 @@ const (
 	MaxMaxBytes = 1 << 40
 	// MaxMaxSeconds is 30 days.
 	MaxMaxSeconds = 30 * 24 * 3600
+	// MaxMaxPackets bounds capture_max_packets: 2^40 records, as many as
+	// MaxMaxBytes holds of the smallest.
+	MaxMaxPackets = 1 << 40
 	// MaxRingFiles bounds the files a ring keeps; RingDigits numbers them.
 	MaxRingFiles = 99999
 	RingDigits   = 5
@@ -114,6 +117,9 @@ type Spec struct {
 	MaxBytes int64 `json:"capture_max_bytes,omitempty"`
 	// MaxSeconds ends a file this long after it began, as MaxBytes does.
 	MaxSeconds int `json:"capture_max_seconds,omitempty"`
+	// MaxPackets ends a file once it holds this many records (packets),
+	// as MaxBytes does. 0: no limit.
+	MaxPackets int64 `json:"capture_max_packets,omitempty"`
 	// RingFiles > 1 keeps the newest RingFiles files of a capture whose
 	// files end by a limit (dumpcap's -b); 0 and 1 mean one file.
 	RingFiles int `json:"capture_ring_files,omitempty"`
@@ -123,7 +129,7 @@ type Spec struct {
 func (s Spec) Ring() bool { return s.RingFiles > 1 }
 
 // Limited reports whether a limit ends the capture's files.
-func (s Spec) Limited() bool { return s.MaxBytes > 0 || s.MaxSeconds > 0 }
+func (s Spec) Limited() bool { return s.MaxBytes > 0 || s.MaxSeconds > 0 || s.MaxPackets > 0 }
 
 // WithDefaults returns s with the defaults filled in.
 func (s Spec) WithDefaults() Spec {
@@ -158,11 +164,14 @@ func (s Spec) Check(name bool) error {
 	if s.MaxSeconds < 0 || s.MaxSeconds > MaxMaxSeconds {
 		return fmt.Errorf("capture_max_seconds %d: want 0 (no limit) to %d", s.MaxSeconds, MaxMaxSeconds)
 	}
+	if s.MaxPackets < 0 || s.MaxPackets > MaxMaxPackets {
+		return fmt.Errorf("capture_max_packets %d: want 0 (no limit) to %d", s.MaxPackets, int64(MaxMaxPackets))
+	}
 	if s.RingFiles < 0 || s.RingFiles > MaxRingFiles {
 		return fmt.Errorf("capture_ring_files %d: want 0 to %d", s.RingFiles, MaxRingFiles)
 	}
 	if s.Ring() && !s.Limited() {
-		return fmt.Errorf("capture_ring_files %d needs capture_max_bytes or capture_max_seconds: a file must end for the next to begin", s.RingFiles)
+		return fmt.Errorf("capture_ring_files %d needs capture_max_bytes, capture_max_seconds or capture_max_packets: a file must end for the next to begin", s.RingFiles)
 	}
 	if name && (!ValidFileName(s.FileName) || !strings.HasSuffix(s.FileName, Ext(s.Format))) {
 		return fmt.Errorf("capture file name %q is not a plain file name ending in %s", s.FileName, Ext(s.Format))

@@ -23,6 +23,8 @@ type Limits struct {
 	MaxBytes int64
 	// MaxDuration ends a file this long after it began.
 	MaxDuration time.Duration
+	// MaxPackets ends a file once it holds this many records.
+	MaxPackets uint64
 	// Files > 1 keeps that many files, the newest.
 	Files int
 }
@@ -141,6 +143,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	}
 	opts := r.opts
 	opts.MaxBytes = r.limits.MaxBytes
+	opts.MaxRecords = r.limits.MaxPackets
 	if r.hooks.Created != nil {
 		opts.gate = newGate()
 	}
@@ -217,7 +220,18 @@ func (r *Ring) WritePackets(dir Direction, frames [][]byte) {
 		rf := r.cur.Load()
 		n := rf.f.WritePackets(dir, frames)
 		frames = frames[n:]
-		if len(frames) == 0 || !r.next(rf, "capture_max_bytes", len(frames)) {
+		full := r.limits.MaxPackets > 0 && rf.f.atMaxRecords()
+		if len(frames) == 0 {
+			if full { // ends now, not with the next frame (which may never come)
+				r.next(rf, "capture_max_packets", 0)
+			}
+			return
+		}
+		reason := "capture_max_bytes"
+		if full {
+			reason = "capture_max_packets"
+		}
+		if !r.next(rf, reason, len(frames)) {
 			return
 		}
 	}
@@ -266,6 +280,9 @@ func (r *Ring) next(rf *ringFile, reason string, pending int) bool {
 func limitText(reason string, l Limits) string {
 	if reason == "capture_max_seconds" {
 		return fmt.Sprintf("it reached capture_max_seconds (%d s)", int(l.MaxDuration/time.Second))
+	}
+	if reason == "capture_max_packets" {
+		return fmt.Sprintf("it reached capture_max_packets (%d packets)", l.MaxPackets)
 	}
 	return fmt.Sprintf("it reached capture_max_bytes (%d bytes)", l.MaxBytes)
 }

@@ -164,6 +164,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
+		MaxPackets:  uint64(spec.MaxPackets),
 		Files:       spec.RingFiles,
 	}, captures.RingHooks{
 		Creating: func(name string) {
@@ -190,12 +191,12 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Closed: func(name string) {
 			unmarkWriting(c.root, name)
 			if _, err := c.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-				_ = c.root.Remove(name + metaSuffix) // a spare file never begun
+				_ = c.root.Remove(metaName(name)) // a spare file never begun
 			}
 		},
 		Removed: func(name string) {
 			unmarkWriting(c.root, name)
-			_ = c.root.Remove(name + metaSuffix)
+			_ = c.root.Remove(metaName(name))
 		},
 		Began: func(name string) {
 			if o.hooks.began != nil {
@@ -248,7 +249,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	}
 	name, path := ring.Current()
 	o.log.Info("capture started", "project", projectID, "link", linkID, "file", path, "name", name,
-		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "ring_files", spec.RingFiles)
+		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "max_packets", spec.MaxPackets, "ring_files", spec.RingFiles)
 	return o.captureStateOf(c), nil
 }
 

@@ -21,12 +21,13 @@ import (
 // file system only once it passes capspec.ValidFileName and ends in a
 // capture's extension, and only through the folder's os.Root.
 //
-// Each capture file has a note beside it, name+metaSuffix: the link whose
-// capture wrote it, and the frames it could not hold (a pcap file has no
-// place to say so). A file without one lists with no link.
+// Each capture file has a note beside it, hidden (metaName): the link
+// whose capture wrote it, and the frames it could not hold (a pcap file has
+// no place to say so). A file without one lists with no link. Notes stay
+// with the captures folder, which exports leave out and restores keep.
 
-// metaSuffix names a capture file's note.
-const metaSuffix = ".meta"
+// metaName names a capture file's note.
+func metaName(name string) string { return "." + name + ".meta" }
 
 // maxMeta bounds a note read back.
 const maxMeta = 4 << 10
@@ -41,13 +42,13 @@ type fileMeta struct {
 // in a crash costs the file its link in the list, nothing else.
 func writeMeta(root *os.Root, name string, m fileMeta) {
 	b, _ := json.Marshal(m)
-	_ = root.WriteFile(name+metaSuffix, b, 0o644)
+	_ = root.WriteFile(metaName(name), b, 0o644)
 }
 
 // readMeta reads a capture file's note; the zero note if there is none.
 func readMeta(root *os.Root, name string) fileMeta {
 	var m fileMeta
-	f, err := root.Open(name + metaSuffix)
+	f, err := root.Open(metaName(name))
 	if err != nil {
 		return m
 	}
@@ -352,7 +353,7 @@ func (o *Captures) removeFile(root *os.Root, name, projectID string) error {
 		}
 		return proto.Errorf(proto.CodeInternal, "remove capture file %s: %v", name, err)
 	}
-	_ = root.Remove(name + metaSuffix)
+	_ = root.Remove(metaName(name))
 	unmarkWriting(root, name)
 	o.scans.forget(filepath.Join(root.Name(), name))
 	return nil
