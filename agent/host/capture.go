@@ -33,16 +33,17 @@ import (
 // stops and closes them, and repairs those a crash left. Its state lives in
 // each project's projectCaptures, under that one's locks.
 type Captures struct {
-	projects *projectTable
-	filters  *Filters
-	events   *Events
-	log      *slog.Logger
-	buffered bool           // Config.BufferedCaptures
-	pool     *captures.Pool // the memory every capture's queue borrows from
-	hooks    *hooks         // the Host's, for tests
-	wg       sync.WaitGroup // the goroutines watching captures
-	dataDir  string         // Config.DataDir: the captures folders of projects not open here
-	scans    scans          // what the capture files hold, read once (capturefiles.go)
+	projects  *projectTable
+	filters   *Filters
+	events    *Events
+	log       *slog.Logger
+	buffered  bool           // Config.BufferedCaptures
+	pool      *captures.Pool // the memory every capture's queue borrows from
+	hooks     *hooks         // the Host's, for tests
+	wg        sync.WaitGroup // the goroutines watching captures
+	dataDir   string         // Config.DataDir: the captures folders of projects not open here
+	scans     scans          // what the capture files hold, read once (capturefiles.go)
+	retention retention      // the disk budget of capture files (retention.go)
 }
 
 type hostCapture struct {
@@ -144,6 +145,9 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	// Compiling may take a while: not under the lock.
 	filter, err := o.filters.compileCaptureFilter(spec)
 	if err != nil {
+		return proto.CaptureState{}, err
+	}
+	if err := o.admit(); err != nil {
 		return proto.CaptureState{}, err
 	}
 	p, l, c, err := o.claimCapture(projectID, linkID, spec)
