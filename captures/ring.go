@@ -519,6 +519,16 @@ func (r *Ring) Current() (name, path string) {
 	return rf.name, rf.f.Path()
 }
 
+// Written returns the name of the file being written and how much of it
+// is on disk: whole records, every byte before them written (a File's
+// blocks may reach the disk out of order: past this, a reader may find a
+// hole).
+func (r *Ring) Written() (name string, size int64) {
+	rf := r.cur.Load()
+	_, size, _ = rf.f.Stats()
+	return rf.name, size
+}
+
 // Stats returns what the capture holds, over all its files: records
 // written, bytes on disk (each file's header included), frames dropped,
 // and files begun.

@@ -100,8 +100,10 @@ func (s *scans) forget(path string) {
 	delete(s.files, path)
 }
 
-// info reads what a capture file holds, going on from the last read.
-func (s *scans) info(root *os.Root, name string) (captures.Info, os.FileInfo, error) {
+// info reads what a capture file holds, going on from the last read, up
+// to limit bytes when limit >= 0 (a running capture's file: what is
+// surely on disk).
+func (s *scans) info(root *os.Root, name string, limit int64) (captures.Info, os.FileInfo, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return captures.Info{}, nil, err
@@ -115,7 +117,11 @@ func (s *scans) info(root *os.Root, name string) (captures.Info, os.FileInfo, er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.fi = fi
-	info, err := e.scan.Scan(f, fi.Size())
+	size := fi.Size()
+	if limit >= 0 {
+		size = min(size, limit)
+	}
+	info, err := e.scan.Scan(f, size)
 	return info, fi, err
 }
 
@@ -226,9 +232,23 @@ func (o *Captures) Files(projectID string) ([]proto.CaptureFileInfo, error) {
 	return out, nil
 }
 
+// written returns how much of file name is surely on disk when a running
+// capture is writing it, -1 otherwise.
+func (o *Captures) written(f *capturesFolder, name string) int64 {
+	c := f.writer(name)
+	if c == nil || c.tap == nil || o.captureDone(c) {
+		return -1
+	}
+	cur, size := c.tap.ring.Written()
+	if cur != name {
+		return -1 // a ring's file that ended: whole
+	}
+	return size
+}
+
 // fileInfo describes one capture file; false when it is gone meanwhile.
 func (o *Captures) fileInfo(f *capturesFolder, name string) (proto.CaptureFileInfo, bool) {
-	info, st, err := o.scans.info(f.root, name)
+	info, st, err := o.scans.info(f.root, name, o.written(f, name))
 	if st == nil {
 		return proto.CaptureFileInfo{}, false
 	}
@@ -295,7 +315,7 @@ func (o *Captures) OpenFile(projectID, name string) (size int64, body io.ReadClo
 			}
 		}
 	}
-	info, st, err := o.scans.info(f.root, name)
+	info, st, err := o.scans.info(f.root, name, o.written(f, name))
 	if st == nil {
 		return 0, nil, noFile(projectID, name)
 	}
