@@ -12,7 +12,7 @@ import (
 )
 
 // Retention: an agent's capture files, of every project in its data
-// directory, may hold at most a budget of bytes (Config.CaptureDiskBudget).
+// directory, may hold at most a budget of bytes (Config.CaptureBudget).
 // Past it, the oldest stopped files go first (by last write); a running
 // capture's file is never removed. A new capture is refused only when the
 // running ones alone hold the budget. Each removal is logged (info) and

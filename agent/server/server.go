@@ -51,9 +51,9 @@ type Config struct {
 	// measurements); BufferedCaptures writes captures through the page
 	// cache even where direct I/O is possible.
 	NoUDPGRO, BufferedCaptures bool
-	// CaptureDiskBudget bounds the bytes of the agent's capture files
-	// (host.Config.CaptureDiskBudget); 0: none.
-	CaptureDiskBudget int64
+	// CaptureBudget bounds the bytes of the agent's capture files
+	// (host.Config.CaptureBudget); 0: none.
+	CaptureBudget int64
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (default: KVM
 	// where it passes a self-test at start), "kvm" or "tcg"
 	// (host.Config.QemuAccel).
@@ -97,26 +97,26 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	}
 	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
 	h := host.New(host.Config{
-		ComputeID:         cfg.ComputeID,
-		DataDir:           cfg.DataDir,
-		ConsoleHost:       cfg.ConsoleHost,
-		ConsoleBind:       cfg.ConsoleBind,
-		ConsolePorts:      cfg.ConsolePorts,
-		VPCS:              cfg.VPCS,
-		SoftwareVersion:   cfg.SoftwareVersion,
-		TunnelBind:        cfg.TunnelBind,
-		SocketBuffer:      cfg.SocketBuffer,
-		NoUDPGRO:          cfg.NoUDPGRO,
-		BufferedCaptures:  cfg.BufferedCaptures,
-		CaptureDiskBudget: cfg.CaptureDiskBudget,
-		QemuAccel:         cfg.QemuAccel,
-		NoDocker:          cfg.NoDocker,
-		DockerInit:        cfg.DockerInit,
-		DockerUnsafe:      cfg.DockerUnsafe,
-		FilterDeadline:    cfg.FilterDeadline,
-		ProtectedPorts:    protected,
-		Sandbox:           cfg.Sandbox,
-		Logger:            cfg.Logger,
+		ComputeID:        cfg.ComputeID,
+		DataDir:          cfg.DataDir,
+		ConsoleHost:      cfg.ConsoleHost,
+		ConsoleBind:      cfg.ConsoleBind,
+		ConsolePorts:     cfg.ConsolePorts,
+		VPCS:             cfg.VPCS,
+		SoftwareVersion:  cfg.SoftwareVersion,
+		TunnelBind:       cfg.TunnelBind,
+		SocketBuffer:     cfg.SocketBuffer,
+		NoUDPGRO:         cfg.NoUDPGRO,
+		BufferedCaptures: cfg.BufferedCaptures,
+		CaptureBudget:    cfg.CaptureBudget,
+		QemuAccel:        cfg.QemuAccel,
+		NoDocker:         cfg.NoDocker,
+		DockerInit:       cfg.DockerInit,
+		DockerUnsafe:     cfg.DockerUnsafe,
+		FilterDeadline:   cfg.FilterDeadline,
+		ProtectedPorts:   protected,
+		Sandbox:          cfg.Sandbox,
+		Logger:           cfg.Logger,
 	})
 	// Say at start what this agent cannot run, and why (no Engine, no
 	// privileges): docker is then left out of its node types. Run waits
