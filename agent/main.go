@@ -91,6 +91,7 @@ type options struct {
 	ConsolePorts    string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
 	UDPGRO          bool          `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
 	CaptureDirectIO bool          `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
+	CaptureBudget   string        `name:"capture-disk-budget" env:"LABTAP_CAPTURE_DISK_BUDGET" default:"0" help:"Most bytes the capture files of every project may hold on this agent (e.g. 20GiB, 500MiB; 0: no bound): past it the oldest stopped files are removed, and a new capture is refused while running ones alone hold it."`
 	SocketBuffer    int           `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
 	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
 	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
@@ -114,6 +115,9 @@ func (o *options) Validate() error {
 	}
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
+	}
+	if _, err := cli.ByteSize(o.CaptureBudget); err != nil {
+		return fmt.Errorf("--capture-disk-budget (LABTAP_CAPTURE_DISK_BUDGET): %w", err)
 	}
 	if o.SocketBuffer <= 0 {
 		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
@@ -178,6 +182,7 @@ func run(args []string) error {
 	if err != nil {
 		return cli.FlagError("listen", "LABTAP_LISTEN", err)
 	}
+	budget, _ := cli.ByteSize(o.CaptureBudget) // checked by Validate
 	bindHost, _, _ := net.SplitHostPort(ln.Addr().String())
 	consoleHost := o.Advertise
 	if consoleHost == "" {
@@ -284,6 +289,7 @@ func run(args []string) error {
 			SocketBuffer:     o.SocketBuffer,
 			NoUDPGRO:         !o.UDPGRO,
 			BufferedCaptures: !o.CaptureDirectIO,
+			CaptureBudget:    budget,
 			TunnelBind:       o.TunnelBind,
 			QemuAccel:        o.QemuAccel,
 			FilterDeadline:   o.FilterDeadline,

@@ -92,6 +92,7 @@ type options struct {
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
+	CaptureBudget  string        `name:"capture-disk-budget" env:"LABTAP_CAPTURE_DISK_BUDGET" default:"0" help:"Most bytes the capture files of every project may hold on the local agent (e.g. 20GiB; 0: no bound): past it the oldest stopped files are removed; a new capture is refused while running ones alone hold it."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
 	TLS            string        `name:"tls" env:"LABTAP_TLS" default:"off" enum:"off,auto" help:"auto: serve HTTPS with a private CA and server certificate made in the data directory's tls/ on first start (its SHA-256 fingerprint is logged at start), and let agents join (see --tls-cert for your own certificate)."`
 	TLSCert        string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve HTTPS with this PEM certificate (chain); read again when the file changes. Needs --tls-key."`
@@ -109,6 +110,9 @@ type options struct {
 func (o *options) Validate() error {
 	if err := cli.ListenAddress(o.Listen); err != nil {
 		return fmt.Errorf("--listen (LABTAP_LISTEN): %w", err)
+	}
+	if _, err := cli.ByteSize(o.CaptureBudget); err != nil {
+		return fmt.Errorf("--capture-disk-budget (LABTAP_CAPTURE_DISK_BUDGET): %w", err)
 	}
 	if o.MaxJSONBody <= 0 {
 		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
@@ -293,6 +297,7 @@ func run(args []string) error {
 			agentLn.Close()
 			return err
 		}
+		captureBudget, _ := cli.ByteSize(o.CaptureBudget) // checked by Validate
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
@@ -309,6 +314,7 @@ func run(args []string) error {
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,
 				QemuAccel:       o.QemuAccel,
+				CaptureBudget:   captureBudget,
 				ProtectedPorts:  []int{listenPort},
 				Sandbox:         sb,
 				Secret:          secret,

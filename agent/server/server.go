@@ -53,6 +53,9 @@ type Config struct {
 	// measurements); BufferedCaptures writes captures through the page
 	// cache even where direct I/O is possible.
 	NoUDPGRO, BufferedCaptures bool
+	// CaptureBudget bounds the bytes of the agent's capture files
+	// (host.Config.CaptureBudget); 0: none.
+	CaptureBudget int64
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (default: KVM
 	// where it passes a self-test at start), "kvm" or "tcg"
 	// (host.Config.QemuAccel).
@@ -113,6 +116,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		SocketBuffer:     cfg.SocketBuffer,
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
+		CaptureBudget:    cfg.CaptureBudget,
 		QemuAccel:        cfg.QemuAccel,
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,
