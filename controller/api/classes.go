@@ -184,7 +184,9 @@ func (r *classRoutes) distribute(c *fiber.Ctx) error {
 		for _, id := range slices.Backward(madeProjects) {
 			if err := r.projects.DeleteProject(ctx, id); err != nil {
 				r.log.Error("distribute: take back a copy", "project", id, "err", err)
+				continue
 			}
+			r.forgetOwner(id)
 		}
 	}
 	for _, m := range members {
@@ -216,6 +218,16 @@ func (r *classRoutes) distribute(c *fiber.Ctx) error {
 				return fmt.Errorf("ACE on the copy for %s: %w", m.Username, err)
 			}
 			madeACEs = append(madeACEs, ace.ID)
+		}
+		// The copy is the member's: it counts against the member's quotas
+		// (and their groups'), checked once it is made, as a duplicate is.
+		if err := svc.SetOwner(c.UserContext(), p.ID, m.ID); err != nil {
+			undo()
+			return fmt.Errorf("owner of the copy for %s: %w", m.Username, err)
+		}
+		if msg := r.overQuota(p.ID); msg != "" {
+			undo()
+			return fiber.NewError(fiber.StatusConflict, msg+" (the copy for "+m.Username+")")
 		}
 		out.Copies = append(out.Copies, classCopy{m.ID, m.Username, p.ID, p.Name, true})
 	}

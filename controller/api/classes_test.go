@@ -323,3 +323,28 @@ func TestTwoDistributionsAtOnceMakeOneCopyEach(t *testing.T) {
 		t.Errorf("projects %v, want %v", got, want)
 	}
 }
+
+// TestADistributionOverAGroupsQuotaMakesNothing: the copies count against
+// their students and the students' group; a distribution whose copies
+// would take the group past its most nodes is refused with 409 naming the
+// quota, and none of its copies or ACEs stays.
+func TestADistributionOverAGroupsQuotaMakesNothing(t *testing.T) {
+	t.Parallel()
+	cr := newClassroom(t)
+	tmpl := cr.template("lab4") // two nodes: three students' copies need six
+	if err := cr.svc.SetQuota(context.Background(), access.QuotaGroup, cr.group, access.Limits{Nodes: 5, RunningNodes: -1, RAMMB: -1, CaptureBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	before, aces := cr.projectNames(), len(cr.svc.ACEs())
+	r := cr.as("teacher").do("POST", "/v3/projects/"+tmpl+"/distribute", map[string]any{"user_group_id": cr.group})
+	if r.status != 409 || !strings.Contains(string(r.raw), "quota exceeded: nodes") {
+		t.Fatalf("distribution over the group's quota: %d %s, want 409 naming the quota", r.status, r.raw)
+	}
+	if after := cr.projectNames(); !slices.Equal(after, before) || len(cr.svc.ACEs()) != aces {
+		t.Errorf("a refused distribution left projects %v (were %v) or ACEs", after, before)
+	}
+	if err := cr.svc.SetQuota(context.Background(), access.QuotaGroup, cr.group, access.Limits{Nodes: 6, RunningNodes: -1, RAMMB: -1, CaptureBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	cr.as("teacher").must("POST", "/v3/projects/"+tmpl+"/distribute", map[string]any{"user_group_id": cr.group}, 201, rDistribute)
+}

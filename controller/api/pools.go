@@ -318,10 +318,26 @@ func (a *API) forgetOwner(projectID string) {
 }
 
 // madeOverQuota undoes a project just made whose nodes take one of its
-// quotas past its limit (a duplicate, an import: their nodes come in
-// together, not through the checked node creation) and answers 409 as a
-// refused node creation does. It reports whether it did.
+// quotas past its limit, and answers 409 naming the quota; false if the
+// project stays.
 func (a *API) madeOverQuota(c *fiber.Ctx, projectID string) bool {
+	msg := a.overQuota(projectID)
+	if msg == "" {
+		return false
+	}
+	if err := a.projects.DeleteProject(a.cfg.Context, projectID); err != nil {
+		a.log.Error("a project made over its quota was not undone", "project_id", projectID, "err", err)
+		return false
+	}
+	a.forgetOwner(projectID)
+	c.Response().ResetBody()
+	c.Status(fiber.StatusConflict).JSON(fiber.Map{"message": msg, "status": fiber.StatusConflict})
+	return true
+}
+
+// overQuota says which quota project projectID, as it is now, takes past
+// its limit ("quota exceeded: ..."), or "" if none.
+func (a *API) overQuota(projectID string) string {
 	own := a.projects.Usage([]string{projectID})
 	for _, q := range a.cfg.Access.QuotasFor(projectID) {
 		used := a.projects.Usage(q.Projects)
@@ -337,16 +353,9 @@ func (a *API) madeOverQuota(c *fiber.Ctx, projectID string) bool {
 			if d.own == 0 || d.max < 0 || d.used <= d.max {
 				continue
 			}
-			if err := a.projects.DeleteProject(a.cfg.Context, projectID); err != nil {
-				a.log.Error("a project made over its quota was not undone", "project_id", projectID, "quota", q.Scope, "err", err)
-				return false
-			}
-			a.forgetOwner(projectID)
-			c.Response().ResetBody()
-			c.Status(fiber.StatusConflict).JSON(fiber.Map{"message": fmt.Sprintf("quota exceeded: %s %d/%d%s for %s (this needs %d more)",
-				d.name, d.used-d.own, d.max, d.unit, q.Scope, d.own), "status": fiber.StatusConflict})
-			return true
+			return fmt.Sprintf("quota exceeded: %s %d/%d%s for %s (this needs %d more)",
+				d.name, d.used-d.own, d.max, d.unit, q.Scope, d.own)
 		}
 	}
-	return false
+	return ""
 }
