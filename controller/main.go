@@ -89,6 +89,7 @@ type options struct {
 	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	Placement      string        `name:"placement" env:"LABTAP_PLACEMENT" default:"spread" enum:"spread,pack" help:"Where a node created with no compute_id (or \"auto\") goes: spread (a project's first node on the agent with the fewest nodes per CPU) or pack (on the fullest agent with room); a project's later nodes join its agent while it has room."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
 
@@ -294,6 +295,7 @@ func run(args []string) error {
 		Symbols:       symbolLib.Size,
 		ImagesDir:     localImages,
 		DockerUnsafe:  o.DockerUnsafe, // the embedded agent's flag: refused here as there
+		Placement:     o.Placement,
 		Logger:        log.With("component", "projects"),
 	})
 	if err := projects.Templates.Load(); err != nil {

@@ -44,7 +44,10 @@ type Compute struct {
 	NodeTypes     []string
 	// Unavailable names the node types the agent cannot run, and why.
 	Unavailable map[string]string
-	LastError   string // "" is null
+	// Capacity is the agent's last report of its room for nodes (nil:
+	// none), which placement reads.
+	Capacity  *proto.Capacity
+	LastError string // "" is null
 }
 
 // Registry holds the computes: who they are, where they listen, what
@@ -265,7 +268,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 		got, _ := r.Get(existing.ID)
 		return got, nil
 	}
-	if c.ID == LocalID || c.ID == VMID || c.Name == "gns3vm" {
+	if c.ID == LocalID || c.ID == VMID || c.ID == project.ComputeAuto || c.Name == "gns3vm" {
 		return Compute{}, &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q and name \"gns3vm\" are reserved", c.ID)}
 	}
 	if err := checkCompute(c); err != nil {

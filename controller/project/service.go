@@ -48,7 +48,10 @@ type Config struct {
 	// privileged or with capabilities outside dockerpolicy.Allowed. Other
 	// computes' agents apply their own flag.
 	DockerUnsafe bool
-	Logger       *slog.Logger
+	// Placement is the policy of nodes created with no compute:
+	// PlaceSpread (also "") or PlacePack.
+	Placement string
+	Logger    *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is
