@@ -25,7 +25,7 @@ type kustomization struct {
 	Labels     []struct {
 		Pairs map[string]string `json:"pairs"`
 	} `json:"labels"`
-	Resources []string `json:"resources"`
+	Resources []string         `json:"resources"`
 	Images    []kustomizeImage `json:"images"`
 }
 
