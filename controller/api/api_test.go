@@ -235,7 +235,7 @@ func TestVersionAndComputesMatchWhatGNS3ClientsCheck(t *testing.T) {
 		t.Fatalf("computes = %s", c.raw)
 	}
 	local := c.list[0].(map[string]any)
-	want := []string{"capabilities", "compute_id", "connected", "cpu_usage_percent", "host", "last_error",
+	want := []string{"capabilities", "compute_id", "connected", "cpu_usage_percent", "draining", "host", "last_error",
 		"memory_usage_percent", "name", "port", "protocol", "user"}
 	if got := keys(local); !slices.Equal(got, want) {
 		t.Fatalf("compute keys %v, want %v", got, want)

@@ -335,7 +335,7 @@ func (a *Agents) Rooms() []project.ComputeRoom {
 	list := a.reg.List()
 	out := make([]project.ComputeRoom, 0, len(list))
 	for _, c := range list {
-		r := project.ComputeRoom{ID: c.ID, Connected: c.Connected, NodeTypes: c.NodeTypes}
+		r := project.ComputeRoom{ID: c.ID, Connected: c.Connected, NodeTypes: c.NodeTypes, Draining: c.Draining}
 		if c.CPUPercent != nil {
 			r.CPUPercent = *c.CPUPercent
 		}
@@ -346,4 +346,10 @@ func (a *Agents) Rooms() []project.ComputeRoom {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Draining reports whether a compute takes no new nodes.
+func (a *Agents) Draining(id string) bool {
+	c, _ := a.reg.Get(id)
+	return c.Draining
 }

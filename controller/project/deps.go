@@ -271,6 +271,8 @@ func (m *MemoryStore) Saved(id string) *Snapshot {
 type Placer interface {
 	// Rooms lists every registered compute, in registration order.
 	Rooms() []ComputeRoom
+	// Draining reports whether a compute takes no new nodes.
+	Draining(computeID string) bool
 }
 
 // ComputeRoom is what placement knows of one compute.

@@ -127,6 +127,9 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if auto && kindOf(req.Type) == nil {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported", req.Type)
 	}
+	if placer, ok := s.core.cfg.Computes.(Placer); ok && !auto && placer.Draining(req.ComputeID) {
+		return Node{}, errorf(ErrConflict, "Compute %s is draining: it takes no new nodes", req.ComputeID)
+	}
 	if !auto && !s.core.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
