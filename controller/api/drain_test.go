@@ -40,3 +40,16 @@ func TestADrainedComputeTakesNoNewNodesUntilUndrained(t *testing.T) {
 		t.Fatalf("placed after undrain: %s", n.raw)
 	}
 }
+
+// A template's node asked with "compute_id": "auto" is placed too.
+func TestATemplatesNodeWithAutoComputeIsPlaced(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	pid := s.must("POST", "/v2/projects", map[string]any{"name": "auto"}, 201, rProjects).body["project_id"].(string)
+	const switchTemplate = "1966b864-93e7-32d5-965f-001384eec461"
+	sw := s.must("POST", "/v2/projects/"+pid+"/templates/"+switchTemplate, map[string]any{"x": 0, "y": 0, "compute_id": "auto"}, 201,
+		"/v2/projects/{project_id}/templates/{template_id}")
+	if sw.body["compute_id"] != "local" {
+		t.Fatalf("switch: %s", sw.raw)
+	}
+}
