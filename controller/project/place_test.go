@@ -37,13 +37,13 @@ func TestPlaceChoosesByPolicyRoomAndTheProjectsCompute(t *testing.T) {
 			placeRequest{nodeType: TypeQemu, need: 1 << 30, mine: map[string]int{"a": 3}}, "b", "spread", ""},
 		{"QEMU where KVM runs", []ComputeRoom{c("a", room(2, 8, 0, false)), c("b", room(2, 8, 9, true))},
 			placeRequest{nodeType: TypeQemu, need: 256 << 20}, "b", "spread", ""},
-		{"not connected, draining, not running the type, CPU busy: skipped", []ComputeRoom{
+		{"not connected, draining, not running the type: skipped; a busy CPU is a moment's, not a refusal", []ComputeRoom{
 			{ID: "off", NodeTypes: all, Room: room(64, 8, 0, false)},
 			{ID: "drain", Connected: true, Draining: true, NodeTypes: all, Room: room(64, 8, 0, false)},
 			{ID: "novpcs", Connected: true, NodeTypes: []string{TypeQemu}, Room: room(64, 8, 0, false)},
-			{ID: "busy", Connected: true, CPUPercent: 95, NodeTypes: all, Room: room(64, 8, 0, false)},
-			c("ok", room(1, 8, 50, false))},
-			placeRequest{nodeType: "vpcs"}, "ok", "spread", ""},
+			c("ok", room(1, 8, 50, false)),
+			{ID: "busy", Connected: true, CPUPercent: 100, NodeTypes: all, Room: room(64, 8, 60, false)}},
+			placeRequest{nodeType: "vpcs"}, "busy", "spread", ""},
 		{"no room anywhere: refused with each reason", []ComputeRoom{c("a", room(2, 1, 0, false)), {ID: "b", NodeTypes: all}},
 			placeRequest{nodeType: TypeQemu, need: 2 << 30}, "", "", "No compute can take a qemu node (a: 1.0 GiB of memory available, 2.0 GiB needed and a tenth kept; b: not connected)"},
 		{"disk full: refused", []ComputeRoom{c("a", &Room{CPUs: 2, MemoryTotal: 8 << 30, MemoryAvailable: 8 << 30, DiskFree: 1 << 20})},

@@ -42,12 +42,10 @@ const (
 )
 
 // Placement's rule of room: an agent takes a node while, after it, its
-// host keeps a tenth of its memory and minDiskFree of disk free, and its
-// CPU is under maxCPUPercent busy.
-const (
-	minDiskFree   = 1 << 30
-	maxCPUPercent = 90
-)
+// host keeps a tenth of its memory and minDiskFree of disk free. Its CPU
+// use is not a rule: it is a moment's (a host busy now refusing every
+// node would be wrong the next), and nodes per CPU weigh its CPUs.
+const minDiskFree = 1 << 30
 
 // memoryNeed is what a node of a type is counted to take of its host's
 // memory: a QEMU node its RAM, a docker node its memory limit (64 MiB
@@ -150,8 +148,6 @@ func refuse(c ComputeRoom, r placeRequest) string {
 		return "draining"
 	case !slices.Contains(c.NodeTypes, r.nodeType):
 		return "does not run " + r.nodeType
-	case c.CPUPercent >= maxCPUPercent:
-		return fmt.Sprintf("CPU %.0f%% busy", c.CPUPercent)
 	}
 	if m := c.Room; m != nil {
 		if m.MemoryAvailable-r.need < m.MemoryTotal/10 {
@@ -187,7 +183,7 @@ func describe(c ComputeRoom, r placeRequest) string {
 	if c.Room == nil {
 		return fmt.Sprintf("%d nodes, capacity not reported", r.held[c.ID])
 	}
-	return fmt.Sprintf("%.2f nodes per CPU, %s memory available, %s disk free", load(c, r), gib(c.Room.MemoryAvailable), gib(c.Room.DiskFree))
+	return fmt.Sprintf("%.2f nodes per CPU, %s memory available, %s disk free, CPU %.0f%% busy", load(c, r), gib(c.Room.MemoryAvailable), gib(c.Room.DiskFree), c.CPUPercent)
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
