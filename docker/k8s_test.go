@@ -3,19 +3,21 @@ package docker
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-// No cluster runs here: the manifests are decoded strictly into the
-// Kubernetes API types (a member the API does not have fails) and held to
-// what the controller and the agents need.
+// No cluster runs here: the manifests are built with kustomize's library
+// (what kubectl apply -k runs), decoded strictly into the Kubernetes API
+// types (a member the API does not have fails) and held to what the
+// controller and the agents need.
 
 // kustomization is the part of kustomize's file these manifests use.
 type kustomization struct {
@@ -35,8 +37,8 @@ type kustomizeImage struct {
 	NewName string `json:"newName"`
 }
 
-// k8sObjects decodes every document of the kustomization's resources,
-// strictly, by kind.
+// k8sObjects builds the kustomization as kubectl apply -k does (kustomize's
+// own library) and decodes every object of the build, strictly, by kind.
 func k8sObjects(t *testing.T) (k kustomization, services []corev1.Service, sets []appsv1.StatefulSet, daemons []appsv1.DaemonSet) {
 	t.Helper()
 	data, err := os.ReadFile("k8s/kustomization.yaml")
@@ -49,33 +51,44 @@ func k8sObjects(t *testing.T) (k kustomization, services []corev1.Service, sets 
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" || k.Namespace != "labtap" {
 		t.Fatalf("kustomization: %+v", k)
 	}
-	for _, res := range k.Resources {
-		data, err := os.ReadFile(filepath.Join("k8s", res))
-		if err != nil {
-			t.Fatal(err)
+	built, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "k8s")
+	if err != nil {
+		t.Fatalf("kustomize build docker/k8s: %v", err)
+	}
+	out, err := built.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, doc := range bytes.Split(out, []byte("\n---\n")) {
+		var head struct {
+			Kind     string
+			Metadata struct {
+				Namespace string
+				Labels    map[string]string
+			}
 		}
-		for i, doc := range bytes.Split(data, []byte("\n---\n")) {
-			var head struct{ Kind string }
-			if err := yaml.Unmarshal(doc, &head); err != nil {
-				t.Fatalf("%s document %d: %v", res, i, err)
-			}
-			var dst any
-			switch head.Kind {
-			case "Service":
-				services = append(services, corev1.Service{})
-				dst = &services[len(services)-1]
-			case "StatefulSet":
-				sets = append(sets, appsv1.StatefulSet{})
-				dst = &sets[len(sets)-1]
-			case "DaemonSet":
-				daemons = append(daemons, appsv1.DaemonSet{})
-				dst = &daemons[len(daemons)-1]
-			default:
-				t.Fatalf("%s document %d: kind %q not checked here", res, i, head.Kind)
-			}
-			if err := yaml.UnmarshalStrict(doc, dst); err != nil {
-				t.Fatalf("%s document %d (%s): %v", res, i, head.Kind, err)
-			}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatalf("built document %d: %v", i, err)
+		}
+		if head.Metadata.Namespace != k.Namespace || head.Metadata.Labels["app.kubernetes.io/part-of"] != "labtap" {
+			t.Fatalf("built document %d (%s): namespace %q, labels %v", i, head.Kind, head.Metadata.Namespace, head.Metadata.Labels)
+		}
+		var dst any
+		switch head.Kind {
+		case "Service":
+			services = append(services, corev1.Service{})
+			dst = &services[len(services)-1]
+		case "StatefulSet":
+			sets = append(sets, appsv1.StatefulSet{})
+			dst = &sets[len(sets)-1]
+		case "DaemonSet":
+			daemons = append(daemons, appsv1.DaemonSet{})
+			dst = &daemons[len(daemons)-1]
+		default:
+			t.Fatalf("built document %d: kind %q not checked here", i, head.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, dst); err != nil {
+			t.Fatalf("built document %d (%s): %v", i, head.Kind, err)
 		}
 	}
 	return k, services, sets, daemons
@@ -187,7 +200,7 @@ func TestKubernetesManifestsDecodeStrictlyAndGiveAgentsWhatTheyNeed(t *testing.T
 		t.Fatal("agent: no preStop, or too little grace to stop its nodes and close its captures")
 	}
 	for _, c := range []corev1.Container{cc, ac} {
-		if !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == c.Image }) {
+		if !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name+":"+i.NewTag == c.Image }) {
 			t.Errorf("image %s is not set by the kustomization", c.Image)
 		}
 	}
