@@ -97,6 +97,7 @@ type options struct {
 	TLS            string        `name:"tls" env:"LABTAP_TLS" default:"off" enum:"off,auto" help:"auto: serve HTTPS with a private CA and server certificate made in the data directory's tls/ on first start (its SHA-256 fingerprint is logged at start), and let agents join (see --tls-cert for your own certificate)."`
 	TLSCert        string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve HTTPS with this PEM certificate (chain); read again when the file changes. Needs --tls-key."`
 	TLSKey         string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert; read again when the file changes."`
+	Placement      string        `name:"placement" env:"LABTAP_PLACEMENT" default:"spread" enum:"spread,pack" help:"Where a node created with no compute_id (or \"auto\") goes: spread (a project's first node on the agent with the fewest nodes per CPU) or pack (on the fullest agent with room); a project's later nodes join its agent while it has room."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	AuditMaxSize   int           `name:"audit-max-size" env:"LABTAP_AUDIT_MAX_SIZE" default:"100" help:"Size in megabytes at which the audit trail (<data-dir>/audit/audit.log) is rotated."`
 	AuditKeep      int           `name:"audit-keep" env:"LABTAP_AUDIT_KEEP" default:"10" help:"Rotated audit trail files kept; older ones are deleted."`
@@ -347,6 +348,7 @@ func run(args []string) error {
 		Symbols:       symbolLib.Size,
 		ImagesDir:     localImages,
 		DockerUnsafe:  o.DockerUnsafe, // the embedded agent's flag: refused here as there
+		Placement:     o.Placement,
 		Logger:        log.With("component", "projects"),
 	})
 	if err := projects.Templates.Load(); err != nil {

@@ -94,6 +94,26 @@ type AgentInfo struct {
 	// CPUPercent and MemoryPercent are the host's load, 0-100.
 	CPUPercent    float64 `json:"cpu_usage_percent"`
 	MemoryPercent float64 `json:"memory_usage_percent"`
+	// Capacity is what the controller places nodes by; nil from agents
+	// older than it.
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity is an agent host's room for nodes, as the controller's
+// placement reads it. Sizes in bytes.
+type Capacity struct {
+	CPUs            int   `json:"cpus"`
+	MemoryTotal     int64 `json:"memory_total"`
+	MemoryAvailable int64 `json:"memory_available"`
+	// DiskFree is what an unprivileged user may still write on the disk
+	// of the agent's data directory.
+	DiskFree int64 `json:"disk_free"`
+	// Nodes counts the nodes of the agent's open projects; NodesRunning
+	// those of them running (switches, hubs and clouds always are).
+	Nodes        int `json:"nodes"`
+	NodesRunning int `json:"nodes_running"`
+	// KVM: QEMU nodes run with KVM here.
+	KVM bool `json:"kvm"`
 }
 
 // ProjectSpec opens a project on an agent: PUT /v1/projects/{project}.

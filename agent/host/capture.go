@@ -360,31 +360,61 @@ func (o *Captures) nameCapture(p *project, l *hostLink, spec proto.CaptureSpec) 
 // other capture claims a name meanwhile, and every file made since the
 // folder was read is a busy capture's.
 func uniqueName(root *os.Root, busy map[string]*hostCapture, name string, ring bool) (string, error) {
-	var files []string // the folder's names, read only for a ring
-	if ring {
+	readFolder := func() ([]string, error) {
 		d, err := root.Open(".")
 		if err != nil {
-			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+			return nil, proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
 		}
-		files, err = d.Readdirnames(-1)
-		d.Close()
+		defer d.Close()
+		names, err := d.Readdirnames(-1)
 		if err != nil {
-			return "", proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+			return nil, proto.Errorf(proto.CodeInternal, "captures folder: %v", err)
+		}
+		return names, nil
+	}
+	var files []string // the folder's names, read only for a ring
+	if ring {
+		var err error
+		if files, err = readFolder(); err != nil {
+			return "", err
 		}
 	}
+	// Only rings' names reach past themselves: the other busy names are
+	// looked up, not walked, for each candidate (a lab runs hundreds).
+	var busyRings []string
+	for b, c := range busy {
+		if c.spec.RingFiles > 1 {
+			busyRings = append(busyRings, b)
+		}
+	}
+	// present holds the folder's names once a first candidate was taken:
+	// a link's capture started again and again is given name-2, name-3...,
+	// and one read of the folder answers for all of them where a stat
+	// each would not.
+	var present map[string]bool
 	taken := func(candidate string) (bool, error) {
 		if _, ok := busy[candidate]; ok {
 			return true, nil
 		}
-		for b, c := range busy {
-			if c.spec.RingFiles > 1 && capspec.IsRingName(candidate, b) || ring && capspec.IsRingName(b, candidate) {
+		for _, b := range busyRings {
+			if capspec.IsRingName(candidate, b) {
 				return true, nil
+			}
+		}
+		if ring {
+			for b := range busy {
+				if capspec.IsRingName(b, candidate) {
+					return true, nil
+				}
 			}
 		}
 		for _, f := range files {
 			if capspec.IsRingName(f, candidate) {
 				return true, nil
 			}
+		}
+		if present != nil {
+			return present[candidate], nil
 		}
 		_, err := root.Lstat(candidate)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -408,6 +438,19 @@ func uniqueName(root *os.Root, busy map[string]*hostCapture, name string, ring b
 			return "", err
 		case !t:
 			return candidate, nil
+		}
+		if present == nil {
+			names := files
+			if names == nil {
+				var err error
+				if names, err = readFolder(); err != nil {
+					return "", err
+				}
+			}
+			present = make(map[string]bool, len(names))
+			for _, f := range names {
+				present[f] = true
+			}
 		}
 	}
 	return "", proto.Errorf(proto.CodeConflict, "capture file name %s: 10,000 files of that name exist", name)

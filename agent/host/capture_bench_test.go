@@ -30,3 +30,21 @@ func BenchmarkCaptureStart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCaptureRestart times the start of a link's capture started and
+// stopped again and again under one name, as GNS3's client does (it sends
+// no name: the link's default one): each start is given the next free
+// name-N, its folder holding every earlier file. The stop is not timed.
+func BenchmarkCaptureRestart(b *testing.B) {
+	h := linkedHost(b)
+	for b.Loop() {
+		if _, err := h.Captures.Start(testProject, testLink, proto.CaptureSpec{FileName: "again.pcap"}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if _, err := h.Captures.Stop(testProject, testLink); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

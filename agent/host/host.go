@@ -391,6 +391,7 @@ func (h *Host) Info() proto.AgentInfo {
 		Unavailable:     unavailable,
 		CPUPercent:      cpu,
 		MemoryPercent:   mem,
+		Capacity:        h.capacity(slices.Contains(types, TypeQemu)),
 	}
 }
 

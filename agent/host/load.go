@@ -132,3 +132,40 @@ func (h *Host) Statistics() proto.Statistics {
 	}
 	return st
 }
+
+// capacity is the host's room for nodes, which the controller places
+// nodes by. qemu says QEMU nodes run here (KVM is only tested then).
+func (h *Host) capacity(qemu bool) *proto.Capacity {
+	m := node.Meminfo()
+	c := &proto.Capacity{
+		CPUs:            runtime.NumCPU(),
+		MemoryTotal:     m["MemTotal:"],
+		MemoryAvailable: m["MemAvailable:"],
+		KVM:             qemu && h.cfg.QemuAccel != "tcg" && (h.cfg.QemuAccel == "kvm" || kvmUsable()),
+	}
+	dir := h.cfg.DataDir
+	if dir == "" {
+		dir = "."
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil {
+		c.DiskFree = int64(fs.Bavail) * fs.Bsize
+	}
+	var runners []node.Runner
+	for _, p := range h.projects.openProjects() {
+		p.mu.Lock()
+		for _, n := range p.nodes {
+			c.Nodes++
+			if n.runner != nil {
+				runners = append(runners, n.runner)
+			}
+		}
+		p.mu.Unlock()
+	}
+	for _, r := range runners { // asked with no lock held: a runner has its own
+		if r.Status() == node.Started {
+			c.NodesRunning++
+		}
+	}
+	return c
+}

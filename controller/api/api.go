@@ -38,6 +38,8 @@ type Computes interface {
 	Create(ctx context.Context, c compute.Compute, g compute.Grant) (compute.Compute, error)
 	Update(ctx context.Context, id string, u compute.ComputeUpdate) (compute.Compute, error)
 	Remove(id string) error
+	// SetDraining drains a compute (it takes no new nodes) or undrains it.
+	SetDraining(id string, on bool) (compute.Compute, error)
 }
 
 // Agents is what the API asks of the computes' agents directly, by
@@ -443,6 +445,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "PUT", compute, cmr.updateCompute)
 	a.handle(app, "DELETE", compute, cmr.deleteCompute)
 	a.handle(app, "POST", rJoinTokens, a.newJoinToken)
+	a.handle(app, "POST", compute+"/drain", cmr.drain(true))
+	a.handle(app, "POST", compute+"/undrain", cmr.drain(false))
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", compute+"/network/interfaces", cmr.interfaces)
 	a.handle(app, "GET", "/v2/compute/network/interfaces", cmr.interfaces)

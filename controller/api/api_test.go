@@ -235,7 +235,7 @@ func TestVersionAndComputesMatchWhatGNS3ClientsCheck(t *testing.T) {
 		t.Fatalf("computes = %s", c.raw)
 	}
 	local := c.list[0].(map[string]any)
-	want := []string{"capabilities", "compute_id", "connected", "cpu_usage_percent", "host", "last_error",
+	want := []string{"capabilities", "compute_id", "connected", "cpu_usage_percent", "draining", "host", "last_error",
 		"memory_usage_percent", "name", "port", "protocol", "user"}
 	if got := keys(local); !slices.Equal(got, want) {
 		t.Fatalf("compute keys %v, want %v", got, want)
@@ -370,7 +370,7 @@ func TestNodeRoutes(t *testing.T) {
 		{"unknown compute", map[string]any{"name": "x", "node_type": "vpcs", "compute_id": "nowhere"}, 404, "Compute ID nowhere doesn't exist"},
 		{"unsupported type", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "local"}, 409, "Node type qemu is not supported by compute local"},
 		{"unknown type", map[string]any{"name": "x", "node_type": "router", "compute_id": "local"}, 400, ""},
-		{"missing compute", map[string]any{"name": "x", "node_type": "vpcs"}, 400, ""},
+		{"auto placement of a type no compute runs", map[string]any{"name": "x", "node_type": "qemu", "compute_id": "auto"}, 409, "No compute can take a qemu node (local: does not run qemu)"},
 		{"bad label member", map[string]any{"name": "x", "node_type": "vpcs", "compute_id": "local", "label": map[string]any{"text": "a", "font": 1}}, 400, ""},
 	}
 	for _, tt := range errs {
@@ -380,6 +380,15 @@ func TestNodeRoutes(t *testing.T) {
 				t.Fatalf("message %q, want %q", r.body["message"], tt.msg)
 			}
 		})
+	}
+	// GNS3 3.x allocates a compute when compute_id is unset; "auto" asks
+	// the same. The only compute here is local.
+	for _, body := range []map[string]any{{"name": "placed1", "node_type": "vpcs"}, {"name": "placed2", "node_type": "vpcs", "compute_id": "auto"}} {
+		r := s.must("POST", nodes, body, 201, rNodes)
+		if r.body["compute_id"] != "local" {
+			t.Fatalf("placed node: %s", r.raw)
+		}
+		s.must("DELETE", nodes+"/"+r.body["node_id"].(string), nil, 204, rNode)
 	}
 	r := s.must("GET", nodes+"/nope", nil, 404, rNode)
 	if r.body["message"] != "Node ID nope doesn't exist" {

@@ -99,6 +99,8 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/computes/{compute_id}"}:                         on("Compute.Audit", pCompute),
 	{"PUT", "/v2/computes/{compute_id}"}:                         on("Compute.Modify", pCompute),
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
+	{"POST", "/v2/computes/{compute_id}/drain"}:                  on("Compute.Modify", pCompute), // labtap's: a change of the compute
+	{"POST", "/v2/computes/{compute_id}/undrain"}:                on("Compute.Modify", pCompute),
 	{"GET", "/v2/computes/{compute_id}/docker/images"}:           on("Image.Audit", "/images"),
 	{"GET", "/v2/computes/{compute_id}/network/interfaces"}:      on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/qemu/images"}:             on("Image.Audit", "/images"),

@@ -174,3 +174,14 @@ func (h computeRoutes) deleteCompute(c *fiber.Ctx) error {
 	}
 	return noContent(c)
 }
+
+// drain drains (on) or undrains a compute.
+func (h computeRoutes) drain(on bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		cp, err := h.computes.SetDraining(c.Params("compute_id"), on)
+		if err != nil {
+			return err
+		}
+		return c.JSON(h.computeJSONOf(cp))
+	}
+}

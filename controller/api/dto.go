@@ -26,17 +26,19 @@ type capabilitiesJSON struct {
 }
 
 type computeJSON struct {
-	Capabilities  capabilitiesJSON `json:"capabilities"`
-	ComputeID     string           `json:"compute_id"`
-	Connected     bool             `json:"connected"`
-	CPUPercent    *float64         `json:"cpu_usage_percent"`
-	Host          string           `json:"host"`
-	LastError     *string          `json:"last_error"`
-	MemoryPercent *float64         `json:"memory_usage_percent"`
-	Name          string           `json:"name"`
-	Port          int              `json:"port"`
-	Protocol      string           `json:"protocol"`
-	User          *string          `json:"user"`
+	Capabilities capabilitiesJSON `json:"capabilities"`
+	ComputeID    string           `json:"compute_id"`
+	Connected    bool             `json:"connected"`
+	CPUPercent   *float64         `json:"cpu_usage_percent"`
+	// Draining is labtap's: the compute takes no new nodes.
+	Draining      bool     `json:"draining"`
+	Host          string   `json:"host"`
+	LastError     *string  `json:"last_error"`
+	MemoryPercent *float64 `json:"memory_usage_percent"`
+	Name          string   `json:"name"`
+	Port          int      `json:"port"`
+	Protocol      string   `json:"protocol"`
+	User          *string  `json:"user"`
 }
 
 func computeFrom(c compute.Compute) computeJSON {
@@ -49,6 +51,7 @@ func computeFrom(c compute.Compute) computeJSON {
 		ComputeID:     c.ID,
 		Connected:     c.Connected,
 		CPUPercent:    c.CPUPercent,
+		Draining:      c.Draining,
 		Host:          c.Host,
 		LastError:     nullStr(c.LastError),
 		MemoryPercent: c.MemoryPercent,

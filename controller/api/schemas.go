@@ -132,7 +132,7 @@ var schemaSources = map[string]string{
 		`"name": {"type": "string",`, `"name": {"type": ["string", "null"],`, 1) + `, "additionalProperties": false}`,
 
 	"node_create": `{"type": "object", "properties": ` + nodeProperties + `,
-		"required": ["name", "node_type", "compute_id"], "additionalProperties": false}`,
+		"required": ["name", "node_type"], "additionalProperties": false}`, // no compute_id, or "auto": the controller places it (GNS3 3.x allocates one)
 
 	"node_update": `{"type": "object", "properties": ` + nodeProperties + `, "additionalProperties": false}`,
 

@@ -367,3 +367,31 @@ func (a *Agents) CopyNodeDir(ctx context.Context, computeID, projectID, fromID, 
 func (a *Agents) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
 	return a.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)
 }
+
+var _ project.Placer = (*Agents)(nil)
+
+// Rooms lists what placement needs of every compute, in registration
+// order: whether it answers, what it runs and its room as its agent last
+// reported.
+func (a *Agents) Rooms() []project.ComputeRoom {
+	list := a.reg.List()
+	out := make([]project.ComputeRoom, 0, len(list))
+	for _, c := range list {
+		r := project.ComputeRoom{ID: c.ID, Connected: c.Connected, NodeTypes: c.NodeTypes, Draining: c.Draining}
+		if c.CPUPercent != nil {
+			r.CPUPercent = *c.CPUPercent
+		}
+		if m := c.Capacity; m != nil {
+			r.Room = &project.Room{CPUs: m.CPUs, MemoryTotal: m.MemoryTotal, MemoryAvailable: m.MemoryAvailable,
+				DiskFree: m.DiskFree, Nodes: m.Nodes, NodesRunning: m.NodesRunning, KVM: m.KVM}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Draining reports whether a compute takes no new nodes.
+func (a *Agents) Draining(id string) bool {
+	c, _ := a.reg.Get(id)
+	return c.Draining
+}

@@ -48,7 +48,13 @@ type Compute struct {
 	NodeTypes     []string
 	// Unavailable names the node types the agent cannot run, and why.
 	Unavailable map[string]string
-	LastError   string // "" is null
+	// Capacity is the agent's last report of its room for nodes (nil:
+	// none), which placement reads.
+	Capacity  *proto.Capacity
+	LastError string // "" is null
+	// Draining: the compute takes no new nodes (placement skips it, and a
+	// node asked of it is refused); its nodes run on. Saved with it.
+	Draining bool
 }
 
 // Registry holds the computes: who they are, where they listen, what
@@ -270,7 +276,7 @@ func (r *Registry) Create(ctx context.Context, c Compute, g Grant) (Compute, err
 		got, _ := r.Get(existing.ID)
 		return got, nil
 	}
-	if c.ID == LocalID || c.ID == VMID || c.Name == "gns3vm" {
+	if c.ID == LocalID || c.ID == VMID || c.ID == project.ComputeAuto || c.Name == "gns3vm" {
 		return Compute{}, &project.Error{Kind: project.ErrInvalid, Msg: fmt.Sprintf("Compute id %q and name \"gns3vm\" are reserved", c.ID)}
 	}
 	if err := checkCompute(c); err != nil {
@@ -447,11 +453,41 @@ func (r *Registry) Load(ctx context.Context) error {
 	// compute, not for the sum of their timeouts.
 	var wg sync.WaitGroup
 	for _, s := range list {
-		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret, CertSerial: s.CertSerial}
+		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret, CertSerial: s.CertSerial, Draining: s.Draining}
 		c.URL, c.Secret = agentURL(c), r.secretFor(c)
 		r.put(c)
 		wg.Go(func() { r.Health.check(ctx, c.ID) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// SetDraining drains a compute (on: it takes no new nodes; its nodes run
+// on) or undrains it, and saves the list. The local compute's state is
+// not saved: it is undrained at the controller's start.
+func (r *Registry) SetDraining(id string, on bool) (Compute, error) {
+	r.mu.Lock()
+	c, ok := r.computes[id]
+	if !ok {
+		r.mu.Unlock()
+		return Compute{}, &project.Error{Kind: project.ErrNotFound, Msg: "Compute ID " + id + " doesn't exist"}
+	}
+	changed := c.Draining != on
+	c.Draining = on
+	snap := *c
+	r.mu.Unlock()
+	if !changed {
+		return snap, nil
+	}
+	if err := r.store.save(r.List); err != nil {
+		r.mu.Lock()
+		if c, ok := r.computes[id]; ok {
+			c.Draining = !on
+		}
+		r.mu.Unlock()
+		return Compute{}, err
+	}
+	r.log.Info("compute draining changed", "compute", id, "draining", on)
+	r.onChange("compute.updated", snap)
+	return snap, nil
 }

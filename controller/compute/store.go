@@ -32,6 +32,8 @@ type stored struct {
 	SharedSecret bool `json:"shared_secret,omitempty"`
 	// CertSerial: the serial of the certificate the compute joined with.
 	CertSerial string `json:"cert_serial,omitempty"`
+	// Draining: the compute takes no new nodes.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // save writes every compute that list returns but the local one,
@@ -54,7 +56,7 @@ func (s *store) save(list func() []Compute) error {
 		if c.ID == LocalID {
 			continue
 		}
-		out = append(out, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret, c.CertSerial})
+		out = append(out, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret, c.CertSerial, c.Draining})
 	}
 	data, err := json.MarshalIndent(out, "", "    ")
 	if err != nil {

@@ -235,7 +235,7 @@ func (r *Registry) noteCheck(id string, info proto.AgentInfo, err error) {
 		if c.Connected {
 			r.log.Warn("compute lost", "compute", id, "err", err)
 		}
-		c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = false, nil, nil, err.Error()
+		c.Connected, c.CPUPercent, c.MemoryPercent, c.Capacity, c.LastError = false, nil, nil, nil, err.Error()
 		return
 	}
 	if !c.Connected {
@@ -244,6 +244,15 @@ func (r *Registry) noteCheck(id string, info proto.AgentInfo, err error) {
 	cpu, mem := info.CPUPercent, info.MemoryPercent
 	c.Connected, c.CPUPercent, c.MemoryPercent, c.LastError = true, &cpu, &mem, ""
 	c.Platform, c.NodeTypes, c.Unavailable = info.Platform, slices.Clone(info.NodeTypes), maps.Clone(info.Unavailable)
+	c.Capacity = cloneCapacity(info.Capacity)
+}
+
+func cloneCapacity(c *proto.Capacity) *proto.Capacity {
+	if c == nil {
+		return nil
+	}
+	v := *c
+	return &v
 }
 
 // setConnected records a compute's reachability (err nil: connected).
@@ -281,6 +290,7 @@ func (r *Registry) noteInfo(id string, info *proto.AgentInfo) {
 		c.CPUPercent, c.MemoryPercent = &cpu, &mem
 		c.Platform, c.NodeTypes = info.Platform, append([]string(nil), info.NodeTypes...)
 		c.Unavailable = maps.Clone(info.Unavailable)
+		c.Capacity = cloneCapacity(info.Capacity)
 		snap = *c
 	}
 	r.mu.Unlock()

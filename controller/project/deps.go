@@ -278,3 +278,37 @@ func (m *MemoryStore) Saved(id string) *Snapshot {
 	defer m.mu.Unlock()
 	return m.saved[id]
 }
+
+// Placer tells the controller's placement what each compute can take; a
+// Computes that implements it lets nodes be created with no compute
+// (ComputeAuto). *compute.Agents does.
+type Placer interface {
+	// Rooms lists every registered compute, in registration order.
+	Rooms() []ComputeRoom
+	// Draining reports whether a compute takes no new nodes.
+	Draining(computeID string) bool
+}
+
+// ComputeRoom is what placement knows of one compute.
+type ComputeRoom struct {
+	ID        string
+	Connected bool
+	// NodeTypes are the node types it runs, as it last said.
+	NodeTypes []string
+	// CPUPercent is its host's CPU use, 0-100.
+	CPUPercent float64
+	// Room is what its agent reported of its capacity; nil if it did not.
+	Room *Room
+	// Draining: it takes no new nodes.
+	Draining bool
+}
+
+// Room is an agent host's capacity as its agent reports it. Sizes in
+// bytes.
+type Room struct {
+	CPUs                         int
+	MemoryTotal, MemoryAvailable int64
+	DiskFree                     int64
+	Nodes, NodesRunning          int
+	KVM                          bool
+}

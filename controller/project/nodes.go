@@ -103,7 +103,8 @@ func (st *state) nodeLocked(id string) (*Node, error) {
 // Create creates a node on its compute, saves the project and returns
 // the node. Creating a node whose id exists returns it unchanged.
 func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_ Node, err error) {
-	if !s.core.cfg.Computes.Exists(req.ComputeID) {
+	auto := req.ComputeID == "" || req.ComputeID == ComputeAuto
+	if !auto && !s.core.cfg.Computes.Exists(req.ComputeID) {
 		return Node{}, computeNotFound(req.ComputeID)
 	}
 	st, err := s.core.lockOpened(projectID)
@@ -123,12 +124,23 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if err != nil {
 		return Node{}, err
 	}
-	if !s.core.mayRun(req.ComputeID, req.Type) {
+	if auto && kindOf(req.Type) == nil {
+		return Node{}, errorf(ErrConflict, "Node type %s is not supported", req.Type)
+	}
+	if placer, ok := s.core.cfg.Computes.(Placer); ok && !auto && placer.Draining(req.ComputeID) {
+		return Node{}, errorf(ErrConflict, "Compute %s is draining: it takes no new nodes", req.ComputeID)
+	}
+	if !auto && !s.core.mayRun(req.ComputeID, req.Type) {
 		return Node{}, errorf(ErrConflict, "Node type %s is not supported by compute %s", req.Type, req.ComputeID)
 	}
 	req.Properties = withDefaults(req.Type, req.Properties)
 	if err := checkProperties(name, req.Properties); err != nil {
 		return Node{}, err
+	}
+	if auto {
+		if req.ComputeID, err = s.core.placeNode(st, projectID, name, req.Type, req.Properties); err != nil {
+			return Node{}, err
+		}
 	}
 	if !usesMAC(req.Type) {
 		mac = -1

@@ -50,7 +50,10 @@ type Config struct {
 	DockerUnsafe bool
 	// Quotas, when set, tells the quotas each change must keep (quota.go).
 	Quotas Quotas
-	Logger *slog.Logger
+	// Placement is the policy of nodes created with no compute:
+	// PlaceSpread (also "") or PlacePack.
+	Placement string
+	Logger    *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is
