@@ -14,7 +14,7 @@ import (
 // treats them as always running: they are started while their project is
 // open, and start and stop requests change nothing.
 const (
-	TypeCloud  = "cloud"           // UDP tunnels to anything outside the lab
+	TypeCloud  = "cloud"           // UDP tunnels and host interfaces: ways out of the lab
 	TypeHub    = "ethernet_hub"    // floods every frame
 	TypeSwitch = "ethernet_switch" // learns MAC addresses; access and dot1q ports
 )
@@ -31,6 +31,15 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 	switch n.spec.NodeType {
 	case TypeCloud:
 		for i, pm := range n.spec.Ports {
+			if pm.Type == proto.PortEthernet {
+				port, release, err := h.openCloudEthernet(n.spec.NodeID, i, pm)
+				if err != nil {
+					n.close()
+					return err
+				}
+				n.ports = append(n.ports, &nodePort{port: port, pkt: port, release: release})
+				continue
+			}
 			port, err := h.openCloudPort(i, pm)
 			if err != nil {
 				n.close()
@@ -67,7 +76,7 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 // leave from lport and only rhost:rport is heard.
 func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, error) {
 	if pm.Type != proto.PortUDP {
-		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): type %q is not supported by this agent (only %q)", i, pm.Name, pm.Type, proto.PortUDP)
+		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%.64s): type %.32q is not supported by this agent (%q or %q)", i, pm.Name, pm.Type, proto.PortUDP, proto.PortEthernet)
 	}
 	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
 		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)

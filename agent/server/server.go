@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,14 @@ type Config struct {
 	// DockerUnsafe lets docker nodes run privileged or with any
 	// capability (host.Config.DockerUnsafe).
 	DockerUnsafe bool
+	// CloudAllowUplink lets a cloud's ethernet port take the agent's own
+	// uplink (host.Config.CloudAllowUplink).
+	CloudAllowUplink bool
+	// Reached are the addresses (IPs; host names are skipped) the agent
+	// is reached at besides its listener's, ConsoleBind and TunnelBind:
+	// the advertised one, the controller's for its local agent. The
+	// interfaces holding them are the agent's uplink.
+	Reached []string
 	// Secret, when set, is required on every API call.
 	Secret string
 	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
@@ -109,6 +118,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,
 		DockerUnsafe:     cfg.DockerUnsafe,
+		CloudAllowUplink: cfg.CloudAllowUplink,
+		AgentAddrs:       agentAddrs(ln.Addr(), append([]string{cfg.ConsoleBind, cfg.TunnelBind, cfg.ConsoleHost}, cfg.Reached...)),
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Sandbox:          cfg.Sandbox,
@@ -161,4 +172,25 @@ func DefaultDataDir() string {
 		return filepath.Join(home, ".local", "share", "labtap")
 	}
 	return "labtap-data"
+}
+
+// agentAddrs are the IP addresses among the listener's and hosts, the
+// wildcard and host names left out.
+func agentAddrs(ln net.Addr, hosts []string) []netip.Addr {
+	var out []netip.Addr
+	add := func(a netip.Addr) {
+		a = a.Unmap()
+		if a.IsValid() && !a.IsUnspecified() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if ap, err := netip.ParseAddrPort(ln.String()); err == nil {
+		add(ap.Addr())
+	}
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			add(a)
+		}
+	}
+	return out
 }
