@@ -24,47 +24,48 @@ const AllowUplinkFlag = "--cloud-allow-uplink"
 // (409). release gives the interface back; call it after closing the port.
 func (h *Host) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (port *bridge.PacketPort, release func(), err error) {
 	name := pm.Interface
+	what := fmt.Sprintf("cloud port %d (%.64s)", i, pm.Name) // names are the client's: bounded in messages
 	if name == "" || len(name) > proto.MaxInterfaceName {
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%.64s): interface must name a host interface (1 to %d bytes)", i, pm.Name, proto.MaxInterfaceName)
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%s: interface must name a host interface (1 to %d bytes)", what, proto.MaxInterfaceName)
 	}
 	nl, err := netlink.NewHandle()
 	if err != nil {
-		return nil, nil, proto.Errorf(proto.CodeInternal, "cloud port %s: netlink: %v", pm.Name, err)
+		return nil, nil, proto.Errorf(proto.CodeInternal, "%s: netlink: %v", what, err)
 	}
 	defer nl.Close()
 	link, err := nl.LinkByName(name)
 	if err != nil {
 		if _, ok := err.(netlink.LinkNotFoundError); ok {
-			return nil, nil, proto.Errorf(proto.CodeNotFound, "cloud port %s: interface %q is not an interface of this host", pm.Name, name)
+			return nil, nil, proto.Errorf(proto.CodeNotFound, "%s: interface %q is not an interface of this host", what, name)
 		}
-		return nil, nil, proto.Errorf(proto.CodeInternal, "cloud port %s: look up interface %q: %v", pm.Name, name, err)
+		return nil, nil, proto.Errorf(proto.CodeInternal, "%s: look up interface %q: %v", what, name, err)
 	}
 	a := link.Attrs()
 	switch {
 	case a.Flags&net.FlagLoopback != 0:
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "cloud port %s: interface %q is the loopback, which carries no Ethernet frames", pm.Name, name)
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%s: interface %q is the loopback, which carries no Ethernet frames", what, name)
 	case nodeVeth.MatchString(name):
-		return nil, nil, proto.Errorf(proto.CodeConflict, "cloud port %s: interface %q is a docker node's adapter; link the node instead", pm.Name, name)
+		return nil, nil, proto.Errorf(proto.CodeConflict, "%s: interface %q is a docker node's adapter; link the node instead", what, name)
 	}
 	if !h.cfg.CloudAllowUplink {
 		why, err := h.uplink(nl, link)
 		if err != nil {
-			return nil, nil, proto.Errorf(proto.CodeInternal, "cloud port %s: %v", pm.Name, err)
+			return nil, nil, proto.Errorf(proto.CodeInternal, "%s: %v", what, err)
 		}
 		if why != "" {
-			return nil, nil, proto.Errorf(proto.CodeConflict, "cloud port %s: interface %q is this agent's uplink (%s): bridging a lab onto it can cut the agent off and leak lab traffic; start the agent with %s (LABTAP_CLOUD_ALLOW_UPLINK=true) to allow it", pm.Name, name, why, AllowUplinkFlag)
+			return nil, nil, proto.Errorf(proto.CodeConflict, "%s: interface %q is this agent's uplink (%s): bridging a lab onto it can cut the agent off and leak lab traffic; start the agent with %s (LABTAP_CLOUD_ALLOW_UPLINK=true) to allow it", what, name, why, AllowUplinkFlag)
 		}
 	}
-	owner := fmt.Sprintf("node %s port %s", nodeID, pm.Name)
+	owner := "node " + nodeID + " " + what
 	if held := h.claimIface(a.Index, owner); held != "" {
-		return nil, nil, proto.Errorf(proto.CodeConflict, "cloud port %s: interface %q is already used by %s", pm.Name, name, held)
+		return nil, nil, proto.Errorf(proto.CodeConflict, "%s: interface %q is already used by %s", what, name, held)
 	}
 	release = func() { h.releaseIface(a.Index, owner) }
 	port = bridge.NewPacketPort(h.cfg.SocketBuffer)
 	if err := port.AttachPromiscuous(a.Index); err != nil {
 		port.Close()
 		release()
-		return nil, nil, proto.Errorf(proto.CodeConflict, "cloud port %s on interface %q: %v", pm.Name, name, err)
+		return nil, nil, proto.Errorf(proto.CodeConflict, "%s on interface %q: %v", what, name, err)
 	}
 	return port, release, nil
 }
