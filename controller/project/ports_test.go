@@ -95,6 +95,24 @@ func TestTwoCloudsCanBeLinkedThroughTheirUDPPorts(t *testing.T) {
 	}
 }
 
+// TestACloudOnAHostInterfaceCannotBeLinkedToACloud keeps GNS3's 409 for
+// clouds where a port is a host interface: only UDP ports may be patched.
+func TestACloudOnAHostInterfaceCannotBeLinkedToACloud(t *testing.T) {
+	f := newFixture(t)
+	eth := f.nodeOf(t, TypeCloud, "Eth", map[string]any{"ports_mapping": []any{map[string]any{
+		"name": "eth1", "port_number": 0.0, "type": "ethernet", "interface": "eth1",
+	}}})
+	udp := f.nodeOf(t, TypeCloud, "Gen", udpCloud(40000))
+	_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: udp.ID}, {NodeID: eth.ID}}})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "Connecting a cloud to a cloud is not allowed") {
+		t.Fatalf("udp cloud to ethernet cloud: %v, want GNS3's 409", err)
+	}
+	pc := f.node(t, "PC1")
+	if l := f.link(t, pc, eth); !l.Wired {
+		t.Fatal("PC to a host-interface cloud not wired")
+	}
+}
+
 func TestCaptureOnASwitchLinkRunsOnTheSwitchSide(t *testing.T) {
 	f := newFixture(t)
 	pc, sw := f.node(t, "PC1"), f.nodeOf(t, TypeSwitch, "SW1", nil)
