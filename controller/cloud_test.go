@@ -92,7 +92,27 @@ func TestVPCSPingsANamespaceThroughACloudOnAHostInterfaceAndTheCaptureHoldsIt(t 
 	base := newProject(c, "cloud-eth")
 	var pc1, cloud nodeReply
 	c.call("POST", base+"/nodes", map[string]any{"name": "PC1", "node_type": "vpcs", "compute_id": "local"}, 201, &pc1)
-	c.call("POST", base+"/nodes", ethernetCloud("Cloud1", lab.Host), 201, &cloud)
+	var created struct {
+		NodeID     string `json:"node_id"`
+		Properties struct {
+			Interfaces []struct {
+				Name    string `json:"name"`
+				Type    string `json:"type"`
+				Special bool   `json:"special"`
+			} `json:"interfaces"`
+		} `json:"properties"`
+	}
+	c.call("POST", base+"/nodes", ethernetCloud("Cloud1", lab.Host), 201, &created)
+	// GNS3's cloud lists the host's interfaces in its properties: the
+	// GUI's cloud dialog offers them.
+	found := false
+	for _, hi := range created.Properties.Interfaces {
+		found = found || hi.Name == lab.Host && hi.Type == "ethernet" && !hi.Special
+	}
+	if !found {
+		t.Fatalf("the cloud's properties.interfaces %+v lack %s", created.Properties.Interfaces, lab.Host)
+	}
+	cloud.NodeID = created.NodeID
 	l := c.link(base, pc1, 0, cloud, 0, 0)
 	c.call("POST", base+"/nodes/"+pc1.NodeID+"/start", nil, 200, &pc1)
 	linkPath := base + "/links/" + l.LinkID

@@ -30,6 +30,7 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 	n.runner = alwaysOn{}
 	switch n.spec.NodeType {
 	case TypeCloud:
+		n.runner = cloudRunner{h: h}
 		for i, pm := range n.spec.Ports {
 			if pm.Type == proto.PortEthernet {
 				port, release, err := h.openCloudEthernet(n.spec.NodeID, i, pm)
@@ -145,6 +146,29 @@ func reconfigure(n *hostNode, spec proto.NodeSpec) error {
 		return nil
 	}
 	return proto.Errorf(proto.CodeConflict, "node %s exists with other ports; delete it to change them", spec.NodeID)
+}
+
+// cloudRunner is a cloud's runner: always on, and its node reports the
+// host's interfaces as GNS3's cloud does (property "interfaces": name,
+// type, special), which the GUI's cloud dialog offers for ethernet ports.
+type cloudRunner struct {
+	alwaysOn
+	h *Host
+}
+
+var _ PropertyReporter = cloudRunner{}
+
+func (c cloudRunner) Properties() map[string]any {
+	list, err := c.h.Interfaces()
+	if err != nil {
+		c.h.log.Warn("list the host's interfaces for a cloud", "err", err)
+		return nil
+	}
+	out := make([]any, 0, len(list))
+	for _, hi := range list {
+		out = append(out, map[string]any{"name": hi.Name, "type": hi.Type, "special": hi.Special})
+	}
+	return map[string]any{"interfaces": out}
 }
 
 // alwaysOn is the runner of the nodes the agent runs itself: they have no
