@@ -29,6 +29,13 @@ const cloud3 = "abababab-0000-4000-8000-0000000000c3"
 // ("10.x.y."). Both are removed when the test ends, whatever it reached.
 func hostVeth(t *testing.T) (iface, subnet string) {
 	t.Helper()
+	return hostVethNamed(t, "")
+}
+
+// hostVethNamed is hostVeth with the host end named iface ("": a name of
+// the test's).
+func hostVethNamed(t *testing.T, name string) (iface, subnet string) {
+	t.Helper()
 	testenv.Long(t, "network namespaces")
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "LABTAP_REQUIRE_NETNS", "network namespaces need root")
@@ -40,6 +47,9 @@ func hostVeth(t *testing.T) (iface, subnet string) {
 	rand.Read(r[:])
 	prefix := "ltc" + hex.EncodeToString(r[:2])
 	iface, ns := prefix+"h", prefix+"n"
+	if name != "" {
+		iface = name
+	}
 	for i := 0; ; i++ {
 		subnet = fmt.Sprintf("10.%d.%d.", 200+int(r[2])%50, (int(r[0])+i)%256)
 		out, _ := exec.Command("ip", "-4", "-o", "addr").Output()
@@ -151,4 +161,19 @@ func TestACloudsEthernetPortIsRefusedTheAgentsAddressUnlessAllowed(t *testing.T)
 	b := newAgentWith(t, host.Config{AgentAddrs: []netip.Addr{addr}, CloudAllowUplink: true})
 	b.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "lab"}, nil, 204)
 	b.must("PUT", proto.NodePath(projectID, cloud1), spec, nil, 200)
+}
+
+// TestACloudsEthernetPortIsRefusedADockerNodesVeth: the host end of a
+// docker node's adapter (lt and twelve hex digits) belongs to the node.
+func TestACloudsEthernetPortIsRefusedADockerNodesVeth(t *testing.T) {
+	var r [6]byte
+	rand.Read(r[:])
+	iface, _ := hostVethNamed(t, "lt"+hex.EncodeToString(r[:]))
+	a := newAgent(t)
+	a.must("PUT", proto.ProjectPath(projectID), proto.ProjectSpec{Name: "lab"}, nil, 204)
+	var e proto.Error
+	spec := proto.NodeSpec{NodeType: host.TypeCloud, Name: "Cloud1", Ports: []proto.PortMapping{{Name: "e0", Type: proto.PortEthernet, Interface: iface}}}
+	if got := a.do("PUT", proto.NodePath(projectID, cloud1), spec, &e); got != 409 || !strings.Contains(e.Message, "docker node") {
+		t.Fatalf("a cloud on %s: %d %+v, want 409 naming the docker node", iface, got, e)
+	}
 }
