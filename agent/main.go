@@ -194,7 +194,7 @@ func run(args []string) error {
 			NoDocker:         !o.Docker,
 			DockerInit:       o.DockerInit,
 			DockerUnsafe:     o.DockerUnsafe,
-			CloudAllowUplink: o.CloudUplink,
+			CloudUplink:      o.CloudUplink,
 			Reached:          []string{consoleHost},
 			SoftwareVersion:  version,
 			SocketBuffer:     o.SocketBuffer,

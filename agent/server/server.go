@@ -63,9 +63,9 @@ type Config struct {
 	// DockerUnsafe lets docker nodes run privileged or with any
 	// capability (host.Config.DockerUnsafe).
 	DockerUnsafe bool
-	// CloudAllowUplink lets a cloud's ethernet port take the agent's own
+	// CloudUplink lets a cloud's ethernet port take the agent's own
 	// uplink (host.Config.CloudAllowUplink).
-	CloudAllowUplink bool
+	CloudUplink bool
 	// Reached are the addresses (IPs; host names are skipped) the agent
 	// is reached at besides its listener's, ConsoleBind and TunnelBind:
 	// the advertised one, the controller's for its local agent. The
@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,
 		DockerUnsafe:     cfg.DockerUnsafe,
-		CloudAllowUplink: cfg.CloudAllowUplink,
+		CloudAllowUplink: cfg.CloudUplink,
 		AgentAddrs:       agentAddrs(ln.Addr(), append([]string{cfg.ConsoleBind, cfg.TunnelBind, cfg.ConsoleHost}, cfg.Reached...)),
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
