@@ -97,6 +97,7 @@ type options struct {
 	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
 	MaxConnsPerIP   int           `name:"max-conns-per-ip" env:"LABTAP_MAX_CONNS_PER_IP" default:"0" help:"Most API connections open at once from one client address (0: no cap; the controller is one client)."`
 	NodeUIDs        string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
+	CloudUplink     bool          `name:"cloud-allow-uplink" env:"LABTAP_CLOUD_ALLOW_UPLINK" default:"false" help:"Let a cloud node's ethernet port take this agent's uplink (the interface of a default route or of the address the agent listens or is reached at): bridging a lab there can cut the agent off and leak lab traffic."`
 	QemuAccel       string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	LogLevel        slog.Level    `name:"log-level" env:"LABTAP_LOG_LEVEL" default:"info" help:"debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" env:"LABTAP_LOG_FORMAT" default:"text" enum:"text,json" help:"Log lines as text (key=value) or json (one object per line)."`
@@ -285,6 +286,8 @@ func run(args []string) error {
 			NoDocker:         !o.Docker,
 			DockerInit:       o.DockerInit,
 			DockerUnsafe:     o.DockerUnsafe,
+			CloudUplink:      o.CloudUplink,
+			Reached:          []string{consoleHost},
 			SoftwareVersion:  version,
 			SocketBuffer:     o.SocketBuffer,
 			NoUDPGRO:         !o.UDPGRO,

@@ -76,6 +76,7 @@ type options struct {
 	Docker         bool          `name:"docker" env:"LABTAP_DOCKER_NODES" default:"true" negatable:"" help:"Let the local agent run docker nodes where a Docker Engine answers and it has the privileges."`
 	DockerInit     string        `name:"docker-init" env:"LABTAP_DOCKER_INIT" help:"Static init given to containers (default: labtap-init next to this executable)."`
 	DockerUnsafe   bool          `name:"docker-allow-unsafe" env:"LABTAP_DOCKER_ALLOW_UNSAFE" default:"false" help:"Let the local agent's docker nodes run privileged or add capabilities outside the allowlist (SYS_ADMIN, SYS_MODULE...): such a node can take this host's root. Each start of one is logged as a warning."`
+	CloudUplink    bool          `name:"cloud-allow-uplink" env:"LABTAP_CLOUD_ALLOW_UPLINK" default:"false" help:"Let a cloud node's ethernet port on the local agent take this host's uplink (the interface of a default route or of the address the controller listens or is reached at): bridging a lab there can cut the host off and leak lab traffic."`
 	User           string        `name:"user" env:"LABTAP_USER" help:"HTTP Basic user; with --password, turns authentication on."`
 	Password       string        `name:"password" env:"LABTAP_PASSWORD" help:"HTTP Basic password (prefer LABTAP_PASSWORD: flags show in ps)."`
 	MaxJSONBody    int           `name:"max-json-body" env:"LABTAP_MAX_JSON_BODY" default:"1048576" help:"Largest JSON request body, in bytes."`
@@ -311,6 +312,8 @@ func run(args []string) error {
 				NoDocker:        !o.Docker,
 				DockerInit:      o.DockerInit,
 				DockerUnsafe:    o.DockerUnsafe,
+				CloudUplink:     o.CloudUplink,
+				Reached:         []string{listenHost, advertised},
 				SoftwareVersion: version,
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,

@@ -169,11 +169,14 @@ type AdapterSpec struct {
 
 // Port mapping types.
 const (
-	PortUDP    = "udp"    // cloud: a UDP tunnel to something outside the lab
-	PortAccess = "access" // switch: untagged, in VLAN
-	PortDot1Q  = "dot1q"  // switch: 802.1Q trunk, VLAN is the native one
-	PortQinQ   = "qinq"   // switch: 802.1Q tunnel, VLAN is the outer one
-	PortHub    = ""       // hub ports have no type
+	PortUDP = "udp" // cloud: a UDP tunnel to something outside the lab
+	// PortEthernet is a cloud port on an interface of the agent's host:
+	// frames are read and written there with an AF_PACKET socket.
+	PortEthernet = "ethernet"
+	PortAccess   = "access" // switch: untagged, in VLAN
+	PortDot1Q    = "dot1q"  // switch: 802.1Q trunk, VLAN is the native one
+	PortQinQ     = "qinq"   // switch: 802.1Q tunnel, VLAN is the outer one
+	PortHub      = ""       // hub ports have no type
 )
 
 // PortMapping is one port of a cloud, switch or hub, as GNS3's
@@ -192,7 +195,13 @@ type PortMapping struct {
 	LocalPort  int    `json:"lport,omitempty"`
 	RemoteHost string `json:"rhost,omitempty"`
 	RemotePort int    `json:"rport,omitempty"`
+	// Interface is the host interface of a cloud's ethernet port (at most
+	// MaxInterfaceName bytes).
+	Interface string `json:"interface,omitempty"`
 }
+
+// MaxInterfaceName is the longest interface name Linux takes (IFNAMSIZ-1).
+const MaxInterfaceName = 15
 
 // Node statuses, as GNS3 names them.
 const (

@@ -70,7 +70,20 @@ func NewPacketPort(bufferBytes int) *PacketPort {
 // thread's network namespace and relays its frames from now on, in place of
 // the interface the port was attached to before. It needs CAP_NET_RAW.
 func (p *PacketPort) Attach(ifindex int) error {
-	s, err := openPacketSock(ifindex, p.bufferBytes)
+	return p.attach(ifindex, false)
+}
+
+// AttachPromiscuous is Attach on an interface whose frames to other MAC
+// addresses must be heard too (a host's NIC given to a cloud): it puts
+// the interface in promiscuous mode for as long as the socket is open.
+// The kernel counts such requests, so the interface leaves promiscuous
+// mode when the last socket that asked for it closes.
+func (p *PacketPort) AttachPromiscuous(ifindex int) error {
+	return p.attach(ifindex, true)
+}
+
+func (p *PacketPort) attach(ifindex int, promisc bool) error {
+	s, err := openPacketSock(ifindex, p.bufferBytes, promisc)
 	if err != nil {
 		return err
 	}
@@ -135,7 +148,7 @@ func (p *PacketPort) SetHandler(h Handler) {
 	p.handler.Store(&handlerBox{h})
 }
 
-func openPacketSock(ifindex, bufferBytes int) (*packetSock, error) {
+func openPacketSock(ifindex, bufferBytes int, promisc bool) (*packetSock, error) {
 	// Protocol 0 receives nothing until bind names one: no frame of another
 	// interface slips in between socket and bind.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -162,6 +175,12 @@ func openPacketSock(ifindex, bufferBytes int) (*packetSock, error) {
 	setBuffer(fd, unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, bufferBytes)
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
 		return fail("bind", err)
+	}
+	if promisc {
+		mreq := &unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
+		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, mreq); err != nil {
+			return fail("setsockopt PACKET_ADD_MEMBERSHIP", err)
+		}
 	}
 	f := os.NewFile(uintptr(fd), fmt.Sprintf("packet:%d", ifindex)) // non-blocking: served by the netpoller
 	rc, err := f.SyscallConn()

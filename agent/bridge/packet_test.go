@@ -275,6 +275,41 @@ func TestPacketPortRelaysFramesAcrossAVeth(t *testing.T) {
 	}
 }
 
+// TestPacketPortAttachedPromiscuousHoldsItsInterfacePromiscuousWhileOpen:
+// a cloud's port on a host NIC must hear frames to every MAC address, and
+// the NIC goes back to what it was when the port closes.
+func TestPacketPortAttachedPromiscuousHoldsItsInterfacePromiscuousWhileOpen(t *testing.T) {
+	_, ib, in := vethPair(t)
+	promiscuity := func() int {
+		var n int
+		in(func() {
+			l, err := netlink.LinkByIndex(ib)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n = l.Attrs().Promisc
+		})
+		return n
+	}
+	if n := promiscuity(); n != 0 {
+		t.Fatalf("promiscuity %d before any port", n)
+	}
+	p := NewPacketPort(0)
+	in(func() {
+		if err := p.AttachPromiscuous(ib); err != nil {
+			t.Error(err)
+		}
+	})
+	if n := promiscuity(); n != 1 {
+		t.Fatalf("promiscuity %d with the port attached, want 1", n)
+	}
+	p.Close()
+	if n := promiscuity(); n != 0 {
+		t.Fatalf("promiscuity %d after the port closed, want 0", n)
+	}
+}
+
 func TestPacketPortOnALinkWithACapture(t *testing.T) {
 	ia, ib, in := vethPair(t)
 	pa, pb := NewPacketPort(0), NewPacketPort(0)

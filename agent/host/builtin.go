@@ -14,7 +14,7 @@ import (
 // treats them as always running: they are started while their project is
 // open, and start and stop requests change nothing.
 const (
-	TypeCloud  = "cloud"           // UDP tunnels to anything outside the lab
+	TypeCloud  = "cloud"           // UDP tunnels and host interfaces: ways out of the lab
 	TypeHub    = "ethernet_hub"    // floods every frame
 	TypeSwitch = "ethernet_switch" // learns MAC addresses; access and dot1q ports
 )
@@ -30,7 +30,17 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 	n.runner = alwaysOn{}
 	switch n.spec.NodeType {
 	case TypeCloud:
+		n.runner = cloudRunner{h: h}
 		for i, pm := range n.spec.Ports {
+			if pm.Type == proto.PortEthernet {
+				port, release, err := h.openCloudEthernet(n.spec.NodeID, i, pm)
+				if err != nil {
+					n.close()
+					return err
+				}
+				n.ports = append(n.ports, &nodePort{port: port, pkt: port, release: release})
+				continue
+			}
 			port, err := h.openCloudPort(i, pm)
 			if err != nil {
 				n.close()
@@ -67,7 +77,7 @@ func (h *Host) buildBuiltin(n *hostNode) error {
 // leave from lport and only rhost:rport is heard.
 func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, error) {
 	if pm.Type != proto.PortUDP {
-		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): type %q is not supported by this agent (only %q)", i, pm.Name, pm.Type, proto.PortUDP)
+		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%.64s): type %.32q is not supported by this agent (%q or %q)", i, pm.Name, pm.Type, proto.PortUDP, proto.PortEthernet)
 	}
 	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
 		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)
@@ -136,6 +146,29 @@ func reconfigure(n *hostNode, spec proto.NodeSpec) error {
 		return nil
 	}
 	return proto.Errorf(proto.CodeConflict, "node %s exists with other ports; delete it to change them", spec.NodeID)
+}
+
+// cloudRunner is a cloud's runner: always on, and its node reports the
+// host's interfaces as GNS3's cloud does (property "interfaces": name,
+// type, special), which the GUI's cloud dialog offers for ethernet ports.
+type cloudRunner struct {
+	alwaysOn
+	h *Host
+}
+
+var _ PropertyReporter = cloudRunner{}
+
+func (c cloudRunner) Properties() map[string]any {
+	list, err := c.h.Interfaces()
+	if err != nil {
+		c.h.log.Warn("list the host's interfaces for a cloud", "err", err)
+		return nil
+	}
+	out := make([]any, 0, len(list))
+	for _, hi := range list {
+		out = append(out, map[string]any{"name": hi.Name, "type": hi.Type, "special": hi.Special})
+	}
+	return map[string]any{"interfaces": out}
 }
 
 // alwaysOn is the runner of the nodes the agent runs itself: they have no

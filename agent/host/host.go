@@ -139,6 +139,13 @@ type Config struct {
 	// DockerInit is the static init given to containers (bin/labtap-init);
 	// empty looks for labtap-init next to the executable.
 	DockerInit string
+	// CloudAllowUplink lets a cloud's ethernet port take the agent's own
+	// uplink (--cloud-allow-uplink): the interface of a default route or
+	// of one of AgentAddrs. Without it such a port is refused.
+	CloudAllowUplink bool
+	// AgentAddrs are the addresses the agent listens and is reached at:
+	// the interfaces holding them are its uplink.
+	AgentAddrs []netip.Addr
 	// DockerUnsafe lets docker nodes run privileged or with
 	// capabilities outside dockerpolicy.Allowed (--docker-allow-unsafe): such
 	// a node can take the host. Each start of one is logged as a warning.
@@ -167,6 +174,9 @@ type Host struct {
 
 	ctx    context.Context // lifetime of the relay goroutines
 	cancel context.CancelFunc
+
+	ifaceMu   sync.Mutex     // guards ifaceHeld
+	ifaceHeld map[int]string // host interfaces clouds' ethernet ports hold: ifindex → holder
 
 	vpcsOnce sync.Once
 	vpcs     *node.VPCSProgram
@@ -235,7 +245,11 @@ type hostNode struct {
 type nodePort struct {
 	port bridge.Port
 	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
-	link string          // the link using the port, "" if none; guarded by project.mu
+	// pkt is a cloud's ethernet port, closed by the host, and release
+	// gives its interface back once it is closed.
+	pkt     *bridge.PacketPort
+	release func()
+	link    string // the link using the port, "" if none; guarded by project.mu
 	// carrier sets the NIC's carrier, for runners that are LinkSetters.
 	carrier *carrier
 }
@@ -296,6 +310,10 @@ func (n *hostNode) close() {
 	for _, p := range n.ports {
 		if p.udp != nil {
 			p.udp.Close()
+		}
+		if p.pkt != nil {
+			p.pkt.Close()
+			p.release()
 		}
 	}
 	if n.sw != nil {

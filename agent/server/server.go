@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,14 @@ type Config struct {
 	// DockerUnsafe lets docker nodes run privileged or with any
 	// capability (host.Config.DockerUnsafe).
 	DockerUnsafe bool
+	// CloudUplink lets a cloud's ethernet port take the agent's own
+	// uplink (host.Config.CloudAllowUplink).
+	CloudUplink bool
+	// Reached are the addresses (IPs; host names are skipped) the agent
+	// is reached at besides its listener's, ConsoleBind and TunnelBind:
+	// the advertised one, the controller's for its local agent. The
+	// interfaces holding them are the agent's uplink.
+	Reached []string
 	// Secret, when set, is required on every API call.
 	Secret string
 	// TLS, when set, serves the API over TLS (AgentTLS.ServerTLS: mutual
@@ -121,6 +130,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,
 		DockerUnsafe:     cfg.DockerUnsafe,
+		CloudAllowUplink: cfg.CloudUplink,
+		AgentAddrs:       agentAddrs(ln.Addr(), append([]string{cfg.ConsoleBind, cfg.TunnelBind, cfg.ConsoleHost}, cfg.Reached...)),
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Sandbox:          cfg.Sandbox,
@@ -173,4 +184,25 @@ func DefaultDataDir() string {
 		return filepath.Join(home, ".local", "share", "labtap")
 	}
 	return "labtap-data"
+}
+
+// agentAddrs are the IP addresses among the listener's and hosts, the
+// wildcard and host names left out.
+func agentAddrs(ln net.Addr, hosts []string) []netip.Addr {
+	var out []netip.Addr
+	add := func(a netip.Addr) {
+		a = a.Unmap()
+		if a.IsValid() && !a.IsUnspecified() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if ap, err := netip.ParseAddrPort(ln.String()); err == nil {
+		add(ap.Addr())
+	}
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			add(a)
+		}
+	}
+	return out
 }

@@ -85,7 +85,7 @@ func (a *Agents) CreateNode(ctx context.Context, computeID, projectID string, n 
 	spec := proto.NodeSpec{NodeID: n.ID, NodeType: n.Type, Name: n.Name, MACIndex: n.MACIndex}
 	for _, p := range n.Ports {
 		spec.Ports = append(spec.Ports, proto.PortMapping{
-			Name: p.Name, Type: p.Type, VLAN: p.VLAN, EtherType: p.EtherType, LocalPort: p.LocalPort, RemoteHost: p.RemoteHost, RemotePort: p.RemotePort,
+			Name: p.Name, Type: p.Type, VLAN: p.VLAN, EtherType: p.EtherType, LocalPort: p.LocalPort, RemoteHost: p.RemoteHost, RemotePort: p.RemotePort, Interface: p.Interface,
 		})
 	}
 	for _, a := range n.Adapters {

@@ -175,10 +175,11 @@ func (st *state) attachLocked(l *Link, eps []Endpoint) ([]*Node, error) {
 			if other.ID == n.ID {
 				return nil, errorf(ErrConflict, "Cannot connect to itself")
 			}
-			// GNS3 refuses cloud↔cloud; labtap's clouds carry UDP ports, and
+			// GNS3 refuses cloud↔cloud; labtap allows it between UDP ports:
 			// patching two outside endpoints through a captured, filterable
-			// link is what they are for.
-			if isCloudOrNAT(other.Type) && isCloudOrNAT(n.Type) && !(other.Type == TypeCloud && n.Type == TypeCloud) {
+			// link is what they are for. A host interface keeps GNS3's rule.
+			if isCloudOrNAT(other.Type) && isCloudOrNAT(n.Type) && !(other.Type == TypeCloud && n.Type == TypeCloud &&
+				cloudPortType(other, l.Endpoints[i].Port) == "udp" && cloudPortType(n, ep.Port) == "udp") {
 				return nil, errorf(ErrConflict, "Connecting a %s to a %s is not allowed", other.Type, n.Type)
 			}
 			op, ok := other.port(l.Endpoints[i].Adapter, l.Endpoints[i].Port)
@@ -199,6 +200,18 @@ func (st *state) attachLocked(l *Link, eps []Endpoint) ([]*Node, error) {
 }
 
 func isCloudOrNAT(t string) bool { return t == "cloud" || t == "nat" }
+
+// cloudPortType is the type of a cloud's port (its ports_mapping entry:
+// "udp" or "ethernet"), "" if it has none.
+func cloudPortType(n *Node, port int) string {
+	list, _ := n.Properties["ports_mapping"].([]any)
+	if port < 0 || port >= len(list) {
+		return ""
+	}
+	m, _ := list[port].(map[string]any)
+	t, _ := m["type"].(string)
+	return t
+}
 
 // wire sets up a two-endpoint link's relays and marks it wired. Nodes on
 // one compute get one relay there; nodes on two computes get a relay on

@@ -18,7 +18,7 @@ const (
 // the compute needs it. Link endpoint (0, i) is entry i.
 type PortSpec struct {
 	Name string
-	Type string // switch: "access", "dot1q" or "qinq"; cloud: "udp"; hub: ""
+	Type string // switch: "access", "dot1q" or "qinq"; cloud: "udp" or "ethernet"; hub: ""
 	VLAN int    // switch: the access VLAN, a trunk's native VLAN, or a tunnel's outer VLAN
 	// EtherType is a qinq port's outer tag type on trunks (GNS3's
 	// "ethertype"): 0x8100 (or 0), 0x88a8, 0x9100 or 0x9200.
@@ -27,11 +27,14 @@ type PortSpec struct {
 	LocalPort  int
 	RemoteHost string
 	RemotePort int
+	// Interface is a cloud ethernet port's host interface (GNS3's
+	// "interface"): frames are relayed to and from it on the compute.
+	Interface string
 }
 
 // defaultPortsMapping is GNS3's for a new node: eight access ports in VLAN 1
 // for a switch, eight ports for a hub, none for a cloud (GNS3 lists the
-// host's interfaces there; labtap's clouds carry UDP ports only).
+// host's interfaces there; a cloud's port names one of them or a UDP tunnel).
 func defaultPortsMapping(nodeType string) []any {
 	var out []any
 	switch nodeType {
@@ -102,8 +105,14 @@ func parsePortsMapping(nodeType string, v any) ([]PortSpec, error) {
 				return nil, errorf(ErrInvalid, "ports_mapping entry %d: hub ports have no type", i)
 			}
 		case TypeCloud:
-			if p.Type, err = str(m, "type", true); err != nil || p.Type != "udp" {
-				return nil, errorf(ErrInvalid, "ports_mapping entry %d: labtap clouds carry UDP ports only (type \"udp\" with lport, rhost and rport)", i)
+			if p.Type, err = str(m, "type", true); err != nil || p.Type != "udp" && p.Type != "ethernet" {
+				return nil, errorf(ErrInvalid, "ports_mapping entry %d: a cloud port's type must be \"udp\" (with lport, rhost and rport) or \"ethernet\" (with interface)", i)
+			}
+			if p.Type == "ethernet" {
+				if p.Interface, err = str(m, "interface", true); err != nil || !ifaceName(p.Interface) {
+					return nil, errorf(ErrInvalid, "ports_mapping entry %d: interface must be a host interface's name (1 to %d bytes, no '/', ':' or space)", i, maxIfaceName)
+				}
+				break
 			}
 			if p.LocalPort, err = integer(m, "lport", 1, 65535, true); err != nil {
 				return nil, errorf(ErrInvalid, "ports_mapping entry %d: %v", i, err)
@@ -118,6 +127,22 @@ func parsePortsMapping(nodeType string, v any) ([]PortSpec, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// maxIfaceName is the longest interface name Linux takes (IFNAMSIZ-1).
+const maxIfaceName = 15
+
+// ifaceName reports whether s can name a Linux network interface.
+func ifaceName(s string) bool {
+	if s == "" || len(s) > maxIfaceName || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f || r == '/' || r == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // tagType reads a qinq port's "ethertype": GNS3's "0x8100" (or "", or

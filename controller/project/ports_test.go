@@ -40,7 +40,11 @@ func TestPortsMappingIsChecked(t *testing.T) {
 		{TypeSwitch, []any{map[string]any{"name": "e0", "port_number": 0, "type": "access", "vlan": 5000.0}}},
 		{TypeSwitch, []any{map[string]any{"name": "e0", "type": "access"}, map[string]any{"name": "e0", "type": "access"}}},
 		{TypeHub, []any{map[string]any{"name": "e0", "type": "access"}}},
-		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "ethernet", "interface": "eth0"}}},
+		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "tap", "interface": "eth0"}}},
+		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "ethernet"}}},
+		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "ethernet", "interface": "a-name-longer-than-ifnamsiz"}}},
+		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "ethernet", "interface": "../eth0"}}},
+		{TypeCloud, []any{map[string]any{"name": "eth0", "port_number": 0, "type": "ethernet", "interface": 7.0}}},
 		{TypeCloud, []any{map[string]any{"name": "u", "type": "udp", "lport": 0.0, "rhost": "127.0.0.1", "rport": 9.0}}},
 		{TypeCloud, []any{map[string]any{"name": "u", "type": "udp", "lport": 9.0, "rport": 9.0}}},
 	}
@@ -54,6 +58,18 @@ func TestPortsMappingIsChecked(t *testing.T) {
 	}
 	if nodes, _ := f.svc.Nodes.List(f.project.ID); len(nodes) != 0 {
 		t.Fatalf("refused nodes were created: %d", len(nodes))
+	}
+}
+
+// TestACloudsEthernetPortReachesTheAgentWithItsInterface: GNS3's cloud
+// dialog sends ports of type "ethernet" naming a host interface.
+func TestACloudsEthernetPortReachesTheAgentWithItsInterface(t *testing.T) {
+	f := newFixture(t)
+	n := f.nodeOf(t, TypeCloud, "Cloud1", map[string]any{"ports_mapping": []any{map[string]any{
+		"name": "eth1", "port_number": 0.0, "type": "ethernet", "interface": "eth1",
+	}}})
+	if got := f.computes.specs[n.ID].Ports; len(got) != 1 || got[0].Type != "ethernet" || got[0].Interface != "eth1" {
+		t.Fatalf("the agent got cloud ports %+v", got)
 	}
 }
 
@@ -76,6 +92,24 @@ func TestTwoCloudsCanBeLinkedThroughTheirUDPPorts(t *testing.T) {
 	}
 	if got := f.computes.specs[a.ID].Ports[0]; got.LocalPort != 40000 || got.RemotePort != 40001 || got.Type != "udp" {
 		t.Fatalf("the agent got cloud port %+v", got)
+	}
+}
+
+// TestACloudOnAHostInterfaceCannotBeLinkedToACloud keeps GNS3's 409 for
+// clouds where a port is a host interface: only UDP ports may be patched.
+func TestACloudOnAHostInterfaceCannotBeLinkedToACloud(t *testing.T) {
+	f := newFixture(t)
+	eth := f.nodeOf(t, TypeCloud, "Eth", map[string]any{"ports_mapping": []any{map[string]any{
+		"name": "eth1", "port_number": 0.0, "type": "ethernet", "interface": "eth1",
+	}}})
+	udp := f.nodeOf(t, TypeCloud, "Gen", udpCloud(40000))
+	_, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: udp.ID}, {NodeID: eth.ID}}})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "Connecting a cloud to a cloud is not allowed") {
+		t.Fatalf("udp cloud to ethernet cloud: %v, want GNS3's 409", err)
+	}
+	pc := f.node(t, "PC1")
+	if l := f.link(t, pc, eth); !l.Wired {
+		t.Fatal("PC to a host-interface cloud not wired")
 	}
 }
 
