@@ -30,6 +30,13 @@ func capture(ctx context.Context, a args, getenv func(string) string) error {
 	if msg := checkFilter(a.filter); msg != "" {
 		return errors.New(msg)
 	}
+	// The fifo opens first: Wireshark then reports an error below as the
+	// extcap's, not as a missing device.
+	f, err := os.OpenFile(a.fifo, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("labtap-extcap: %v", err)
+	}
+	defer f.Close()
 	file, ferr := readConfig(configPath())
 	srvs := resolveServers(a.opts, getenv, file)
 	if len(srvs) == 0 {
@@ -53,7 +60,7 @@ func capture(ctx context.Context, a args, getenv func(string) string) error {
 		return err
 	}
 	defer stream.Close()
-	cerr := pump(a.fifo, stream)
+	cerr := pump(f, stream)
 	if stopIt != nil {
 		if err := stopIt(); err != nil && cerr == nil {
 			cerr = err
@@ -65,12 +72,7 @@ func capture(ctx context.Context, a args, getenv func(string) string) error {
 // pump copies the stream into the fifo as it comes: each read is written
 // at once. A fifo Wireshark closed (EPIPE) or a stream ended by the stop
 // of the extcap is a normal end.
-func pump(fifo string, stream io.Reader) error {
-	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("labtap-extcap: %v", err)
-	}
-	defer f.Close()
+func pump(f io.Writer, stream io.Reader) error {
 	buf := make([]byte, 64<<10)
 	for {
 		n, rerr := stream.Read(buf)
