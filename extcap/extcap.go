@@ -15,14 +15,15 @@ import (
 
 // An interface is named labtap_<project_id>_<link_id>, or
 // labtap_<project_id>_all for the whole project: ids are letters, digits
-// and dashes (UUIDs), so the underscores part them.
+// and dashes (UUIDs) and begin with a letter or digit, so the
+// underscores part them and a name never reads as an option.
 const (
 	ifacePrefix = "labtap_"
 	wholeSuffix = "all"
 )
 
 // idPattern is what a project or link id may be.
-var idPattern = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
+var idPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z-]{0,63}$`)
 
 // ifaceName names a link's interface (link "" for the whole project).
 func ifaceName(projectID, linkID string) string {

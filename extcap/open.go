@@ -160,7 +160,9 @@ func findWireshark() (string, error) {
 
 // startProgram starts a program and leaves it running; a variable so that
 // tests see what would run.
-var startProgram = func(argv, env []string) error {
+var startProgram = startProgramDefault
+
+func startProgramDefault(argv, env []string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	return cmd.Start()
