@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/testenv"
 )
@@ -173,5 +174,65 @@ func TestWiresharkListsTheLinksAndCapturesAVPCSPingThroughTheExtcap(t *testing.T
 	var l linkJSON
 	if c.call("GET", linkPath, nil, 200, &l); l.Capturing {
 		t.Error("a refused extcap left the link capturing")
+	}
+}
+
+func TestOpenInWiresharkFromTheBrowserStartsWiresharkOnTheLinkThroughTheURLHandler(t *testing.T) {
+	testenv.RequireTools(t, "chromium", "tshark")
+	c := startController(t)
+	lab := c.twoPCs("one click", "local", "local", "10.0.0.1", "10.0.0.2")
+	linkPath := lab.base + "/links/" + lab.link.LinkID
+	env := wiresharkHome(t, []any{})
+
+	// The page's links, as the browser made them.
+	ctx := browser(t)
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+linkPath+"/view")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector("#wireshark").href.startsWith("labtap:") && document.querySelectorAll("#tree a.ws").length === 2`)
+	button := evalJS[string](t, ctx, `document.querySelector("#wireshark").href`)
+	tree := evalJS[[]string](t, ctx, `[...document.querySelectorAll("#tree a.ws")].map(a => a.href)`)
+	host := strings.TrimPrefix(c.url, "http://")
+	gns3 := "gns3+pcap://" + host + "?project_id=" + lab.projectID + "&link_id=" + lab.link.LinkID + "&name=PC1%20Ethernet0%20-%20PC2%20Ethernet0"
+
+	// A stand-in for Wireshark says what it was given and what its
+	// extcap lists with the environment it got: the link of this server,
+	// though no configuration names it.
+	extcap := built(t, "labtap-extcap", "../extcap")
+	out := t.TempDir()
+	fake := filepath.Join(out, "wireshark")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT/argv\"\ntshark -D > \"$OUT/D.tmp\" 2>&1\nmv \"$OUT/D.tmp\" \"$OUT/D\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	linkIface := "labtap_" + lab.projectID + "_" + lab.link.LinkID
+	for _, c := range []struct{ url, iface string }{
+		{button, linkIface},
+		{tree[0], "labtap_" + lab.projectID + "_all"},
+		{tree[1], linkIface},
+		{gns3, linkIface},
+	} {
+		os.Remove(filepath.Join(out, "D"))
+		cmd := exec.CommandContext(t.Context(), extcap, "--open", c.url)
+		cmd.Env = append(env, "LABTAP_WIRESHARK="+fake, "OUT="+out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("labtap-extcap --open %s: %v\n%s", c.url, err, msg)
+		}
+		var listed []byte
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var err error
+			if listed, err = os.ReadFile(filepath.Join(out, "D")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the stand-in for Wireshark did not run", c.url)
+			}
+		}
+		if argv := mustRead(t, filepath.Join(out, "argv")); string(argv) != "-k\n-i\n"+c.iface+"\n" {
+			t.Errorf("%s: Wireshark's arguments %q, want -k -i %s", c.url, argv, c.iface)
+		}
+		if !strings.Contains(string(listed), linkIface+" (labtap: PC1 Ethernet0 ↔ PC2 Ethernet0 (one click))") {
+			t.Errorf("%s: Wireshark's extcap does not list the link:\n%s", c.url, listed)
+		}
 	}
 }
