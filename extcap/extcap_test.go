@@ -66,6 +66,11 @@ func TestOpenURLRefusesHostileURLs(t *testing.T) {
 		"labtap://127.0.0.1:3080" + q + " -o x",
 		"labtap://127.0.0.1:3080" + q + "\n-o",
 		"labtap://127.0.0.1:3080" + q + "%",
+		"labtap://127.0.0.1:3080" + q + `" --server "http://elsewhere`, // a Windows command line's quotes
+		"labtap://127.0.0.1:3080" + q + "'$(id)'",
+		"labtap://127.0.0.1:3080" + q + "`id`",
+		"labtap://127.0.0.1:3080" + q + "\\host\\share",
+		"labtap://127.0.0.1:3080" + q + "&name=é",
 	} {
 		if got, err := parseOpenURL(u); err == nil {
 			t.Errorf("parseOpenURL(%.80q) = %+v, want an error", u, got)

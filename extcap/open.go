@@ -52,8 +52,10 @@ func parseOpenURL(raw string) (target, error) {
 	if len(raw) > maxURLLen {
 		return t, fmt.Errorf("URL longer than %d bytes", maxURLLen)
 	}
-	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
-		return t, errors.New("URL holds spaces or control characters")
+	// What a URL handler's command line could take for quoting or a
+	// shell for syntax never passes, whatever quoting the handler has.
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 || r >= 0x7f || strings.ContainsRune("\"'`\\<>^|$;{}", r) }) {
+		return t, errors.New("URL holds spaces, quotes, shell or non-ASCII characters: a browser sends them %-encoded")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
