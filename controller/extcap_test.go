@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +29,7 @@ import (
 // for Wireshark 4.0 and older, ~/.local/lib/wireshark/extcap from 4.1:
 // both get it) and whose ~/.config/labtap/extcap.json names the server.
 // It returns the environment of a tshark that uses them.
-func wiresharkHome(t *testing.T, servers any) []string {
+func wiresharkHome(t testing.TB, servers any) []string {
 	t.Helper()
 	bin := built(t, "labtap-extcap", "../extcap")
 	home := t.TempDir()
@@ -235,4 +242,177 @@ func TestOpenInWiresharkFromTheBrowserStartsWiresharkOnTheLinkThroughTheURLHandl
 			t.Errorf("%s: Wireshark's extcap does not list the link:\n%s", c.url, listed)
 		}
 	}
+}
+
+// rowClock reads tshark's rows (-T fields -e frame.time_epoch) as they come
+// and keeps, for each, how long after the frame crossed the link (the
+// agent's timestamp of it) the row was printed.
+type rowClock struct {
+	mu   sync.Mutex
+	lags []time.Duration
+	rows chan struct{}
+}
+
+func newRowClock(r io.Reader) *rowClock {
+	rc := &rowClock{rows: make(chan struct{}, 1<<16)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			now := time.Now()
+			epoch, err := strconv.ParseFloat(strings.TrimSpace(sc.Text()), 64)
+			if err != nil {
+				continue
+			}
+			at := time.Unix(0, int64(epoch*1e9))
+			rc.mu.Lock()
+			rc.lags = append(rc.lags, now.Sub(at))
+			rc.mu.Unlock()
+			rc.rows <- struct{}{}
+		}
+	}()
+	return rc
+}
+
+// wait waits for n more rows, and says whether they came within 30 s.
+func (rc *rowClock) wait(n int) bool {
+	for range n {
+		select {
+		case <-rc.rows:
+		case <-time.After(30 * time.Second):
+			return false
+		}
+	}
+	return true
+}
+
+// reset forgets the rows so far.
+func (rc *rowClock) reset() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.lags = nil
+}
+
+// quantile is the q-quantile of the lags, in milliseconds.
+func (rc *rowClock) quantile(q float64) float64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	l := slices.Clone(rc.lags)
+	slices.Sort(l)
+	if len(l) == 0 {
+		return 0
+	}
+	return float64(l[int(q*float64(len(l)-1))]) / 1e6
+}
+
+// BenchmarkWiresharkLiveLatency measures, for the frames of a VPCS ping,
+// the time from a frame crossing the link (its capture timestamp) to its
+// row in tshark, through labtap-extcap (tshark -i labtap_…) beside
+// today's /pcap stream piped into tshark -i -, both following the same
+// capture at the same time. Each iteration is one ping (a request and its
+// reply in each tshark).
+func BenchmarkWiresharkLiveLatency(b *testing.B) {
+	testenv.RequireTools(b, "vpcs", "tshark", "dumpcap")
+	c := startController(b)
+	lab := c.twoPCs("latency", "local", "local", "10.0.0.1", "10.0.0.2")
+	for _, p := range lab.pcs {
+		c.call("POST", lab.base+"/nodes/"+p.node.NodeID+"/start", nil, 200, &p.node)
+		con, err := node.DialConsole(b.Context(), net.JoinHostPort(p.node.ConsoleHost, fmt.Sprint(p.node.Console)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer con.Close()
+		p.con = con
+	}
+	for _, p := range lab.pcs {
+		if _, err := p.try(b.Context(), "ip "+p.ip+"/24"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	linkPath := lab.base + "/links/" + lab.link.LinkID
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, nil)
+	env := wiresharkHome(b, []map[string]string{{"url": c.url}})
+	fields := []string{"-l", "-Y", "icmp", "-T", "fields", "-e", "frame.time_epoch"}
+
+	extcap := exec.CommandContext(b.Context(), "tshark", append([]string{"-i", "labtap_" + lab.projectID + "_" + lab.link.LinkID}, fields...)...)
+	extcap.Env = env
+	viaExtcap, err := extcap.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.Get(c.url + linkPath + "/pcap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// A pipe of its own, not the body itself: Wait would wait for the copy
+	// of a stream that does not end.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { io.Copy(pw, resp.Body); pw.Close() }()
+	defer pr.Close()
+	piped := exec.CommandContext(b.Context(), "tshark", append([]string{"-i", "-"}, fields...)...)
+	piped.Stdin = pr
+	errFile, err := os.Create(filepath.Join(b.TempDir(), "tshark.err"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	piped.Stderr, extcap.Stderr = errFile, errFile
+	viaPcap, err := piped.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, cmd := range []*exec.Cmd{extcap, piped} {
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	}
+	ext, pcap := newRowClock(viaExtcap), newRowClock(viaPcap)
+	waitRows := func() {
+		for _, w := range []struct {
+			rc  *rowClock
+			how string
+		}{{ext, "through the extcap"}, {pcap, "through /pcap"}} {
+			if !w.rc.wait(2) {
+				data, _ := os.ReadFile(errFile.Name())
+				b.Fatalf("no row %s 30 s after a ping; the tsharks said:\n%s", w.how, data)
+			}
+		}
+	}
+	// Both tsharks are up once each shows a first ping.
+	lab.pcs[0].try(b.Context(), "ping 10.0.0.2 -c 1")
+	waitRows()
+	ext.reset()
+	pcap.reset()
+
+	steal0 := stealTicks()
+	for b.Loop() {
+		if _, err := lab.pcs[0].try(b.Context(), "ping 10.0.0.2 -c 1"); err != nil {
+			b.Fatal(err)
+		}
+		waitRows()
+	}
+	b.StopTimer()
+	b.ReportMetric(ext.quantile(0.5), "extcap-p50-ms")
+	b.ReportMetric(ext.quantile(0.95), "extcap-p95-ms")
+	b.ReportMetric(pcap.quantile(0.5), "pcap-p50-ms")
+	b.ReportMetric(pcap.quantile(0.95), "pcap-p95-ms")
+	b.ReportMetric(ext.quantile(0.5)/pcap.quantile(0.5), "extcap/pcap-p50")
+	b.ReportMetric(float64(stealTicks()-steal0), "steal-ticks")
+}
+
+// stealTicks is the machine's steal time so far (/proc/stat), in ticks.
+func stealTicks() int64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+	if len(f) < 9 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[8], 10, 64)
+	return n
 }
