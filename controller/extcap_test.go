@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/gopacket/pcapgo"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/testenv"
 )
@@ -263,14 +264,39 @@ func newRowClock(r io.Reader) *rowClock {
 			if err != nil {
 				continue
 			}
-			at := time.Unix(0, int64(epoch*1e9))
-			rc.mu.Lock()
-			rc.lags = append(rc.lags, now.Sub(at))
-			rc.mu.Unlock()
-			rc.rows <- struct{}{}
+			rc.add(now.Sub(time.Unix(0, int64(epoch*1e9))))
 		}
 	}()
 	return rc
+}
+
+// newRecordClock reads a pcap stream itself: the time from a frame
+// crossing the link to its ICMP record arriving, labtap's part alone.
+func newRecordClock(r io.Reader) *rowClock {
+	rc := &rowClock{rows: make(chan struct{}, 1<<16)}
+	go func() {
+		pr, err := pcapgo.NewReader(r)
+		if err != nil {
+			return
+		}
+		for {
+			data, ci, err := pr.ReadPacketData()
+			if err != nil {
+				return
+			}
+			if len(data) > 23 && data[12] == 0x08 && data[13] == 0x00 && data[23] == 1 { // IPv4, ICMP
+				rc.add(time.Since(ci.Timestamp))
+			}
+		}
+	}()
+	return rc
+}
+
+func (rc *rowClock) add(lag time.Duration) {
+	rc.mu.Lock()
+	rc.lags = append(rc.lags, lag)
+	rc.mu.Unlock()
+	rc.rows <- struct{}{}
 }
 
 // wait waits for n more rows, and says whether they came within 30 s.
@@ -308,7 +334,8 @@ func (rc *rowClock) quantile(q float64) float64 {
 // the time from a frame crossing the link (its capture timestamp) to its
 // row in tshark, through labtap-extcap (tshark -i labtap_…) beside
 // today's /pcap stream piped into tshark -i -, both following the same
-// capture at the same time. Each iteration is one ping (a request and its
+// capture at the same time, and (stream-*) to the record's arrival in a
+// /pcap stream read here, labtap's part alone. Each iteration is one ping (a request and its
 // reply in each tshark).
 func BenchmarkWiresharkLiveLatency(b *testing.B) {
 	testenv.RequireTools(b, "vpcs", "tshark", "dumpcap")
@@ -369,12 +396,17 @@ func BenchmarkWiresharkLiveLatency(b *testing.B) {
 		}
 		defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	}
-	ext, pcap := newRowClock(viaExtcap), newRowClock(viaPcap)
+	raw, err := http.Get(c.url + linkPath + "/pcap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Body.Close()
+	ext, pcap, rec := newRowClock(viaExtcap), newRowClock(viaPcap), newRecordClock(raw.Body)
 	waitRows := func() {
 		for _, w := range []struct {
 			rc  *rowClock
 			how string
-		}{{ext, "through the extcap"}, {pcap, "through /pcap"}} {
+		}{{ext, "through the extcap"}, {pcap, "through /pcap"}, {rec, "in the /pcap stream"}} {
 			if !w.rc.wait(2) {
 				data, _ := os.ReadFile(errFile.Name())
 				b.Fatalf("no row %s 30 s after a ping; the tsharks said:\n%s", w.how, data)
@@ -386,6 +418,7 @@ func BenchmarkWiresharkLiveLatency(b *testing.B) {
 	waitRows()
 	ext.reset()
 	pcap.reset()
+	rec.reset()
 
 	steal0 := stealTicks()
 	for b.Loop() {
@@ -399,6 +432,8 @@ func BenchmarkWiresharkLiveLatency(b *testing.B) {
 	b.ReportMetric(ext.quantile(0.95), "extcap-p95-ms")
 	b.ReportMetric(pcap.quantile(0.5), "pcap-p50-ms")
 	b.ReportMetric(pcap.quantile(0.95), "pcap-p95-ms")
+	b.ReportMetric(rec.quantile(0.5), "stream-p50-ms")
+	b.ReportMetric(rec.quantile(0.95), "stream-p95-ms")
 	b.ReportMetric(ext.quantile(0.5)/pcap.quantile(0.5), "extcap/pcap-p50")
 	b.ReportMetric(float64(stealTicks()-steal0), "steal-ticks")
 }
