@@ -20,6 +20,9 @@ func TestOpenURLTakesGNS3WebUIsPcapURLAndLabtapsOwn(t *testing.T) {
 		// What GNS3's web UI opens for a link's capture.
 		{"gns3+pcap://127.0.0.1:3080?project_id=" + pid + "&link_id=" + lid + "&name=PC1%20Ethernet0%20-%20PC2%20Ethernet0",
 			target{"http://127.0.0.1:3080", pid, lid}},
+		// A name as encodeURIComponent leaves it.
+		{"gns3+pcap://127.0.0.1:3080?project_id=" + pid + "&link_id=" + lid + "&name=Bob's%20PC%20(1)!",
+			target{"http://127.0.0.1:3080", pid, lid}},
 		{"gns3+pcap://lab.example.net:443?protocol=https&project_id=" + pid + "&link_id=" + lid,
 			target{"https://lab.example.net:443", pid, lid}},
 		{"labtap://[::1]:3080/?project_id=" + pid + "&link_id=" + lid, target{"http://[::1]:3080", pid, lid}},
@@ -67,7 +70,7 @@ func TestOpenURLRefusesHostileURLs(t *testing.T) {
 		"labtap://127.0.0.1:3080" + q + "\n-o",
 		"labtap://127.0.0.1:3080" + q + "%",
 		"labtap://127.0.0.1:3080" + q + `" --server "http://elsewhere`, // a Windows command line's quotes
-		"labtap://127.0.0.1:3080" + q + "'$(id)'",
+		"labtap://127.0.0.1:3080" + q + "'$(id)'",                      // in an id
 		"labtap://127.0.0.1:3080" + q + "`id`",
 		"labtap://127.0.0.1:3080" + q + "\\host\\share",
 		"labtap://127.0.0.1:3080" + q + "&name=é",

@@ -52,10 +52,12 @@ func parseOpenURL(raw string) (target, error) {
 	if len(raw) > maxURLLen {
 		return t, fmt.Errorf("URL longer than %d bytes", maxURLLen)
 	}
-	// What a URL handler's command line could take for quoting or a
-	// shell for syntax never passes, whatever quoting the handler has.
-	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 || r >= 0x7f || strings.ContainsRune("\"'`\\<>^|$;{}", r) }) {
-		return t, errors.New("URL holds spaces, quotes, shell or non-ASCII characters: a browser sends them %-encoded")
+	// What a handler's command line could take for its quoting (a Windows
+	// "%1") never passes, nor anything a browser sends %-encoded. The
+	// rest of what a name may hold (' $ ; ...) reaches nothing: only the
+	// host, the port and the ids, each checked, are used.
+	if strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 || r >= 0x7f || strings.ContainsRune("\"`\\<>", r) }) {
+		return t, errors.New("URL holds spaces, quotes, backslashes or non-ASCII characters: a browser sends them %-encoded")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
