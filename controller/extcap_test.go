@@ -59,6 +59,33 @@ func wiresharkHome(t testing.TB, servers any) []string {
 	return append(env, "HOME="+home, "XDG_CONFIG_HOME="+cfg)
 }
 
+// waitExtcapsGone waits until no labtap-extcap of the home in env runs
+// (its program's path is the home's own).
+func waitExtcapsGone(t *testing.T, env []string) {
+	t.Helper()
+	var home string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		running := false
+		for _, f := range cmdlines {
+			if data, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(data), home+"/") {
+				running = true
+			}
+		}
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("labtap-extcap still runs 30 s after tshark ended")
+		}
+	}
+}
+
 // tsharkIn runs tshark with env and returns its output, stdout and stderr
 // together, and its error.
 func tsharkIn(ctx context.Context, env []string, args ...string) (string, error) {
@@ -171,6 +198,18 @@ func TestWiresharkListsTheLinksAndCapturesAVPCSPingThroughTheExtcap(t *testing.T
 		}
 		c.waitLink(linkPath, "stopped", func(l linkJSON) bool { return !l.Capturing })
 	}
+
+	// A capture that ran already is streamed as it is, from its first
+	// frame, and goes on after.
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, nil)
+	lab.pcs[0].ping(t, "10.0.0.2", 1)
+	out, err = tsharkIn(ctx, env, "-i", linkIface, "-c", "2", "-a", "duration:60", "-w", filepath.Join(t.TempDir(), "running.pcap"))
+	if err != nil || !strings.Contains(out, "2 packets captured") {
+		t.Fatalf("tshark on a running capture: %v\n%s", err, out)
+	}
+	waitExtcapsGone(t, env)
+	c.waitLink(linkPath, "still capturing", func(l linkJSON) bool { return l.Capturing })
+	c.call("POST", linkPath+"/stop_capture", nil, 201, nil)
 
 	// A wrong password, as Wireshark's dialog stores it for the interface:
 	// the capture fails with the server's refusal in Wireshark's error.
