@@ -21,6 +21,8 @@ type server struct {
 	URL      string `json:"url"`
 	User     string `json:"user,omitempty"`
 	Password string `json:"password,omitempty"`
+	// CASHA256 pins the CA of an https server (tls.go).
+	CASHA256 string `json:"ca_sha256,omitempty"`
 }
 
 // Bounds of what the extcap reads from a server or its configuration: a
@@ -67,15 +69,28 @@ func newClient(srv server) (*client, error) {
 	if _, err := checkServerURL(srv.URL); err != nil {
 		return nil, err
 	}
+	if len(srv.CASHA256) > maxCredLen {
+		return nil, errors.New("ca_sha256 too long")
+	}
 	if len(srv.User) > maxCredLen || len(srv.Password) > maxCredLen {
 		return nil, fmt.Errorf("user or password longer than %d bytes", maxCredLen)
 	}
-	return &client{
+	c := &client{
 		srv:    srv,
 		base:   strings.TrimRight(srv.URL, "/"),
 		http:   &http.Client{Timeout: requestTimeout},
 		stream: &http.Client{},
-	}, nil
+	}
+	if srv.CASHA256 != "" {
+		pin, err := parseFingerprint(srv.CASHA256)
+		if err != nil {
+			return nil, err
+		}
+		u, _ := url.Parse(srv.URL)
+		t := pinnedTransport(pin, u.Hostname())
+		c.http.Transport, c.stream.Transport = t, t
+	}
+	return c, nil
 }
 
 // apiError is a reply the server refused, said in a user's words.

@@ -38,7 +38,7 @@ const (
 // options are the extcap's own arguments, the fields of Wireshark's
 // dialog for an interface.
 type options struct {
-	Server, User, Password string
+	Server, User, Password, CASHA256 string
 }
 
 // configPath returns the configuration file's path ("" when the system
@@ -98,6 +98,9 @@ func sameURL(a, b string) bool {
 // order above; getenv is os.Getenv but for tests.
 func resolveServers(o options, getenv func(string) string, file []server) []server {
 	fill := func(s server) server {
+		if s.CASHA256 == "" {
+			s.CASHA256 = caFor(s.URL, getenv, file)
+		}
 		if s.User != "" || s.Password != "" {
 			return s
 		}
@@ -115,9 +118,23 @@ func resolveServers(o options, getenv func(string) string, file []server) []serv
 	}
 	switch {
 	case o.Server != "":
-		return []server{fill(server{URL: o.Server, User: o.User, Password: o.Password})}
+		return []server{fill(server{URL: o.Server, User: o.User, Password: o.Password, CASHA256: o.CASHA256})}
 	case getenv("LABTAP_URL") != "":
 		return []server{fill(server{URL: getenv("LABTAP_URL"), User: getenv("LABTAP_USER"), Password: getenv("LABTAP_PASSWORD")})}
 	}
 	return file
+}
+
+// caFor is the CA fingerprint for a server URL: LABTAP_CA_SHA256 for
+// LABTAP_URL's server, else the file's entry for that URL.
+func caFor(u string, getenv func(string) string, file []server) string {
+	if getenv("LABTAP_CA_SHA256") != "" && sameURL(getenv("LABTAP_URL"), u) {
+		return getenv("LABTAP_CA_SHA256")
+	}
+	for _, f := range file {
+		if sameURL(f.URL, u) {
+			return f.CASHA256
+		}
+	}
+	return ""
 }

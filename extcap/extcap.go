@@ -182,6 +182,7 @@ func listConfig(w io.Writer, iface string, o options, getenv func(string) string
 	fmt.Fprintf(w, "arg {number=0}{call=--server}{display=Server URL}{type=string}{default=%s}{tooltip=The labtap server, e.g. http://127.0.0.1:3080}{group=Server}\n", display(def))
 	fmt.Fprintln(w, "arg {number=1}{call=--user}{display=User}{type=string}{tooltip=The server's user (--user); empty: none, or the configuration file's}{group=Server}")
 	fmt.Fprintln(w, "arg {number=2}{call=--password}{display=Password}{type=password}{tooltip=The user's password (--password)}{group=Server}")
+	fmt.Fprintln(w, "arg {number=3}{call=--ca-sha256}{display=CA SHA-256}{type=string}{tooltip=For an https server whose CA no system trusts (--tls auto): the fingerprint it logs as ca_sha256}{group=Server}")
 	return nil
 }
 

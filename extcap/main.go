@@ -55,6 +55,7 @@ func parseArgs(argv []string, stderr io.Writer) (args, error) {
 	fl.StringVar(&a.opts.Server, "server", "", "the labtap server's URL, e.g. http://127.0.0.1:3080")
 	fl.StringVar(&a.opts.User, "user", "", "the server's user")
 	fl.StringVar(&a.opts.Password, "password", "", "the user's password")
+	fl.StringVar(&a.opts.CASHA256, "ca-sha256", "", "the SHA-256 fingerprint of an https server's CA (--tls auto)")
 	fl.StringVar(&a.open, "open", "", "a labtap:// or gns3+pcap:// URL: start Wireshark on its link")
 	if err := fl.Parse(argv); err != nil {
 		return a, err
