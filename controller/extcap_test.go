@@ -218,6 +218,11 @@ func TestWiresharkListsTheLinksAndCapturesAVPCSPingThroughTheExtcap(t *testing.T
 	if err == nil || !strings.Contains(out, `refused the login (401): user "admin" or its password is wrong`) {
 		t.Errorf("tshark with a wrong password: %v, want a failure saying so:\n%s", err, out)
 	}
+	// A wrong password in the configuration: Wireshark's list says so.
+	out, err = tsharkIn(ctx, append(env, "LABTAP_URL="+c.url, "LABTAP_USER="+user, "LABTAP_PASSWORD=wrong"), "-D")
+	if want := "labtap_server0_unlisted (labtap: " + c.url + ": wrong user or password (401)"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("tshark -D with a wrong password: %v, want %q in:\n%s", err, want, out)
+	}
 	var l linkJSON
 	if c.call("GET", linkPath, nil, 200, &l); l.Capturing {
 		t.Error("a refused extcap left the link capturing")

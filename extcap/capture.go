@@ -45,6 +45,19 @@ func capture(ctx context.Context, a args, getenv func(string) string) error {
 		}
 		return errors.New("no labtap server: set its URL in the interface's options (the gear beside the interface), LABTAP_URL, or " + configPath())
 	}
+	if i, ok := unlistedServer(projectID, linkID); ok {
+		if i >= len(srvs) {
+			return errors.New("labtap-extcap: this server is no longer configured: refresh Wireshark's interfaces")
+		}
+		c, err := newClient(srvs[i])
+		if err == nil {
+			err = c.call(ctx, "GET", "/v2/projects", nil, nil)
+		}
+		if err == nil {
+			return errors.New("labtap-extcap: " + srvs[i].URL + " answers now: refresh Wireshark's interfaces")
+		}
+		return err
+	}
 	c, err := serverOf(ctx, srvs, projectID)
 	if err != nil {
 		return err

@@ -82,12 +82,47 @@ func listInterfaces(ctx context.Context, w, stderr io.Writer, o options, getenv 
 	if ferr != nil {
 		fmt.Fprintln(stderr, "labtap-extcap:", ferr)
 	}
-	for _, srv := range resolveServers(o, getenv, file) {
+	for i, srv := range resolveServers(o, getenv, file) {
 		if err := listServer(ctx, w, srv); err != nil {
+			// Wireshark shows nothing an extcap prints while listing: an
+			// interface says it instead, and capturing it says all.
 			fmt.Fprintln(stderr, "labtap-extcap:", err)
+			fmt.Fprintf(w, "interface {value=%s}{display=labtap: %s: %s}\n", unlistedIface(i), display(srv.URL), shortReason(err))
 		}
 	}
 	return nil
+}
+
+// shortReason says in a few words why a server could not be listed.
+func shortReason(err error) string {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.Status == 401:
+		return "wrong user or password (401): capture here to see more"
+	case errors.As(err, &ae) && ae.Status == 429:
+		return "too many failed logins (429): wait"
+	case errors.As(err, &ae):
+		return fmt.Sprintf("answers %d: capture here to see more", ae.Status)
+	}
+	return "cannot be listed: capture here to see why"
+}
+
+// unlistedIface names the interface that stands for the i-th server when
+// it cannot be listed: labtap_server<i>_unlisted (no project or link id is
+// so).
+func unlistedIface(i int) string { return fmt.Sprintf("%sserver%d_unlisted", ifacePrefix, i) }
+
+// unlistedServer says which server an interface of unlistedIface stands
+// for.
+func unlistedServer(projectID, linkID string) (int, bool) {
+	var i int
+	if linkID != "unlisted" {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(projectID, "server%d", &i); err != nil || unlistedIface(i) != ifaceName(projectID, linkID) {
+		return 0, false
+	}
+	return i, true
 }
 
 // listServer writes the interfaces of one server's opened projects.

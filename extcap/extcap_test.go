@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +188,41 @@ func TestWiresharksQuestionsGetExtcapAnswers(t *testing.T) {
 		code := run(t.Context(), c.args, &stdout, &stderr)
 		if code != c.code || c.want == "" && stdout.Len() != 0 || !strings.Contains(stdout.String(), c.want) {
 			t.Errorf("%q: %d %q (stderr %q); want %d %q", c.args, code, &stdout, &stderr, c.code, c.want)
+		}
+	}
+}
+
+func TestAServerThatCannotBeListedShowsAsAnInterfaceThatSaysWhy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("LABTAP_URL", gone)
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"--extcap-interfaces", "--extcap-version=4.0"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--extcap-interfaces: %d %s", code, &stderr)
+	}
+	want := "interface {value=labtap_server0_unlisted}{display=labtap: " + gone + ": cannot be listed: capture here to see why}\n"
+	if !strings.HasPrefix(stdout.String(), "extcap {version=") || !strings.HasSuffix(stdout.String(), want) {
+		t.Errorf("list:\n%s\nwant its last line %q", &stdout, want)
+	}
+	// Capturing it says all, in Wireshark's error.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := os.WriteFile(fifo, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	code := run(t.Context(), []string{"--capture", "--extcap-interface", "labtap_server0_unlisted", "--fifo", fifo}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "labtap server "+gone+" cannot be reached") {
+		t.Errorf("capture: %d %q", code, &stderr)
+	}
+	for _, n := range []string{"labtap_server00_unlisted", "labtap_serverx_unlisted", "labtap_server1_unlisted2"} {
+		p, l, _ := parseIface(n)
+		if _, ok := unlistedServer(p, l); ok {
+			t.Errorf("%s taken for a server's stand-in", n)
 		}
 	}
 }
