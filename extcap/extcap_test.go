@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -225,4 +226,33 @@ func TestAServerThatCannotBeListedShowsAsAnInterfaceThatSaysWhy(t *testing.T) {
 			t.Errorf("%s taken for a server's stand-in", n)
 		}
 	}
+}
+
+// FuzzOpenURL holds, for any URL a page may hand the handler, that what
+// reaches Wireshark is an interface name of checked ids and a server URL
+// of a checked host and port, or nothing.
+func FuzzOpenURL(f *testing.F) {
+	for _, s := range []string{
+		"labtap://127.0.0.1:3080?project_id=" + pid + "&link_id=" + lid,
+		"gns3+pcap://[::1]:3080?project_id=" + pid + "&link_id=" + lid + "&name=PC1&protocol=https",
+		"labtap://h?project_id=a&link_id=-k",
+		"labtap://h:1/?project_id=a%00b",
+	} {
+		f.Add(s)
+	}
+	ifaceRe := regexp.MustCompile(`^labtap_[0-9A-Za-z][0-9A-Za-z-]{0,63}_[0-9A-Za-z][0-9A-Za-z-]{0,63}$`)
+	serverRe := regexp.MustCompile(`^https?://([0-9A-Za-z.-]+|\[[0-9A-Fa-f:.]+\]):[1-9][0-9]{0,4}$`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		tg, err := parseOpenURL(raw)
+		if err != nil {
+			return
+		}
+		argv, _ := wiresharkCommand(tg, "wireshark", nil)
+		if len(argv) != 4 || !ifaceRe.MatchString(argv[3]) || !serverRe.MatchString(tg.server) {
+			t.Fatalf("%q gave %q, server %q", raw, argv, tg.server)
+		}
+		if _, err := checkServerURL(tg.server); err != nil {
+			t.Fatalf("%q gave server %q: %v", raw, tg.server, err)
+		}
+	})
 }
