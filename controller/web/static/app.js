@@ -223,9 +223,9 @@ async function select(projectId, linkId) {
 function updateLinkControls() {
   const l = state.link, c = state.current;
   $("capture").textContent = l && l.capturing ? "Stop capture" : "Start capture";
-  const dl = $("download"), live = $("live"), ws = $("wireshark");
   // Wireshark's extcap starts the capture when it does not run.
-  if (c) { ws.href = wiresharkURL(c.projectId, c.linkId); ws.classList.remove("disabled"); }
+  if (c) { $("wireshark").href = wiresharkURL(c.projectId, c.linkId); $("wireshark").classList.remove("disabled"); }
+  const dl = $("download"), live = $("live");
   if (l && l.capturing) {
     const base = `/v2/projects/${c.projectId}/links/${c.linkId}`;
     // A snapshot of the file; its name comes with it (Content-Disposition).
