@@ -92,8 +92,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/notifications/ws"}:            authOnly,
 
 	// Computes.
-	{"GET", "/v2/computes"}:                                      authOnly, // filtered
-	{"POST", "/v2/computes"}:                                     on("Compute.Allocate", "/computes"),
+	{"GET", "/v2/computes"}:  authOnly, // filtered
+	{"POST", "/v2/computes"}: on("Compute.Allocate", "/computes"),
+	// A join token lets an agent become a compute: as adding one.
+	{"POST", "/v3/computes/join-tokens"}:                         on("Compute.Allocate", "/computes"),
 	{"GET", "/v2/computes/{compute_id}"}:                         on("Compute.Audit", pCompute),
 	{"PUT", "/v2/computes/{compute_id}"}:                         on("Compute.Modify", pCompute),
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
@@ -111,10 +113,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/computes/{compute_id}/virtualbox/vms"}:          on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/vmware/vms"}:              on("Compute.Audit", pCompute),
 	{"POST", "/v2/computes/{compute_id}/auto_idlepc"}:            on("Compute.Audit", pCompute),
-	{"GET", rEndpoint}:                                           on("Compute.Audit", pCompute),
-	{"GET", rForward}:                                            on("Compute.Audit", pCompute),
-	{"POST", rForward}:                                           on("Compute.Modify", pCompute),
-	{"PUT", rForward}:                                            on("Compute.Modify", pCompute),
+	{"GET", rEndpoint}: on("Compute.Audit", pCompute),
+	{"GET", rForward}:  on("Compute.Audit", pCompute),
+	{"POST", rForward}: on("Compute.Modify", pCompute),
+	{"PUT", rForward}:  on("Compute.Modify", pCompute),
 	// The controller's own compute, GNS3's local one.
 	{"GET", "/v2/compute/network/interfaces"}:             on("Compute.Audit", pLocal),
 	{"GET", "/v2/compute/docker/images"}:                  on("Image.Audit", "/images"),
@@ -400,10 +402,11 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 		if _, err := a.cfg.Access.DeleteACEsUnder(ctx, "/projects/"+id); err != nil {
 			a.log.Error("the ACEs of a deleted project were not deleted", "project_id", id, "err", err)
 		}
+		a.forgetOwner(id) // pools.go
 		return
 	}
 	u, ok := a.caller(c)
-	if !ok || u.Superadmin || u.ID == "" {
+	if !ok || u.ID == "" {
 		return
 	}
 	var made struct {
@@ -411,6 +414,10 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 	}
 	if err := gojson.Unmarshal(c.Response().Body(), &made); err != nil || made.ProjectID == "" {
 		a.log.Error("the project a user made is not known: it gets no ACE", "user", u.Username, "err", err)
+		return
+	}
+	a.recordOwner(u, made.ProjectID) // pools.go
+	if a.madeOverQuota(c, made.ProjectID) || u.Superadmin {
 		return
 	}
 	if err := a.cfg.Access.GrantOwner(ctx, u.ID, "/projects/"+made.ProjectID); err != nil {
