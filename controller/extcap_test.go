@@ -495,3 +495,47 @@ func stealTicks() int64 {
 	n, _ := strconv.ParseInt(f[8], 10, 64)
 	return n
 }
+
+func TestWiresharkCapturesFromAnHTTPSServerTrustedByItsCAFingerprint(t *testing.T) {
+	testenv.RequireTools(t, "vpcs", "tshark", "dumpcap")
+	c, _ := startTLSController(t, nil)
+	m := caLine.FindStringSubmatch(c.log.String())
+	if m == nil {
+		t.Fatalf("no ca_sha256 in the start log:\n%s", c.log.String())
+	}
+	lab := c.twoPCs("tls lab", "local", "local", "10.0.0.1", "10.0.0.2")
+	for _, p := range lab.pcs {
+		c.call("POST", lab.base+"/nodes/"+p.node.NodeID+"/start", nil, 200, &p.node)
+		con, err := node.DialConsole(t.Context(), net.JoinHostPort(p.node.ConsoleHost, fmt.Sprint(p.node.Console)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer con.Close()
+		p.con = con
+	}
+	setAddresses(t, lab.pcs)
+	linkPath := lab.base + "/links/" + lab.link.LinkID
+	c.call("POST", linkPath+"/start_capture", map[string]any{}, 201, nil)
+	lab.pcs[0].ping(t, "10.0.0.2", 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// The CA's fingerprint, as the controller logs it, in the configuration.
+	env := wiresharkHome(t, []map[string]string{{"url": c.url, "ca_sha256": m[1]}})
+	linkIface := "labtap_" + lab.projectID + "_" + lab.link.LinkID
+	file := filepath.Join(t.TempDir(), "tls.pcap")
+	out, err := tsharkIn(ctx, env, "-i", linkIface, "-c", "2", "-a", "duration:60", "-w", file)
+	if err != nil || !strings.Contains(out, "2 packets captured") {
+		t.Fatalf("tshark over HTTPS: %v\n%s", err, out)
+	}
+	if n := tsharkCount(t, file, "icmp || arp"); n != 2 {
+		t.Errorf("%d of the ping's packets over HTTPS, want 2", n)
+	}
+
+	// Another fingerprint: the server is not trusted, and the list says so.
+	env = wiresharkHome(t, []map[string]string{{"url": c.url, "ca_sha256": strings.Repeat("AB:", 31) + "AB"}})
+	out, _ = tsharkIn(ctx, env, "-D")
+	if strings.Contains(out, linkIface) || !strings.Contains(out, "labtap_server0_unlisted (labtap: "+c.url+": cannot be listed") {
+		t.Errorf("tshark -D with another CA fingerprint:\n%s", out)
+	}
+}
