@@ -69,6 +69,8 @@ var rules = []rule{
 	{pkg: "agent/imagesum", imports: []string{"internal/atomicfile"}, banned: []string{mod + "agent/", mod + "controller/", mod + "proto"}, why: "image checksums, cached by file version and hashed in the background: files only"},
 	{pkg: "agent/node/docker/init", banned: []string{mod}, why: "the containers' static PID 1: nothing of the agent"},
 	{pkg: "pcapfilter", banned: []string{mod}, why: "libpcap's BPF compiler (cgo), kept in one place"},
+	{pkg: "extcap", imports: []string{"capspec"}, banned: []string{mod + "controller", mod + "agent", mod + "proto", mod + "captures", fiber, retryable, "github.com/google/gopacket"},
+		why: "Wireshark's extcap is a small client of a server's /v2 API on a user's desktop: the capture vocabulary and the standard library, no cgo"},
 	{pkg: "bench", imports: []string{"proto"}, banned: []string{mod + "agent/", mod + "controller/", mod + "captures"}, why: "the benchmark drives a real agent process over its API: it links none of it"},
 	{pkg: "soak", banned: []string{mod}, why: "the soak test drives real controller and agent processes over HTTP: it links none of them"},
 	{pkg: "internal/cli", banned: []string{mod}, why: "flag parsing serves both binaries and knows neither"},

@@ -38,7 +38,7 @@ var builds sync.Map // package path → func() (string, error)
 
 // built builds the command in package pkg (relative to this directory) as
 // name, once per test run, and returns its path.
-func built(t *testing.T, name, pkg string) string {
+func built(t testing.TB, name, pkg string) string {
 	t.Helper()
 	testenv.Long(t, "builds and runs labtap's binaries")
 	f, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
@@ -60,11 +60,11 @@ func built(t *testing.T, name, pkg string) string {
 }
 
 // controllerBinary builds the controller once per test run.
-func controllerBinary(t *testing.T) string { return built(t, "controller", ".") }
+func controllerBinary(t testing.TB) string { return built(t, "controller", ".") }
 
 // controller is a running controller process.
 type controller struct {
-	t    *testing.T
+	t    testing.TB
 	url  string
 	data string
 	cmd  *exec.Cmd
@@ -80,27 +80,27 @@ var listenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
 
 // startController runs the controller on an ephemeral loopback port with a
 // fresh data directory, and stops it when the test ends.
-func startController(t *testing.T) *controller {
+func startController(t testing.TB) *controller {
 	t.Helper()
 	return startControllerIn(t, t.TempDir())
 }
 
 // startControllerIn runs the controller on a given data directory.
-func startControllerIn(t *testing.T, data string) *controller {
+func startControllerIn(t testing.TB, data string) *controller {
 	t.Helper()
 	return startControllerWith(t, data, nil)
 }
 
 // startControllerWith runs the controller on a given data directory, with
 // more environment and flags.
-func startControllerWith(t *testing.T, data string, env []string, args ...string) *controller {
+func startControllerWith(t testing.TB, data string, env []string, args ...string) *controller {
 	t.Helper()
 	return startControllerUnder(t, nil, data, env, args...)
 }
 
 // startControllerUnder runs the controller as the last argument of a
 // wrapper command (e.g. unshare), or directly if wrapper is empty.
-func startControllerUnder(t *testing.T, wrapper []string, data string, env []string, args ...string) *controller {
+func startControllerUnder(t testing.TB, wrapper []string, data string, env []string, args ...string) *controller {
 	t.Helper()
 	c := &controller{t: t, data: data, log: &syncBuffer{}, done: make(chan error, 1)}
 	argv := append(append(wrapper[:len(wrapper):len(wrapper)], controllerBinary(t), "--listen", "127.0.0.1:0", "--data-dir", c.data, "--log-level", "debug"), args...)

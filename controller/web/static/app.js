@@ -84,8 +84,10 @@ function renderTree() {
     const d = document.createElement("div");
     d.className = "project" + (project.status === "opened" ? "" : " closed");
     d.textContent = project.name + (project.status === "opened" ? "" : " (closed)");
+    if (project.status === "opened") d.prepend(wiresharkLink(project.project_id, "", "every link of " + project.name));
     nav.append(d);
     for (const { link, name } of links) {
+      nav.append(wiresharkLink(project.project_id, link.link_id, name));
       const a = document.createElement("a");
       a.className = "link" + (link.capturing ? " capturing" : "");
       if (state.current && state.current.linkId === link.link_id) a.classList.add("current");
@@ -149,6 +151,27 @@ async function selectFile(projectId, computeId, fileName) {
 }
 
 const viewPath = (p, l) => `/v2/projects/${p}/links/${l}/view`;
+
+// wiresharkURL opens a link (or, with linkId "", the whole project) in
+// Wireshark through labtap-extcap's URL handler (docs/captures.md,
+// "Wireshark in one click"): this server, its port always written out.
+function wiresharkURL(projectId, linkId) {
+  const https = location.protocol === "https:";
+  const host = location.port ? location.host : `${location.host}:${https ? 443 : 80}`;
+  const q = new URLSearchParams({ project_id: projectId });
+  if (linkId) q.set("link_id", linkId);
+  if (https) q.set("protocol", "https");
+  return `labtap://${host}?${q}`;
+}
+
+function wiresharkLink(projectId, linkId, what) {
+  const a = document.createElement("a");
+  a.className = "ws";
+  a.href = wiresharkURL(projectId, linkId);
+  a.textContent = "Wireshark";
+  a.title = "Open " + what + " in Wireshark (labtap-extcap's URL handler)";
+  return a;
+}
 
 function findLink(projectId, linkId) {
   for (const e of state.projects) {
@@ -247,6 +270,8 @@ async function select(projectId, linkId) {
 function updateLinkControls() {
   const l = state.link, c = state.current;
   $("capture").textContent = l && l.capturing ? "Stop capture" : "Start capture";
+  // Wireshark's extcap starts the capture when it does not run.
+  if (c) { $("wireshark").href = wiresharkURL(c.projectId, c.linkId); $("wireshark").classList.remove("disabled"); }
   const dl = $("download"), live = $("live");
   if (c && c.file) return; // a file's view: its own download link
   if (l && !l.capturing && l.capture_file_name) {
