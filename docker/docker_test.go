@@ -187,7 +187,7 @@ func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
+func TestComposeStartsAControllerAndTwoAgentsJoinedToIt(t *testing.T) {
 	data, err := os.ReadFile("compose.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -519,6 +519,13 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	l.run("up", "-d")
 	if logs := l.run("logs", "--no-color", "enroll"); !strings.Contains(logs, "agent1 has joined: no token") || !strings.Contains(logs, "agent2 has joined: no token") {
 		t.Fatalf("enroll run again on joined agents:\n%s", logs)
+	}
+	for _, a := range []string{"agent1", "agent2"} {
+		// What enroll left is the agent user's alone, the spent token gone.
+		out := l.run("exec", "-T", a, "sh", "-c", "stat -c '%a %U' /var/lib/labtap/join/ca_sha256; test -e /var/lib/labtap/join/token || echo spent")
+		if out != "600 labtap\nspent\n" {
+			t.Errorf("%s's join/: %q, want its fingerprint 0600 and its user's, the spent token deleted", a, out)
+		}
 	}
 	l.run("restart", "-t", "5", "agent1", "agent2")
 	waitJoined()
