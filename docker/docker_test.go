@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -148,15 +150,44 @@ type composeFile struct {
 			Context    string `yaml:"context"`
 			Dockerfile string `yaml:"dockerfile"`
 		} `yaml:"build"`
+		Image       string            `yaml:"image"`
 		Hostname    string            `yaml:"hostname"`
+		User        string            `yaml:"user"`
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
 		Volumes     []string          `yaml:"volumes"`
-		DependsOn   []string          `yaml:"depends_on"`
+		DependsOn   dependsOn         `yaml:"depends_on"`
+		Entrypoint  []string          `yaml:"entrypoint"`
+		Restart     string            `yaml:"restart"`
 	} `yaml:"services"`
 }
 
-func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
+// dependsOn is a service's depends_on, in either of its forms: a list of
+// services (each started), or a map of service to its condition.
+type dependsOn map[string]string
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	*d = dependsOn{}
+	var list []string
+	if n.Decode(&list) == nil {
+		for _, s := range list {
+			(*d)[s] = "service_started"
+		}
+		return nil
+	}
+	var m map[string]struct {
+		Condition string `yaml:"condition"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for s, c := range m {
+		(*d)[s] = c.Condition
+	}
+	return nil
+}
+
+func TestComposeStartsAControllerAndTwoAgentsJoinedToIt(t *testing.T) {
 	data, err := os.ReadFile("compose.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -169,13 +200,43 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 	if !ok || ctl.Build == nil || ctl.Build.Dockerfile != "docker/controller.Dockerfile" || ctl.Build.Context != ".." {
 		t.Fatalf("controller service %+v", ctl)
 	}
-	if !strings.HasPrefix(ctl.Environment["LABTAP_SECRET"], "${LABTAP_SECRET:?") {
-		t.Errorf("the controller must refuse to start without a secret: LABTAP_SECRET=%q", ctl.Environment["LABTAP_SECRET"])
+	if bytes.Contains(data, []byte("LABTAP_SECRET")) {
+		t.Error("compose.yaml still uses the deprecated shared secret: agents join instead")
+	}
+	if ctl.Environment["LABTAP_TLS"] != "auto" || ctl.Environment["LABTAP_USER"] != "admin" ||
+		!strings.HasPrefix(ctl.Environment["LABTAP_PASSWORD"], "${LABTAP_PASSWORD:?") {
+		t.Errorf("the controller must serve HTTPS with its own CA (agents join it) and refuse to start without an admin password: %v", ctl.Environment)
 	}
 	for _, p := range ctl.Ports {
 		if !strings.HasPrefix(p, "127.0.0.1:") {
 			t.Errorf("the controller's API is published beyond loopback: %s", p)
 		}
+	}
+	// enroll: trusts the CA of the certificate file in the controller's
+	// volume (read-only), never what the controller says over a connection
+	// not yet trusted, and asks for tokens as the admin.
+	enroll, ok := cf.Services["enroll"]
+	if !ok {
+		t.Fatal("no enroll service")
+	}
+	enrollScript := strings.ReplaceAll(strings.Join(enroll.Entrypoint, " "), "$$", "$") // a shell's $, as compose passes it
+	if !slices.Contains(enroll.Volumes, "controller-data:/controller:ro") || enroll.Restart != "no" ||
+		enroll.DependsOn["controller"] == "" || enroll.Image != "labtap-agent" {
+		t.Errorf("enroll %+v", enroll)
+	}
+	for _, want := range []string{"openssl x509 -in $ca -noout -fingerprint -sha256", "--cacert $ca", `-u "admin:$LABTAP_PASSWORD"`,
+		"https://controller:3080/v3/computes/join-tokens", "tls/agent.crt"} {
+		if !strings.Contains(enrollScript, want) {
+			t.Errorf("enroll's script lacks %q:\n%s", want, enrollScript)
+		}
+	}
+	for _, bad := range []string{" -k ", "--insecure", "ca_sha256\""} {
+		if strings.Contains(enrollScript, bad) {
+			t.Errorf("enroll's script trusts what it has not checked (%q):\n%s", bad, enrollScript)
+		}
+	}
+	if !strings.HasPrefix(enroll.Environment["LABTAP_PASSWORD"], "${LABTAP_PASSWORD:?") {
+		t.Errorf("enroll: LABTAP_PASSWORD=%q", enroll.Environment["LABTAP_PASSWORD"])
 	}
 	ids := map[string]bool{}
 	for _, name := range []string{"agent1", "agent2"} {
@@ -187,8 +248,13 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 		if a.Build == nil || a.Build.Dockerfile != "docker/agent.Dockerfile" {
 			t.Errorf("%s builds from %+v", name, a.Build)
 		}
-		if env["LABTAP_CONTROLLER"] != "http://controller:3080" || env["LABTAP_SECRET"] != "${LABTAP_SECRET}" {
-			t.Errorf("%s does not register with the controller under the shared secret: %v", name, env)
+		if _, ok := env["LABTAP_CONTROLLER"]; ok {
+			t.Errorf("%s registers itself (LABTAP_CONTROLLER) instead of joining: %v", name, env)
+		}
+		script := strings.Join(a.Entrypoint, " ")
+		if !strings.Contains(script, "LABTAP_JOIN=https://controller:3080") || !strings.Contains(script, "exec /usr/local/bin/agent") ||
+			!strings.Contains(script, "join/token") || !strings.Contains(script, "join/ca_sha256") {
+			t.Errorf("%s does not join the controller with the token and fingerprint enroll leaves it: %q", name, script)
 		}
 		if env["LABTAP_ADVERTISE"] != a.Hostname || a.Hostname == "" {
 			t.Errorf("%s advertises %q but is named %q: the controller and the other agent could not reach it", name, env["LABTAP_ADVERTISE"], a.Hostname)
@@ -197,8 +263,14 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 			t.Errorf("%s compute id %q is empty or taken", name, env["LABTAP_COMPUTE_ID"])
 		}
 		ids[env["LABTAP_COMPUTE_ID"]] = true
-		if !slices.Contains(a.DependsOn, "controller") || len(a.Volumes) != 1 {
-			t.Errorf("%s: depends on %v, volumes %v", name, a.DependsOn, a.Volumes)
+		if a.DependsOn["enroll"] != "service_completed_successfully" || len(a.Volumes) != 1 ||
+			!slices.Contains(enroll.Volumes, strings.Split(a.Volumes[0], ":")[0]+":/agents/"+name) {
+			t.Errorf("%s: depends on %v, volumes %v: it must start once enroll has left its token in its volume", name, a.DependsOn, a.Volumes)
+		}
+		for _, v := range a.Volumes {
+			if strings.HasPrefix(v, "controller-data:") {
+				t.Errorf("%s mounts the controller's volume (its CA key): %s", name, v)
+			}
 		}
 	}
 	// Node consoles are reachable from the host: each service publishes,
@@ -235,21 +307,21 @@ func TestComposeStartsAControllerAndTwoAgentsRegisteredToIt(t *testing.T) {
 		testenv.SkipOrFail(t, "LABTAP_DOCKER", "docker-compose is not installed: only parsed")
 	}
 	cmd := exec.Command(compose, "-f", "compose.yaml", "config", "-q")
-	cmd.Env = append(os.Environ(), "LABTAP_SECRET=x")
+	cmd.Env = append(os.Environ(), "LABTAP_PASSWORD=x")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("docker-compose config: %v\n%s", err, out)
 	}
 	cmd = exec.Command(compose, "-f", "compose.yaml", "config", "-q")
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_SECRET=") })
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_PASSWORD=") })
 	if out, err := cmd.CombinedOutput(); err == nil {
-		t.Fatalf("docker-compose accepts the file without LABTAP_SECRET:\n%s", out)
+		t.Fatalf("docker-compose accepts the file without LABTAP_PASSWORD:\n%s", out)
 	}
-	// The documented way: the secret in an env file, which every later
+	// The documented way: the password in an env file, which every later
 	// command (down included) reads without the variable being set again.
 	envFile := filepath.Join(t.TempDir(), "labtap.env")
-	os.WriteFile(envFile, []byte("LABTAP_SECRET=0123456789abcdef\n"), 0o600)
+	os.WriteFile(envFile, []byte("LABTAP_PASSWORD=0123456789abcdef\n"), 0o600)
 	cmd = exec.Command(compose, "--env-file", envFile, "-f", "compose.yaml", "config")
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_SECRET=") })
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "LABTAP_PASSWORD=") })
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "0123456789abcdef") {
 		t.Fatalf("docker-compose --env-file: %v\n%s", err, out)
@@ -287,7 +359,20 @@ func (l *lab) ip(service string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func call(t *testing.T, method, url string, body any, want int, out any) {
+// admin is an HTTP client of the controller's API as its admin, over HTTPS
+// trusting the controller's CA only.
+type admin struct {
+	password string
+	tr       *http.Transport
+}
+
+func (a admin) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.SetBasicAuth("admin", a.password)
+	return a.tr.RoundTrip(req)
+}
+
+func call(t *testing.T, c *http.Client, method, url string, body any, want int, out any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -295,7 +380,7 @@ func call(t *testing.T, method, url string, body any, want int, out any) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, url, rd)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,8 +426,9 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	if port > 65000 {
 		port -= 100 // room for the console ranges above it
 	}
+	password := hex.EncodeToString(suffix) + "-password"
 	l := &lab{t: t, name: "labtaptest" + hex.EncodeToString(suffix), compose: compose,
-		env: []string{"LABTAP_SECRET=" + hex.EncodeToString(suffix) + "-secret", fmt.Sprintf("LABTAP_PORT=%d", port),
+		env: []string{"LABTAP_PASSWORD=" + password, fmt.Sprintf("LABTAP_PORT=%d", port),
 			// Console ranges of this run only: another lab may hold the defaults.
 			fmt.Sprintf("LABTAP_CONTROLLER_CONSOLES=%d-%d", port+1, port+10),
 			fmt.Sprintf("LABTAP_AGENT1_CONSOLES=%d-%d", port+11, port+20),
@@ -358,39 +444,96 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 		cmd.Env = append(os.Environ(), l.env...)
 		cmd.Run()
 	})
+	// up returns once enroll has left the tokens and the agents started.
 	l.run("up", "-d", "--build")
-	api := fmt.Sprintf("http://127.0.0.1:%d/v2", port)
+	api := fmt.Sprintf("https://127.0.0.1:%d/v2", port)
 
-	// Both agents register themselves and the controller follows them.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var computes []struct {
-			ComputeID string `json:"compute_id"`
-			Connected bool   `json:"connected"`
-		}
-		if resp, err := http.Get(api + "/computes"); err == nil {
-			json.NewDecoder(resp.Body).Decode(&computes)
-			resp.Body.Close()
-		}
-		connected := 0
-		for _, c := range computes {
-			if (c.ComputeID == "agent1" || c.ComputeID == "agent2") && c.Connected {
-				connected++
-			}
-		}
-		if connected == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents not connected after 60 s: %+v", computes)
-		}
-		time.Sleep(250 * time.Millisecond)
+	// The API is HTTPS only, under the CA of the controller's volume.
+	caPEM := l.run("exec", "-T", "controller", "cat", "/var/lib/labtap/tls/ca.crt")
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(caPEM)) {
+		t.Fatalf("the controller's ca.crt:\n%s", caPEM)
 	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: admin{password, tr}}
+	if resp, err := http.Get("http" + strings.TrimPrefix(api, "https") + "/version"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the controller: %d, want it refused", resp.StatusCode)
+		}
+	}
+	if resp, err := (&http.Client{Transport: tr}).Get(api + "/computes"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the API without the admin's credentials: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// Both agents join and the controller calls them over mutual TLS.
+	waitJoined := func() {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var computes []struct {
+				ComputeID string `json:"compute_id"`
+				Protocol  string `json:"protocol"`
+				Connected bool   `json:"connected"`
+			}
+			if resp, err := client.Get(api + "/computes"); err == nil {
+				json.NewDecoder(resp.Body).Decode(&computes)
+				resp.Body.Close()
+			}
+			connected := 0
+			for _, c := range computes {
+				if (c.ComputeID == "agent1" || c.ComputeID == "agent2") && c.Connected && c.Protocol == "https" {
+					connected++
+				}
+			}
+			if connected == 2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("agents not joined and connected over https after 60 s: %+v", computes)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	waitJoined()
+	// An agent takes no call but the controller's: plain HTTP is refused,
+	// and so is TLS without the controller's client certificate.
+	agent1 := net.JoinHostPort(l.ip("agent1"), "3081")
+	if resp, err := http.Get("http://" + agent1 + "/v2/compute/version"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP to agent1: %d, want it refused", resp.StatusCode)
+		}
+	}
+	anon := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "agent1"}}
+	defer anon.CloseIdleConnections()
+	if resp, err := (&http.Client{Transport: anon}).Get("https://" + agent1 + "/v2/compute/version"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("agent1 answered a client without the controller's certificate: %d", resp.StatusCode)
+	}
+	// Joined agents restart from their certificate: enroll, run again,
+	// makes them no new token, and they connect again.
+	l.run("up", "-d")
+	if logs := l.run("logs", "--no-color", "enroll"); !strings.Contains(logs, "agent1 has joined: no token") || !strings.Contains(logs, "agent2 has joined: no token") {
+		t.Fatalf("enroll run again on joined agents:\n%s", logs)
+	}
+	for _, a := range []string{"agent1", "agent2"} {
+		// What enroll left is the agent user's alone, the spent token gone.
+		out := l.run("exec", "-T", a, "sh", "-c", "stat -c '%a %U' /var/lib/labtap/join/ca_sha256; test -e /var/lib/labtap/join/token || echo spent")
+		if out != "600 labtap\nspent\n" {
+			t.Errorf("%s's join/: %q, want its fingerprint 0600 and its user's, the spent token deleted", a, out)
+		}
+	}
+	l.run("restart", "-t", "5", "agent1", "agent2")
+	waitJoined()
 
 	var project struct {
 		ProjectID string `json:"project_id"`
 	}
-	call(t, "POST", api+"/projects", map[string]any{"name": "compose"}, 201, &project)
+	call(t, client, "POST", api+"/projects", map[string]any{"name": "compose"}, 201, &project)
 	base := api + "/projects/" + project.ProjectID
 	type nodeReply struct {
 		NodeID      string `json:"node_id"`
@@ -400,20 +543,20 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	}
 	nodes := make([]nodeReply, 2)
 	for i := range nodes {
-		call(t, "POST", base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": fmt.Sprint("agent", i+1)}, 201, &nodes[i])
+		call(t, client, "POST", base+"/nodes", map[string]any{"name": fmt.Sprint("PC", i+1), "node_type": "vpcs", "compute_id": fmt.Sprint("agent", i+1)}, 201, &nodes[i])
 	}
 	var link struct {
 		LinkID           string  `json:"link_id"`
 		Capturing        bool    `json:"capturing"`
 		CaptureComputeID *string `json:"capture_compute_id"`
 	}
-	call(t, "POST", base+"/links", map[string]any{"nodes": []map[string]any{
+	call(t, client, "POST", base+"/links", map[string]any{"nodes": []map[string]any{
 		{"node_id": nodes[0].NodeID, "adapter_number": 0, "port_number": 0},
 		{"node_id": nodes[1].NodeID, "adapter_number": 0, "port_number": 0},
 	}}, 201, &link)
 	cons := make([]*node.Console, 2)
 	for i := range nodes {
-		call(t, "POST", base+"/nodes/"+nodes[i].NodeID+"/start", nil, 200, &nodes[i])
+		call(t, client, "POST", base+"/nodes/"+nodes[i].NodeID+"/start", nil, 200, &nodes[i])
 		// Consoles are reported where this host reaches them, as a GUI here
 		// would open them: loopback, on the ports the agents publish.
 		if nodes[i].ConsoleHost != "127.0.0.1" {
@@ -452,12 +595,12 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	}
 
 	linkURL := base + "/links/" + link.LinkID
-	call(t, "POST", linkURL+"/start_capture", map[string]any{}, 201, &link)
+	call(t, client, "POST", linkURL+"/start_capture", map[string]any{}, 201, &link)
 	if !link.Capturing || link.CaptureComputeID == nil || *link.CaptureComputeID != "agent1" {
 		t.Fatalf("start_capture: %+v", link)
 	}
 	// Streamed through the controller from agent1's container.
-	resp, err := http.Get(linkURL + "/pcap")
+	resp, err := client.Get(linkURL + "/pcap")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +611,7 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	if replies < 2 {
 		t.Fatalf("%d of 3 pings across the containers answered", replies)
 	}
-	call(t, "POST", linkURL+"/stop_capture", nil, 201, nil)
+	call(t, client, "POST", linkURL+"/stop_capture", nil, 201, nil)
 	var body []byte
 	select {
 	case body = <-streamed:
