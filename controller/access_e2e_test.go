@@ -76,6 +76,20 @@ func TestAccessIsBootstrappedFromTheBasicFlags(t *testing.T) {
 	if code, _ := accessLogin(t, c, "admin", "second-password"); code != 401 {
 		t.Errorf("the new flag password on /v3: %d, want 401", code)
 	}
+	// The database is the truth on /v2 as well: a user's password is the
+	// one its user set (or an administrator did), not what a restart's
+	// flags say; else whoever can change the flags could take over every
+	// account of that name, and a changed password would not lock out the
+	// old one.
+	for pass, want := range map[string]int{"first-password": 200, "second-password": 401} {
+		basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+pass))
+		if code, _ := accessCall(t, "GET", c.url+"/v2/version", basic, "", ""); code != want {
+			t.Errorf("/v2 with %s after the restart: %d, want %d", pass, code, want)
+		}
+	}
+	if code, _ := accessCall(t, "GET", c.url+"/v2/version", "Bearer "+tok, "", ""); code != 200 {
+		t.Errorf("/v2 with the first run's token: %d", code)
+	}
 	// A token of the first run still works after the restart.
 	if code, _ := accessCall(t, "GET", c.url+"/v3/access/users/me", "Bearer "+tok, "", ""); code != 200 {
 		t.Errorf("first run's token: %d", code)

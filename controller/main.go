@@ -187,6 +187,10 @@ func run(args []string) error {
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
+	if a, ok := tcpLn.Addr().(*net.TCPAddr); ok && (o.User == "" || o.Password == "") && !a.IP.IsLoopback() {
+		// Open to everyone who can reach the address.
+		log.Warn("no --user and --password: the API is open to anyone who can reach "+a.String()+"; every project, node and capture may be read and changed", "addr", a.String())
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	// Capture streams outlive gctx a little: at shutdown the local agent

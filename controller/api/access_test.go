@@ -20,9 +20,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// accessServer serves the API on a loopback port with /v2 Basic
-// authentication (admin, s3cret) and the /v3/access routes, whose first
-// super admin is admin with password admin-password.
+// accessServer serves the API on a loopback port with the /v3/access
+// routes, whose first super admin is admin with password admin-password;
+// /v2 authenticates the same users (Config.User and Password, admin and
+// s3cret, are not one of them).
 type accessServer struct {
 	t    *testing.T
 	url  string
@@ -159,9 +160,14 @@ func TestAccessLoginAndTokens(t *testing.T) {
 	// Basic works on /v3 too, with the database's credentials.
 	s.must("GET", "/v3/access/users/me", basic("admin", "admin-password"), nil, 200)
 	s.must("GET", "/v3/access/users/me", basic("admin", "s3cret"), nil, 401)
-	// /v2 keeps its single Basic credential: no token, no database user.
-	s.must("GET", "/v2/version", admin, nil, 401)
-	s.must("GET", "/v2/version", basic("admin", "s3cret"), nil, 200)
+	// /v2 authenticates the database's users too, by token or Basic; the
+	// configured credential is not one of them.
+	s.must("GET", "/v2/version", admin, nil, 200)
+	s.must("GET", "/v2/version", basic("admin", "admin-password"), nil, 200)
+	s.must("GET", "/v2/version", basic("admin", "s3cret"), nil, 401)
+	s.must("GET", "/v2/version", "Bearer nope", nil, 401)
+	// A token in a plain route's URL is not looked at.
+	s.must("GET", "/v2/version?token="+strings.TrimPrefix(admin, "Bearer "), "", nil, 401)
 
 	s.must("POST", "/v3/access/users/logout", admin, nil, 204)
 	if r = s.must("GET", "/v3/access/users/me", admin, nil, 401); r.msg() != "Token has been revoked for 'admin'" {
@@ -367,4 +373,32 @@ func TestAccessGroupsRolesACLRoutes(t *testing.T) {
 	s.must("DELETE", roles+"/"+starter, admin, nil, 204)
 	s.must("GET", acl+"/"+aceID, admin, nil, 404)
 	s.must("DELETE", acl+"/"+aceID, admin, nil, 404)
+}
+
+// Every user of the access database opens /v2 with its own Basic
+// credentials (what the GNS3 GUI sends, one user per person) or its
+// token; a disabled user, or a password changed since, no longer does.
+func TestV2AuthenticatesEachUserOfTheAccessDatabase(t *testing.T) {
+	s := newAccessServer(t)
+	ctx := context.Background()
+	u, err := s.svc.CreateUser(ctx, access.UserCreate{Username: "alice", Password: "alice-password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.must("GET", "/v2/version", basic("alice", "alice-password"), nil, 200)
+	s.must("GET", "/v2/version", basic("alice", "wrong-password"), nil, 401)
+	tok := s.login("alice", "alice-password")
+	s.must("GET", "/v2/version", tok, nil, 200)
+	newPass := "alice-password-2"
+	if _, err := s.svc.UpdateUser(ctx, u.ID, access.UserUpdate{Password: &newPass}); err != nil {
+		t.Fatal(err)
+	}
+	s.must("GET", "/v2/version", basic("alice", "alice-password"), nil, 401) // the cached credential is dropped
+	s.must("GET", "/v2/version", tok, nil, 401)                              // and the token revoked
+	s.must("GET", "/v2/version", basic("alice", newPass), nil, 200)
+	off := false
+	if _, err := s.svc.UpdateUser(ctx, u.ID, access.UserUpdate{Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	s.must("GET", "/v2/version", basic("alice", newPass), nil, 401)
 }
