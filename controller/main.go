@@ -89,6 +89,8 @@ type options struct {
 	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	ConsoleOpen    bool          `name:"console-open" env:"LABTAP_CONSOLE_OPEN" default:"false" help:"Keep node consoles open to every client address, as without users (single-user labs). Otherwise, with --user/--password, an agent lets an address in to a node's console only after a user allowed Node.Console read the node from it."`
+	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user last read the node (GET of the project, its nodes or the node)."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
 
@@ -106,6 +108,9 @@ func (o *options) Validate() error {
 	}
 	if o.FilterDeadline <= 0 {
 		return fmt.Errorf("--filter-deadline must be positive, not %s", o.FilterDeadline)
+	}
+	if o.ConsoleIdle < time.Second || o.ConsoleIdle > 24*time.Hour {
+		return fmt.Errorf("--console-grant-idle must be 1s to 24h, not %s", o.ConsoleIdle)
 	}
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
@@ -269,7 +274,10 @@ func run(args []string) error {
 				ProtectedPorts:  []int{listenPort},
 				Sandbox:         sb,
 				Secret:          secret,
-				Logger:          log.With("component", "local_agent"),
+				// Closed from the start when there are users: the
+				// controller grants them (api.Config.ConsolesOpen).
+				ConsolesGated: o.User != "" && o.Password != "" && !o.ConsoleOpen,
+				Logger:        log.With("component", "local_agent"),
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
@@ -355,21 +363,23 @@ func run(args []string) error {
 	}
 	// --- end access ---
 	app, apiServer, err := api.New(api.Config{
-		Access:          accessSvc, // nil: no /v3/access routes
-		Projects:        projects,
-		ProjectCaptures: projectCaptures,
-		Computes:        registry,
-		Agents:          registry.Agents,
-		Symbols:         symbolLib,
-		User:            o.User,
-		Password:        o.Password,
-		AllowedOrigins:  o.AllowedOrigins,
-		MaxJSONBody:     o.MaxJSONBody,
-		Hub:             hub,
-		Load:            localLoad(registry),
-		Version:         o.GNS3Version,
-		PinVersion:      o.pinVersion,
-		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
+		Access:           accessSvc, // nil: no /v3/access routes
+		Projects:         projects,
+		ProjectCaptures:  projectCaptures,
+		Computes:         registry,
+		Agents:           registry.Agents,
+		Symbols:          symbolLib,
+		User:             o.User,
+		Password:         o.Password,
+		AllowedOrigins:   o.AllowedOrigins,
+		ConsolesOpen:     o.ConsoleOpen,
+		ConsoleGrantIdle: o.ConsoleIdle,
+		MaxJSONBody:      o.MaxJSONBody,
+		Hub:              hub,
+		Load:             localLoad(registry),
+		Version:          o.GNS3Version,
+		PinVersion:       o.pinVersion,
+		SettingsFile:     filepath.Join(o.DataDir, "settings.json"),
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,

@@ -325,3 +325,10 @@ func (a *Agents) CopyNodeDir(ctx context.Context, computeID, projectID, fromID, 
 func (a *Agents) ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error {
 	return a.do(ctx, computeID, "POST", proto.ConsoleResetPath(projectID, nodeID), nil, nil)
 }
+
+// ConsoleAccess tells a compute's agent who may connect to its node
+// consoles (proto.ConsolesPath): its consoles gated or open, grants and
+// revocations in one call. The call is idempotent, so retries are safe.
+func (a *Agents) ConsoleAccess(ctx context.Context, computeID string, ca proto.ConsoleAccess) error {
+	return a.do(ctx, computeID, "PUT", proto.ConsolesPath, ca, nil)
+}
