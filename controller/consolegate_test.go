@@ -161,7 +161,9 @@ func vpcsAnswers(t *testing.T, conn net.Conn, r *bufio.Reader) {
 // controller with users and a real VPCS: its console port refuses every
 // address until a user allowed Node.Console reads the node's project from
 // that address; then that address gets the console and no other does;
-// and once the user's ACE is removed, its open connection is cut off.
+// a user who may read the project but not open consoles (Auditor) grants
+// nothing; and once the user's ACE is removed, its open connection is
+// cut off.
 func TestConsolePortsLetInOnlyAddressesGrantedByAnAllowedRead(t *testing.T) {
 	l := startSharedLab(t)
 	if conn, r := telnetFrom(t, "127.0.0.2", l.node); !refused(t, conn, r) {
@@ -171,8 +173,13 @@ func TestConsolePortsLetInOnlyAddressesGrantedByAnAllowedRead(t *testing.T) {
 	jsonCall(t, clientFromAddr("127.0.0.2"), "GET", l.c.url+"/v2/projects/"+l.project+"/nodes", l.alice, nil, 200, nil)
 	conn, r := telnetFrom(t, "127.0.0.2", l.node)
 	vpcsAnswers(t, conn, r)
+	// Bob may read the project (Auditor) but not open its consoles: his
+	// read from 127.0.0.3 grants nothing.
+	bobID := newUser(t, l.c, l.admin, "bob", "bob-pw-1234")
+	grantRole(t, l.c, l.admin, bobID, "Auditor", "/projects/"+l.project)
+	jsonCall(t, clientFromAddr("127.0.0.3"), "GET", l.c.url+"/v2/projects/"+l.project, basicAuthHeader("bob", "bob-pw-1234"), nil, 200, nil)
 	if c3, r3 := telnetFrom(t, "127.0.0.3", l.node); !refused(t, c3, r3) {
-		t.Fatal("an address nobody read from got the console")
+		t.Fatal("an address only an Auditor read from got the console")
 	}
 
 	// Her access removed: the open connection is cut off, a new one refused.
