@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fasthttp/websocket"
 )
 
 // streamLines opens a notification stream (JSON lines) as a user and
@@ -44,6 +46,42 @@ func streamLines(t *testing.T, url, auth string) <-chan string {
 				} `json:"event"`
 			}
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m.Action != "ping" {
+				out <- m.Action + " " + m.Event.Name
+			}
+		}
+	}()
+	return out
+}
+
+// streamFrames opens a notification WebSocket as a user, as the GNS3 GUI
+// does (Basic credentials on the handshake), and returns its messages as
+// streamLines does.
+func streamFrames(t *testing.T, url, auth string) <-chan string {
+	t.Helper()
+	conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(url, "http"), http.Header{"Authorization": {auth}})
+	if err != nil {
+		t.Fatalf("WebSocket %s: %v %v", url, err, resp)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// The first message, a ping, is sent once the stream listens.
+	if _, first, err := conn.ReadMessage(); err != nil || !strings.Contains(string(first), `"ping"`) {
+		t.Fatalf("WebSocket %s began with %q, %v", url, first, err)
+	}
+	out := make(chan string, 1024)
+	go func() {
+		defer close(out)
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			var m struct {
+				Action string `json:"action"`
+				Event  struct {
+					Name string `json:"name"`
+				} `json:"event"`
+			}
+			if json.Unmarshal(msg, &m) == nil && m.Action != "ping" {
 				out <- m.Action + " " + m.Event.Name
 			}
 		}
@@ -101,6 +139,7 @@ func TestNotificationStreamsCarryOnlyTheCallersProjects(t *testing.T) {
 	}
 	alice := streamLines(t, c.url+"/v2/notifications", users["alice"])
 	bob := streamLines(t, c.url+"/v2/notifications", users["bob"])
+	bobWS := streamFrames(t, c.url+"/v2/notifications/ws", users["bob"])
 	aliceProject := streamLines(t, c.url+"/v2/projects/"+projects["alice-1"]+"/notifications", users["alice"])
 	everything := streamLines(t, c.url+"/v2/notifications", admin)
 	rename("alice-1", "a1")
@@ -115,6 +154,9 @@ func TestNotificationStreamsCarryOnlyTheCallersProjects(t *testing.T) {
 	}
 	if got := readUntil(t, bob, "project.updated b2"); len(got) != 1 || got[0] != "project.updated b1" {
 		t.Fatalf("bob's stream carried %q before b2, want only b1", got)
+	}
+	if got := readUntil(t, bobWS, "project.updated b2"); len(got) != 1 || got[0] != "project.updated b1" {
+		t.Fatalf("bob's WebSocket carried %q before b2, want only b1", got)
 	}
 
 	// Alice loses alice-1: her open controller stream carries it no more,
