@@ -254,16 +254,23 @@ func (a *API) grantReads(c *fiber.Ctx) error {
 	if err := c.Next(); err != nil || c.Method() != fiber.MethodGet || c.Response().StatusCode() != fiber.StatusOK {
 		return err
 	}
-	route := string(c.Response().Header.PeekBytes(xRoute))
-	var projectID, nodeID string
-	segs := strings.Split(strings.Trim(c.Path(), "/"), "/") // v2 projects {id} [nodes [{id}]]
-	switch route {
+	// Every other GET (links above all) pays this comparison, no more.
+	var withNode bool
+	switch string(c.Response().Header.PeekBytes(xRoute)) { // compared without a copy
 	case "/v2/projects/{project_id}", "/v2/projects/{project_id}/nodes":
-		projectID = segs[2]
 	case "/v2/projects/{project_id}/nodes/{node_id}":
-		projectID, nodeID = segs[2], segs[4]
+		withNode = true
 	default:
 		return nil
+	}
+	var projectID, nodeID string
+	segs := strings.Split(strings.Trim(c.Path(), "/"), "/") // v2 projects {id} [nodes [{id}]]
+	if len(segs) < 3 || withNode && len(segs) < 5 {
+		return nil
+	}
+	projectID = segs[2]
+	if withNode {
+		nodeID = segs[4]
 	}
 	u, ok := a.caller(c)
 	if !ok {
