@@ -39,6 +39,10 @@ const consoleSync = time.Second
 // consoleRestate is how often every agent is told the whole table again.
 const consoleRestate = 10 * time.Second
 
+// consoleCallTimeout bounds one call telling an agent its grants: a read
+// waits for it (the GUI telnets right after opening a project).
+const consoleCallTimeout = 3 * time.Second
+
 // ConsoleGranter tells a compute's agent who may connect to its node
 // consoles. *compute.Agents satisfies it.
 type ConsoleGranter interface {
@@ -93,7 +97,6 @@ func (g *consoleGrants) ttl() int { return max(1, int(g.idle/time.Second)) }
 func (g *consoleGrants) read(ctx context.Context, u access.User, addr netip.Addr, nodes []project.Node) {
 	now := g.now()
 	batches := map[string][]proto.ConsoleGrant{}
-	var fresh []grantKey
 	g.mu.Lock()
 	for _, n := range nodes {
 		if n.ComputeID == "" {
@@ -113,7 +116,6 @@ func (g *consoleGrants) read(ctx context.Context, u access.User, addr netip.Addr
 			continue
 		}
 		st.sent = now
-		fresh = append(fresh, k)
 		batches[k.compute] = append(batches[k.compute], proto.ConsoleGrant{
 			ProjectID: k.project, NodeID: k.node, Address: addr.String(), TTLSeconds: g.ttl()})
 	}
@@ -121,18 +123,9 @@ func (g *consoleGrants) read(ctx context.Context, u access.User, addr netip.Addr
 	if len(batches) == 0 {
 		return
 	}
-	failed := g.send(ctx, batches, nil)
-	if len(failed) == 0 {
-		return
-	}
-	// Told nobody: the next read tries again.
-	g.mu.Lock()
-	for _, k := range fresh {
-		if st := g.grants[k]; st != nil && failed[k.compute] {
-			st.sent = time.Time{}
-		}
-	}
-	g.mu.Unlock()
+	// A compute that could not be told hears it at the next restatement
+	// (consoleRestate): reads do not wait on an unreachable agent again.
+	g.send(ctx, batches, nil)
 }
 
 // send tells each compute its grants and revocations, one call each, and
@@ -156,7 +149,7 @@ func (g *consoleGrants) send(ctx context.Context, grants, revoke map[string][]pr
 			body.Revoke, rs = rs[:n], rs[n:]
 			n = min(len(gs), proto.MaxConsoleGrants-len(body.Revoke))
 			body.Grants, gs = gs[:n], gs[n:]
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, consoleCallTimeout)
 			err := g.agents.ConsoleAccess(cctx, c, body)
 			cancel()
 			if err != nil {
@@ -205,9 +198,17 @@ func (g *consoleGrants) sweep(ctx context.Context) {
 			all[c] = nil
 		}
 		for k, st := range g.grants {
-			st.sent = now
+			// What is left of the grant, not a fresh idle time: an agent
+			// must not keep it longer than the controller does.
+			var last time.Time
+			for _, t := range st.users {
+				if t.After(last) {
+					last = t
+				}
+			}
+			left := max(1, int((last.Add(g.idle).Sub(now)+time.Second-1)/time.Second))
 			all[k.compute] = append(all[k.compute], proto.ConsoleGrant{
-				ProjectID: k.project, NodeID: k.node, Address: k.addr.String(), TTLSeconds: g.ttl()})
+				ProjectID: k.project, NodeID: k.node, Address: k.addr.String(), TTLSeconds: min(left, g.ttl())})
 		}
 	}
 	g.mu.Unlock()

@@ -95,8 +95,13 @@ func TestConsoleGrantsAreBatchedRenewedAndRevokedWithTheAccess(t *testing.T) {
 	// When it is due, every agent hears its whole table, the gate closed.
 	now = now.Add(consoleRestate)
 	g.sweep(ctx)
-	if calls := agents.take(); len(calls["local"]) != 1 || len(calls["local"][0].Grants) != 2 || len(calls["agent1"]) != 1 || !*calls["agent1"][0].Gated {
+	calls = agents.take()
+	if len(calls["local"]) != 1 || len(calls["local"][0].Grants) != 2 || len(calls["agent1"]) != 1 || !*calls["agent1"][0].Gated {
 		t.Fatalf("the restatement: %+v", calls)
+	}
+	// With what is left of the grant since the last read, not a new hour.
+	if ttl := calls["local"][0].Grants[0].TTLSeconds; ttl != 3600-int(consoleRestate/time.Second) {
+		t.Fatalf("the restatement's ttl_s: %d", ttl)
 	}
 	// Past a quarter of the idle time, a read renews the grants.
 	now = now.Add(16 * time.Minute)
