@@ -141,10 +141,16 @@ func refused(t *testing.T, conn net.Conn, r *bufio.Reader) bool {
 // answer.
 func vpcsAnswers(t *testing.T, conn net.Conn, r *bufio.Reader) {
 	t.Helper()
+	vpcsNamed(t, conn, r, "PC1")
+}
+
+// vpcsNamed is vpcsAnswers for a VPCS of another name.
+func vpcsNamed(t *testing.T, conn net.Conn, r *bufio.Reader, name string) {
+	t.Helper()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var got strings.Builder
 	buf := make([]byte, 4096)
-	for !strings.Contains(got.String(), "NAME        : PC1[") {
+	for !strings.Contains(got.String(), "NAME        : "+name+"[") {
 		if _, err := conn.Write([]byte("show ip\r\n")); err != nil {
 			t.Fatalf("console write: %v (read %q)", err, got.String())
 		}
@@ -181,6 +187,16 @@ func TestConsolePortsLetInOnlyAddressesGrantedByAnAllowedRead(t *testing.T) {
 	if c3, r3 := telnetFrom(t, "127.0.0.3", l.node); !refused(t, c3, r3) {
 		t.Fatal("an address only an Auditor read from got the console")
 	}
+
+	// A node she makes and starts from 127.0.0.4 is hers there at once (a
+	// GUI does not read a node it made).
+	var pc2 nodeReply
+	from4 := clientFromAddr("127.0.0.4")
+	base := l.c.url + "/v2/projects/" + l.project + "/nodes"
+	jsonCall(t, from4, "POST", base, l.alice, map[string]any{"name": "PC2", "node_type": "vpcs", "compute_id": "local"}, 201, &pc2)
+	jsonCall(t, from4, "POST", base+"/"+pc2.NodeID+"/start", l.alice, nil, 200, &pc2)
+	c4, r4 := telnetFrom(t, "127.0.0.4", pc2)
+	vpcsNamed(t, c4, r4, "PC2")
 
 	// Her access removed: the open connection is cut off, a new one refused.
 	jsonCall(t, http.DefaultClient, "DELETE", l.c.url+"/v3/access/acl/"+l.aliceACE, l.admin, nil, 204, nil)

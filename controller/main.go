@@ -90,7 +90,7 @@ type options struct {
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
 	ConsoleOpen    bool          `name:"console-open" env:"LABTAP_CONSOLE_OPEN" default:"false" help:"Keep node consoles open to every client address, as without users (single-user labs). Otherwise, with --user/--password, an agent lets an address in to a node's console only after a user allowed Node.Console read the node from it."`
-	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user last read the node (GET of the project, its nodes or the node)."`
+	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user's last request on the node or its project (a GET, an open, a start...)."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	pinVersion     bool          // --gns3-version or its variable was given
 

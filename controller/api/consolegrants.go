@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -247,20 +248,27 @@ func (g *consoleGrants) run(ctx context.Context) {
 	}
 }
 
-// grantReads is the middleware that grants consoles to the readers of
-// projects and nodes: after a GET of a project, its nodes or one node
-// answered 200, the caller's address gets the consoles of the nodes it
-// read that it may open.
+// grantReads is the middleware that grants consoles to the users of
+// projects and nodes: after a request on a project (its GET, open,
+// update), on its nodes (list, create, from a template, start all...) or
+// on one node (GET, update, start...) answered 2xx, the caller's address
+// gets the consoles of those nodes that it may open. A DELETE grants
+// nothing.
 func (a *API) grantReads(c *fiber.Ctx) error {
-	if err := c.Next(); err != nil || c.Method() != fiber.MethodGet || c.Response().StatusCode() != fiber.StatusOK {
+	if err := c.Next(); err != nil || c.Method() == fiber.MethodDelete || c.Response().StatusCode()/100 != 2 {
 		return err
 	}
-	// Every other GET (links above all) pays this comparison, no more.
+	// Other routes (links above all) pay this comparison, no more.
+	const projectRoute = "/v2/projects/{project_id}"
+	route := c.Response().Header.PeekBytes(xRoute)
+	if !bytes.HasPrefix(route, []byte(projectRoute)) {
+		return nil
+	}
 	var withNode bool
-	switch string(c.Response().Header.PeekBytes(xRoute)) { // compared without a copy
-	case "/v2/projects/{project_id}", "/v2/projects/{project_id}/nodes":
-	case "/v2/projects/{project_id}/nodes/{node_id}":
+	switch rest := route[len(projectRoute):]; {
+	case bytes.HasPrefix(rest, []byte("/nodes/{node_id}")):
 		withNode = true
+	case len(rest) == 0, string(rest) == "/open", bytes.HasPrefix(rest, []byte("/nodes")), bytes.HasPrefix(rest, []byte("/templates/")):
 	default:
 		return nil
 	}
