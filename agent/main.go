@@ -43,6 +43,7 @@ import (
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
 	"github.com/labtap/labtap/internal/sandbox"
+	"github.com/labtap/labtap/pcapfilter"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -50,7 +51,8 @@ import (
 var version = "dev"
 
 func main() {
-	sandbox.Main() // a node's launcher runs this binary: it never returns
+	sandbox.Main()    // a node's launcher runs this binary: it never returns
+	pcapfilter.Main() // a filter compile runs this binary as its child: it never returns
 	cli.Exit("agent", run(os.Args[1:]))
 }
 

@@ -174,7 +174,7 @@ func TestFileEndsWithWholeRecordsWhenTheDiskFills(t *testing.T) {
 	}
 }
 
-func openRoot(t *testing.T) (*os.Root, string) {
+func openRoot(t testing.TB) (*os.Root, string) {
 	t.Helper()
 	dir := t.TempDir()
 	root, err := os.OpenRoot(dir)

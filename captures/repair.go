@@ -63,19 +63,31 @@ func wholeLength(r *bufio.Reader) (int64, error) {
 			caplen, origlen := le.Uint32(rec[8:]), le.Uint32(rec[12:])
 			sound := caplen <= snaplen && caplen <= origlen && !allZero(rec[:16])
 			return 16 + int64(caplen), sound
-		}, false)
+		}, false, nil)
 	case 0x0a0d0d0a: // pcapng section header block
 		order := binary.ByteOrder(le)
 		if le.Uint32(head[8:]) != 0x1a2b3c4d {
 			order = binary.BigEndian
 		}
-		return walk(r, 0, 8, func(rec []byte) (int64, bool) {
+		// The section header and interface blocks were made durable when
+		// the file was (Create returns once they are): a hole after them
+		// cuts back to them, never into them.
+		head := true
+		n, err := walk(r, 0, 8, func(rec []byte) (int64, bool) {
 			n := int64(order.Uint32(rec[4:]))
 			if int64(len(rec)) < n || n < 12 {
 				return n, n >= 12 // too long to check its end here: taken as it is
 			}
 			return n, order.Uint32(rec[n-4:]) == uint32(n)
-		}, true)
+		}, true, func(rec []byte) bool {
+			t := order.Uint32(rec)
+			head = head && (t == 0x0a0d0d0a || t == 1) // a section header, an interface description
+			return head
+		})
+		if err == nil && n == 0 {
+			return 0, errors.New("no complete section header block") // not a capture: not cut to nothing
+		}
+		return n, err
 	}
 	return 0, errors.New("not a pcap or pcapng file")
 }
@@ -92,8 +104,10 @@ func allZero(b []byte) bool {
 // walk skips a header of skip bytes, then takes records while they are
 // whole and sound. record tells a record's length and whether it is sound
 // from its first peek bytes, or from the whole record when whole is set
-// and the record fits in r's buffer.
-func walk(r *bufio.Reader, skip int, peek int, record func(rec []byte) (n int64, sound bool), whole bool) (int64, error) {
+// and the record fits in r's buffer. header, if not nil, tells a sound
+// record that is still part of the file's header: the walk never cuts
+// back into the header.
+func walk(r *bufio.Reader, skip int, peek int, record func(rec []byte) (n int64, sound bool), whole bool, header func(rec []byte) bool) (int64, error) {
 	if _, err := r.Discard(skip); err != nil {
 		return 0, err
 	}
@@ -121,11 +135,17 @@ func walk(r *bufio.Reader, skip int, peek int, record func(rec []byte) (n int64,
 			}
 			return beforeBlock, nil
 		}
+		inHeader := header != nil && header(h) // h is r's buffer: read before r moves on
 		got, err := io.CopyN(io.Discard, r, n)
 		if err != nil || got != n {
 			return off, nil // a record cut short
 		}
 		end := off + n
+		if inHeader {
+			beforeBlock = end
+			off = end
+			continue
+		}
 		if start := end / blockSize * blockSize; start > off/blockSize*blockSize {
 			beforeBlock = off // this record crosses into a new block...
 			if end == start {

@@ -14,7 +14,7 @@ import (
 )
 
 // writeCapture makes a capture of n frames and returns its bytes.
-func writeCapture(t *testing.T, format string, n int) []byte {
+func writeCapture(t testing.TB, format string, n int) []byte {
 	t.Helper()
 	root, dir := openRoot(t)
 	c, err := Create(root, "x.pcap", Options{Format: format, Interfaces: [2]string{"A", "B"}})
@@ -69,7 +69,7 @@ func TestRepairCutsAFileBackToItsLastWholeRecord(t *testing.T) {
 	}
 }
 
-func countRecords(t *testing.T, format string, data []byte) int {
+func countRecords(t testing.TB, format string, data []byte) int {
 	t.Helper()
 	read := readerOf(t, format, data)
 	for n := 0; ; n++ {
@@ -84,7 +84,7 @@ func countRecords(t *testing.T, format string, data []byte) int {
 
 // readerOf returns the record reader of a capture in format (pcapgo's);
 // ngOpts, if given, configure a pcapng one.
-func readerOf(t *testing.T, format string, data []byte, ngOpts ...pcapgo.NgReaderOptions) func() ([]byte, gopacket.CaptureInfo, error) {
+func readerOf(t testing.TB, format string, data []byte, ngOpts ...pcapgo.NgReaderOptions) func() ([]byte, gopacket.CaptureInfo, error) {
 	t.Helper()
 	if format == capspec.FormatPcapng {
 		opts := pcapgo.DefaultNgReaderOptions

@@ -45,6 +45,7 @@ import (
 	"github.com/labtap/labtap/internal/netguard"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
+	"github.com/labtap/labtap/pcapfilter"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -57,7 +58,8 @@ var version = "dev"
 const defaultGNS3Version = "2.2.59"
 
 func main() {
-	sandbox.Main() // a node's launcher runs this binary: it never returns
+	sandbox.Main()    // a node's launcher runs this binary: it never returns
+	pcapfilter.Main() // a filter compile runs this binary as its child: it never returns
 	cli.Exit("controller", run(os.Args[1:]))
 }
 
@@ -92,6 +94,8 @@ type options struct {
 	ConsoleOpen    bool          `name:"console-open" env:"LABTAP_CONSOLE_OPEN" default:"false" help:"Keep node consoles open to every client address, as without users (single-user labs). Otherwise, with --user/--password, an agent lets an address in to a node's console only after a user allowed Node.Console read the node from it."`
 	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user's last request on the node or its project (a GET, an open, a start...)."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
+	AuditMaxSize   int           `name:"audit-max-size" env:"LABTAP_AUDIT_MAX_SIZE" default:"100" help:"Size in megabytes at which the audit trail (<data-dir>/audit/audit.log) is rotated."`
+	AuditKeep      int           `name:"audit-keep" env:"LABTAP_AUDIT_KEEP" default:"10" help:"Rotated audit trail files kept; older ones are deleted."`
 	pinVersion     bool          // --gns3-version or its variable was given
 
 	// Version is --version (kong prints it and the parse ends).
@@ -117,6 +121,9 @@ func (o *options) Validate() error {
 	}
 	if o.MaxImportSize <= 0 {
 		return fmt.Errorf("--max-import-size must be a positive number of bytes, not %d", o.MaxImportSize)
+	}
+	if o.AuditMaxSize <= 0 || o.AuditKeep < 0 {
+		return fmt.Errorf("--audit-max-size must be a positive number of megabytes and --audit-keep not negative, not %d and %d", o.AuditMaxSize, o.AuditKeep)
 	}
 	if o.AutoCloseGrace < 0 {
 		return fmt.Errorf("--auto-close-grace must not be negative, not %s", o.AutoCloseGrace)
@@ -172,6 +179,11 @@ func run(args []string) error {
 	if err := os.MkdirAll(projectsDir, 0o755); err != nil {
 		return cli.FlagError("data-dir", "LABTAP_DATA_DIR", err)
 	}
+	audit, err := openAudit(o.DataDir, o.AuditMaxSize, o.AuditKeep)
+	if err != nil {
+		return cli.FlagError("data-dir", "LABTAP_DATA_DIR", err)
+	}
+	defer audit.Close()
 	tcpLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return cli.FlagError("listen", "LABTAP_LISTEN", err)
@@ -192,10 +204,7 @@ func run(args []string) error {
 	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
-	if a, ok := tcpLn.Addr().(*net.TCPAddr); ok && (o.User == "" || o.Password == "") && !a.IP.IsLoopback() {
-		// Open to everyone who can reach the address.
-		log.Warn("no --user and --password: the API is open to anyone who can reach "+a.String()+"; every project, node and capture may be read and changed", "addr", a.String())
-	}
+	warnIfOpen(log, tcpLn.Addr(), o.User != "" && o.Password != "")
 
 	g, gctx := errgroup.WithContext(ctx)
 	// Capture streams outlive gctx a little: at shutdown the local agent
@@ -386,6 +395,7 @@ func run(args []string) error {
 		View:          web.New(web.Config{FilterDeadline: o.FilterDeadline, Logger: log.With("component", "web")}),
 		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{reg, agents}, promhttp.HandlerOpts{}),
 		Requests:      metrics.NewHTTP(reg),
+		Audit:         audit,
 		Logger:        log.With("component", "api"),
 	})
 	if err != nil {
@@ -462,4 +472,14 @@ func hostname() string {
 		return "labtap"
 	}
 	return h
+}
+
+// warnIfOpen warns when the API runs without credentials on an address
+// beyond loopback: open to everyone who can reach it.
+func warnIfOpen(log *slog.Logger, addr net.Addr, auth bool) {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || auth || a.IP.IsLoopback() {
+		return
+	}
+	log.Warn("no --user and --password: the API is open to anyone who can reach "+a.String()+"; every project, node and capture may be read and changed", "addr", a.String())
 }

@@ -16,7 +16,9 @@ import (
 // TestDocsWalkthroughsRunAsWritten runs every walkthrough of README.md and
 // docs/*.md (the sh blocks marked <!-- walkthrough: NAME -->, see
 // cli.Walkthroughs) as one bash script, against a controller of its own on
-// an ephemeral port (LABTAP_URL, which the walkthroughs read), from the
+// an ephemeral port (LABTAP_URL, which the walkthroughs read; its data
+// directory is LABTAP_DATA_DIR; with needs=users it has users, its super
+// admin's LABTAP_USER and LABTAP_PASSWORD given to the script), from the
 // repository's root: twice, since a walkthrough a reader runs again must
 // not trip over what its first run made. A step that fails ends the script
 // (they set -euo pipefail), and the test shows what it printed.
@@ -47,12 +49,21 @@ func TestDocsWalkthroughsRunAsWritten(t *testing.T) {
 				if slices.Contains(w.Needs, "qemu") {
 					tinyGuest(t)
 				}
-				c := startControllerWith(t, t.TempDir(), env)
+				var args, scriptEnv []string
+				if slices.Contains(w.Needs, "users") {
+					// A server with users: its super admin is admin, whose
+					// password the script reads as the operator would.
+					env = append(env, "LABTAP_PASSWORD=walkthrough-admin")
+					args = append(args, "--user", "admin")
+					scriptEnv = append(scriptEnv, "LABTAP_USER=admin", "LABTAP_PASSWORD=walkthrough-admin")
+				}
+				data := t.TempDir()
+				c := startControllerWith(t, data, env, args...)
 				for run := 1; run <= 2; run++ {
 					ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 					cmd := exec.CommandContext(ctx, "bash", "-c", w.Script)
 					cmd.Dir = ".."
-					cmd.Env = append(os.Environ(), "LABTAP_URL="+c.url)
+					cmd.Env = append(append(os.Environ(), "LABTAP_URL="+c.url, "LABTAP_DATA_DIR="+data), scriptEnv...)
 					start := time.Now()
 					out, err := cmd.CombinedOutput()
 					cancel()

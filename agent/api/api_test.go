@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -525,7 +524,7 @@ func TestACompilingFilterBlocksNoOther(t *testing.T) {
 }
 
 // compilingChild waits for the child process the agent compiles a filter
-// in (this test binary, run with LABTAP_PCAPFILTER_CHILD=1) and returns
+// in (this test binary, its last argument labtap-compile-filters) and returns
 // its pid; it fails the test if done says the request ended first.
 func compilingChild(t *testing.T, done <-chan error) int {
 	t.Helper()
@@ -539,8 +538,9 @@ func compilingChild(t *testing.T, done <-chan error) int {
 		for _, f := range tasks {
 			b, _ := os.ReadFile(f)
 			for _, pid := range strings.Fields(string(b)) {
-				env, _ := os.ReadFile("/proc/" + pid + "/environ")
-				if slices.Contains(strings.Split(string(env), "\x00"), "LABTAP_PCAPFILTER_CHILD=1") {
+				// A compiling child's last argument is pcapfilter.Subcommand.
+				args, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+				if strings.HasSuffix(string(args), "\x00labtap-compile-filters\x00") {
 					n, err := strconv.Atoi(pid)
 					if err == nil {
 						return n

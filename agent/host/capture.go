@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/bridge"
-	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/captures"
+	"github.com/labtap/labtap/pcapfilter"
 	"github.com/labtap/labtap/proto"
 	"golang.org/x/net/bpf"
 )

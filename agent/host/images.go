@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/imagesum"
+	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -183,15 +184,12 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 			return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, err)
 		}
 	}
-	tmp := clean + ".tmp"
-	// A fresh file (O_EXCL): a FIFO or link left at the name is removed,
-	// never opened or followed.
-	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return proto.Errorf(proto.CodeConflict, "Could not write image: %s because %v", rel, pathlessErr(err))
-	}
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	// A temporary file of this upload's own: two uploads of one image each
+	// write whole (the last one wins), and a FIFO or link left at the name
+	// is replaced, never opened or followed.
+	f, err := atomicfile.CreateIn(root, clean, 0o644)
 	if err != nil {
-		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, err)
+		return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is forbidden (%v)", rel, pathlessErr(err))
 	}
 	m := md5.New()
 	n, err := io.Copy(io.MultiWriter(f, m), io.LimitReader(r, limit+1))
@@ -199,16 +197,11 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 		err = errTooLarge
 	}
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, clean)
+		err = f.Commit()
+	} else {
+		f.Abort()
 	}
 	if err != nil {
-		root.Remove(tmp)
 		if errors.Is(err, errTooLarge) {
 			return proto.Errorf(proto.CodeInvalid, "Could not write image: %s is larger than %d bytes", rel, limit)
 		}

@@ -5,8 +5,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 
+	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
@@ -92,8 +92,7 @@ func (h *Host) CopyNodeDir(projectID, fromID, toID string) error {
 	return nil
 }
 
-// copyInRoots copies file p of src to p in dst, through p's temporary
-// neighbour.
+// copyInRoots copies file p of src to p in dst, durably.
 func copyInRoots(src, dst *os.Root, p string, perm fs.FileMode) error {
 	// The walk saw a regular file, but a node's process may have put a
 	// FIFO or a link in its place since: confined.Open refuses those
@@ -103,27 +102,17 @@ func copyInRoots(src, dst *os.Root, p string, perm fs.FileMode) error {
 		return err
 	}
 	defer in.Close()
-	tmp := path.Join(path.Dir(p), "."+path.Base(p)+".copy")
-	// A fresh name (O_EXCL), so a FIFO or link left in its place is never
-	// opened or followed.
-	if err := dst.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	out, err := dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	// A fresh temporary name, so a FIFO or link left in p's place is
+	// replaced, never opened or followed.
+	out, err := atomicfile.CreateIn(dst, p, perm)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
+	if _, err := io.Copy(out, in); err != nil {
+		out.Abort()
+		return err
 	}
-	if err == nil {
-		err = dst.Rename(tmp, p)
-	}
-	if err != nil {
-		dst.Remove(tmp)
-	}
-	return err
+	return out.Commit()
 }
 
 // pathlessErr is an error's text without the paths os errors carry.

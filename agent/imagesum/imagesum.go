@@ -33,6 +33,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 // DefaultMaxBytes is the largest file hashed when Config.MaxBytes is 0:
@@ -401,25 +403,20 @@ func readSidecar(path string, v version) (string, bool) {
 // of v's last change, it is dated just after it, so that readSidecar
 // trusts it.
 func writeSidecar(path, sum string, v version) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".md5sum.*.tmp")
+	f, err := atomicfile.Create(path+".md5sum", 0o644)
 	if err != nil {
 		return
 	}
 	_, err = f.WriteString(sum)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
-		if fi, serr := os.Stat(f.Name()); serr == nil && fi.ModTime().UnixNano() <= v.ctime {
+		if fi, serr := f.Stat(); serr == nil && fi.ModTime().UnixNano() <= v.ctime {
 			t := time.Unix(0, v.ctime+1)
 			err = os.Chtimes(f.Name(), t, t)
 		}
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), path+".md5sum")
-	}
 	if err != nil {
-		os.Remove(f.Name())
+		f.Abort()
+		return
 	}
+	f.Commit()
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 // buildArgs builds QEMU's arguments in the order GNS3 2.2 builds them, with labtap's changes: -accel, the console and QMP on unix
@@ -297,16 +300,23 @@ func (q *Qemu) nodeDisk(name, base string) (diskSpec, error) {
 	return spec, nil
 }
 
+// copyFile copies src to dst, streamed (a disk is gigabytes) and durably:
+// dst appears whole, synced, or not at all.
 func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
+	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	defer in.Close()
+	out, err := atomicfile.Create(dst, 0o644)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	if _, err := io.Copy(out, in); err != nil {
+		out.Abort()
+		return err
+	}
+	return out.Commit()
 }
 
 // options checks and substitutes the options property into arguments.

@@ -293,8 +293,32 @@ func (s *Service) DeleteACE(ctx context.Context, id string) error {
 // when it propagates, everything below; without propagate, a deny is as
 // confined as an allow. No decision is a denial.
 func (s *Service) Allowed(userID, privilege, p string) bool {
-	return s.state.Load().allowed(userID, privilege, p)
+	st := s.state.Load()
+	if len(userID)+len(privilege)+len(p) > maxDecisionKey {
+		return st.allowed(userID, privilege, p)
+	}
+	// Decisions are remembered with the state they were made on: a
+	// change publishes a new state, and so forgets them all.
+	k := userID + "\x00" + privilege + "\x00" + p
+	if d, ok := st.decisions.Load(k); ok {
+		return d.(bool)
+	}
+	d := st.allowed(userID, privilege, p)
+	if st.decided.Add(1) > maxDecisions {
+		// Full (paths nobody asks twice, perhaps): start afresh.
+		st.decisions.Clear()
+		st.decided.Store(1)
+	}
+	st.decisions.Store(k, d)
+	return d
 }
+
+// maxDecisions bounds the decisions a state remembers, and maxDecisionKey
+// the size of one: at most about 1 MiB.
+const (
+	maxDecisions   = 4096
+	maxDecisionKey = 256
+)
 
 func (st *state) allowed(userID, privilege, p string) bool {
 	u, ok := st.users[userID]

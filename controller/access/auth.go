@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
+	"hash"
 	"sync"
 	"time"
 
@@ -30,10 +31,11 @@ const maxCached = 4096
 // clear, and is dropped when it expires, when its user changes its
 // password, username or state, or when it no longer matches the user.
 type credCache struct {
-	key [32]byte
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[[sha256.Size]byte]credEntry
+	key  [32]byte
+	ttl  time.Duration
+	macs sync.Pool // of hash.Hash, HMACs under key: hmac.New costs more than the MAC
+	mu   sync.Mutex
+	m    map[[sha256.Size]byte]credEntry
 }
 
 type credEntry struct {
@@ -45,16 +47,19 @@ type credEntry struct {
 func newCredCache(ttl time.Duration) *credCache {
 	c := &credCache{ttl: ttl, m: map[[sha256.Size]byte]credEntry{}}
 	rand.Read(c.key[:])
+	c.macs.New = func() any { return hmac.New(sha256.New, c.key[:]) }
 	return c
 }
 
 func (c *credCache) mac(user, pass string) [sha256.Size]byte {
-	h := hmac.New(sha256.New, c.key[:])
-	h.Write([]byte(user))
-	h.Write([]byte{0})
-	h.Write([]byte(pass))
+	h := c.macs.Get().(hash.Hash)
+	h.Reset()
+	var buf [256]byte // user and password are bounded; longer ones are written as they are
+	b := append(append(append(buf[:0], user...), 0), pass...)
+	h.Write(b)
 	var k [sha256.Size]byte
 	h.Sum(k[:0])
+	c.macs.Put(h)
 	return k
 }
 
@@ -94,9 +99,9 @@ func (c *credCache) dropUser(id string) {
 // even for an unknown user); a credential verified in the last
 // Config.CacheTTL is not hashed again.
 func (s *Service) Authenticate(ctx context.Context, username, password string) (User, error) {
-	fail := errorf(ErrUnauthenticated, msgLoginFailed)
+	fail := func() error { return errorf(ErrUnauthenticated, msgLoginFailed) }
 	if len(username) > MaxNameLen || len(password) > MaxPasswordLen {
-		return User{}, fail
+		return User{}, fail()
 	}
 	now := s.cfg.Now()
 	k := s.cache.mac(username, password)
@@ -115,7 +120,7 @@ func (s *Service) Authenticate(ctx context.Context, username, password string) (
 	s.hashes.Add(1)
 	err := bcrypt.CompareHashAndPassword(hash, []byte(password))
 	if !known || err != nil || !u.Active && !u.Superadmin {
-		return User{}, fail
+		return User{}, fail()
 	}
 	s.cache.put(k, credEntry{userID: u.ID, hash: u.hash, version: u.TokenVersion, expires: now.Add(s.cfg.CacheTTL)})
 	return copyUser(u), nil

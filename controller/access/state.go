@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -77,6 +79,10 @@ type state struct {
 	aceByID    map[string]*ACE
 	// userACEs and groupACEs index the ACL by subject, then path.
 	userACEs, groupACEs map[string]map[string][]*ACE
+	// decisions remembers Allowed's answers on this state (key: user,
+	// privilege and path), at most maxDecisions of them (decided counts).
+	decisions sync.Map
+	decided   atomic.Int64
 }
 
 func parseTime(s sql.NullString) time.Time {

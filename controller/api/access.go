@@ -131,6 +131,9 @@ func (a *API) registerAccess(app *fiber.App) {
 // path, and runs h.
 func (r *accessRoutes) serve(c *fiber.Ctx, privilege string, h func(*fiber.Ctx, access.User) error) error {
 	me, err := r.caller(c)
+	if err == nil {
+		c.Locals(callerKey, me) // the audit trail's who
+	}
 	if err == nil && privilege != "" && !r.svc.Allowed(me.ID, privilege, c.Path()) {
 		err = denied(privilege)
 	}
@@ -480,9 +483,11 @@ func firstErr(err error) error {
 }
 
 func (r *accessRoutes) issue(c *fiber.Ctx, user, pass string) error {
-	if _, err := r.password(c, user, pass); err != nil {
+	u, err := r.password(c, user, pass)
+	if err != nil {
 		return err
 	}
+	c.Locals(callerKey, u) // the audit trail's who
 	tok, err := r.svc.Login(c.UserContext(), user, pass)
 	if err != nil {
 		return err

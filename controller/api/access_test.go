@@ -389,6 +389,26 @@ func TestV2AuthenticatesEachUserOfTheAccessDatabase(t *testing.T) {
 	s.must("GET", "/v2/version", basic("alice", "wrong-password"), nil, 401)
 	tok := s.login("alice", "alice-password")
 	s.must("GET", "/v2/version", tok, nil, 200)
+	// A WebSocket handshake may carry the token in its URL (a page cannot
+	// set its header); a plain request may not.
+	handshake := func(query string) int {
+		req, _ := http.NewRequest("GET", s.url+"/v2/version?token="+url.QueryEscape(query), nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		resp, err := s.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := handshake(strings.TrimPrefix(tok, "Bearer ")); got != 200 {
+		t.Errorf("a WebSocket handshake with ?token=<token>: %d", got)
+	}
+	if got := handshake(strings.TrimPrefix(basic("alice", "alice-password"), "Basic ")); got != 200 {
+		t.Errorf("a WebSocket handshake with ?token=<basic>: %d", got)
+	}
+	s.must("GET", "/v2/version?token="+url.QueryEscape(strings.TrimPrefix(tok, "Bearer ")), "", nil, 401)
 	newPass := "alice-password-2"
 	if _, err := s.svc.UpdateUser(ctx, u.ID, access.UserUpdate{Password: &newPass}); err != nil {
 		t.Fatal(err)

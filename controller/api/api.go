@@ -127,6 +127,9 @@ type Config struct {
 	View View
 	// Metrics, when set, answers GET /metrics.
 	Metrics http.Handler
+	// Audit receives the audit trail, a JSON line per change and per
+	// refusal (see AuditRecord); nil keeps none. Each line is one Write.
+	Audit io.Writer
 	// Requests counts the requests answered; nil counts nothing.
 	Requests *metrics.HTTP
 	Logger   *slog.Logger
@@ -164,6 +167,8 @@ type API struct {
 	appliances *appliances.Catalogue
 	// grants are the console grants; nil when consoles are open.
 	grants *consoleGrants
+	// classes serve a teacher's routes (distribute, reset).
+	classes *classRoutes
 }
 
 // resource is what the handlers of one resource of a project need: the
@@ -172,9 +177,12 @@ type API struct {
 type resource struct {
 	*decoder
 	projects *project.Service
+	// allowed is API.allowed: whether the request's caller holds a
+	// privilege on a resource path (lists hold what it may audit).
+	allowed func(c *fiber.Ctx, privilege, path string) bool
 }
 
-func (a *API) resource() resource { return resource{a.decoder, a.projects} }
+func (a *API) resource() resource { return resource{a.decoder, a.projects, a.allowed} }
 
 // Route is one registered route: its method and GNS3 template.
 type Route struct {
@@ -322,12 +330,20 @@ func New(cfg Config) (*fiber.App, *API, error) {
 func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	value := []byte(template)
+	perm := permissionOf(Route{method, template})
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
 		c.Response().Header.SetCanonical(xRoute, value) // c.Set's bytes, without its key's normalising
+		if err := a.authorize(c, perm); err != nil {
+			return err
+		}
 		ctx := newRequestContext(a.cfg.Context, requestStart(c), a.cfg.RequestTimeout)
 		defer ctx.end()
 		c.SetUserContext(ctx)
-		return h(c)
+		if err := h(c); err != nil {
+			return err
+		}
+		a.afterwards(c, perm)
+		return nil
 	})
 }
 
@@ -337,8 +353,12 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 func (a *API) handleStream(app *fiber.App, method, template string, h fiber.Handler) {
 	a.routes = append(a.routes, Route{method, template})
 	value := []byte(template)
+	perm := permissionOf(Route{method, template})
 	a.handlers = append(a.handlers, func(c *fiber.Ctx) error {
 		c.Response().Header.SetCanonical(xRoute, value)
+		if err := a.authorize(c, perm); err != nil {
+			return err
+		}
 		c.SetUserContext(a.cfg.Context)
 		return h(c)
 	})
@@ -486,6 +506,7 @@ func (a *API) register(app *fiber.App) {
 	a.registerSymbols(app)
 	a.registerArchive(app)
 	a.registerGUI(app)
+	a.registerClasses(app)
 	a.registerForward(app) // after every other compute route
 	a.handle(app, "GET", "/v2/openapi.json", a.openAPI)
 	a.registerObserve(app)

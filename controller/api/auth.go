@@ -50,7 +50,9 @@ const maxAuthorization = 4096
 // with too many recent failures gets 429 for a while, right credentials
 // or not. The user authenticated is left in the request for caller.
 func (a *API) basicAuth(c *fiber.Ctx) error {
-	credentials := c.Get(fiber.HeaderAuthorization)
+	// Read without the copy c.Get makes (the app is Immutable): it lives
+	// no longer than the request.
+	credentials := string(c.Request().Header.Peek(fiber.HeaderAuthorization))
 	if websocket.IsWebSocketUpgrade(c) {
 		args := c.Request().URI().QueryArgs()
 		if token := args.Peek(tokenParam); credentials == "" && len(token) > 0 {
@@ -137,7 +139,9 @@ func (a *API) authenticate(ctx context.Context, ip, credentials string) (u acces
 
 // Guard puts h (a net/http handler served beside the API, such as the
 // profiles) behind the API's authentication: the same credentials, the
-// same throttle of failures. With authentication off it returns h.
+// same throttle of failures, and for administrators only (the super
+// admin, or the Administrator role on "/"). With authentication off it
+// returns h.
 func (a *API) Guard(h http.Handler) http.Handler {
 	if !a.authOn() {
 		return h
@@ -147,13 +151,15 @@ func (a *API) Guard(h http.Handler) http.Handler {
 		if err != nil {
 			ip = r.RemoteAddr
 		}
-		switch _, ok, wait := a.authenticate(r.Context(), ip, r.Header.Get("Authorization")); {
+		switch u, ok, wait := a.authenticate(r.Context(), ip, r.Header.Get("Authorization")); {
 		case wait > 0:
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
 			http.Error(w, "too many failed authentication attempts: try again later", http.StatusTooManyRequests)
 		case !ok:
 			w.Header().Set("WWW-Authenticate", `Basic realm="GNS3 server"`)
 			w.WriteHeader(http.StatusUnauthorized)
+		case !u.Superadmin && (a.cfg.Access == nil || !a.cfg.Access.Administrator(u.ID)):
+			http.Error(w, "Permission denied (administrators only)", http.StatusForbidden)
 		default:
 			h.ServeHTTP(w, r)
 		}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -25,7 +26,10 @@ func (a *API) computeRoutes() computeRoutes {
 }
 
 func (h computeRoutes) listComputes(c *fiber.Ctx) error {
-	return c.JSON(mapAll(h.computes.List(), h.computeJSONOf))
+	cs := slices.DeleteFunc(h.computes.List(), func(cp compute.Compute) bool {
+		return !h.allowed(c, "Compute.Audit", "/computes/"+cp.ID)
+	})
+	return c.JSON(mapAll(cs, h.computeJSONOf))
 }
 
 // computeJSONOf is a compute as GNS3 shows it. Our agents speak proto,

@@ -24,3 +24,27 @@ func OnStreamCut(f func()) (restore func()) {
 
 // Routes are the registered routes, in the order they were registered.
 func (a *API) Routes() []Route { return slices.Clone(a.routes) }
+
+// SetDistributeFault makes a distribution fail before the copy for the
+// member f names (f returns an error for it), for a test; set it before
+// any request.
+func (a *API) SetDistributeFault(f func(member string) error) { a.classes.fault = f }
+
+// HasPermission reports whether route r has its entry in the table of
+// permissions.
+func HasPermission(r Route) bool { _, ok := permissions[r]; return ok }
+
+// UncheckPermission makes route r ask only for a login, as if its entry
+// were forgotten, for a test that must see a route left unchecked; it
+// returns the function that puts the entry back. Call it before New.
+func UncheckPermission(r Route) (restore func()) {
+	p, ok := permissions[r]
+	permissions[r] = permission{}
+	return func() {
+		if ok {
+			permissions[r] = p
+		} else {
+			delete(permissions, r)
+		}
+	}
+}

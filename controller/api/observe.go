@@ -46,6 +46,7 @@ func (a *API) observe(c *fiber.Ctx) error {
 	}
 	status := c.Response().StatusCode()
 	a.cfg.Requests.Observe(c.Method(), route, status, d)
+	a.audit(c, route, now)
 	size := int64(-1) // a stream: its size is not known yet
 	if !c.Response().IsBodyStream() {
 		size = int64(len(c.Response().Body())) // Body would read a stream to its end

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/project"
@@ -11,7 +12,10 @@ import (
 type projectRoutes struct{ resource }
 
 func (h projectRoutes) listProjects(c *fiber.Ctx) error {
-	return c.JSON(mapAll(h.projects.Projects(), projectFrom))
+	ps := slices.DeleteFunc(h.projects.Projects(), func(p project.Project) bool {
+		return !h.allowed(c, "Project.Audit", "/projects/"+p.ID)
+	})
+	return c.JSON(mapAll(ps, projectFrom))
 }
 
 // projectCreateRequest is the body of POST /v2/projects.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/controller/project"
@@ -80,7 +81,10 @@ func templateFrom(t project.Template) any {
 }
 
 func (h templateRoutes) listTemplates(c *fiber.Ctx) error {
-	return c.JSON(mapAll(h.projects.Templates.List(), templateFrom))
+	ts := slices.DeleteFunc(h.projects.Templates.List(), func(t project.Template) bool {
+		return !h.allowed(c, "Template.Audit", "/templates/"+t.ID)
+	})
+	return c.JSON(mapAll(ts, templateFrom))
 }
 
 // getTemplate answers one template, with an ETag; a client that already

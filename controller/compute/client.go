@@ -1,7 +1,8 @@
 // Package compute is the controller's side of its agents: the registry of
 // computes (GNS3's name for them), their health, and the HTTP client that
-// speaks proto to them. The Registry carries out project.Computes, turning
-// agent replies into project errors that keep the agent's message.
+// speaks proto to them. Agents carries out project.Computes (the Registry
+// keeps the computes), turning agent replies into project errors that keep
+// the agent's message.
 package compute
 
 import (

@@ -609,19 +609,15 @@ func (s *Archives) CreateSnapshot(ctx context.Context, id string, req SnapshotCr
 		exp.WriteTo(io.Discard)
 		return SnapshotInfo{}, &Error{Kind: ErrInternal, Msg: "Could not create the snapshot directory: " + pathless(err), Err: err}
 	}
-	tmp, err := os.CreateTemp(dir, ".snapshot-*.tmp")
+	tmp, err := atomicfile.Create(filepath.Join(dir, snap.Filename), 0o644)
 	if err != nil {
 		exp.WriteTo(io.Discard)
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	_, err = exp.WriteTo(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, snap.Filename))
+	if _, err = exp.WriteTo(tmp); err == nil {
+		err = tmp.Commit()
+	} else {
+		tmp.Abort()
 	}
 	if err != nil {
 		return SnapshotInfo{}, &Error{Kind: ErrConflict, Msg: "Could not create snapshot file: " + pathless(err), Err: err}
@@ -707,9 +703,91 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	if file == "" {
 		return Project{}, errorf(ErrNotFound, "Snapshot ID %s doesn't exist", snapshotID)
 	}
-	tmp, snap, err := s.unpackSnapshot(p, file)
+	if err := s.replaceLocked(ctx, st, p, file, false, "Cannot restore snapshot"); err != nil {
+		return Project{}, err
+	}
+	out := st.project()
+	info := snapInfo
+	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
+	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
+	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
+	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
+	return out, nil
+}
+
+// Reset puts an opened project's contents back as project fromID has
+// them (a class's template): fromID is copied as Duplicate copies it
+// (nodes may run there; no snapshots), and the copy replaces project id's
+// nodes, links, drawings and files as a snapshot restore does: id's nodes
+// are stopped, its directory swapped atomically, and it is built again,
+// keeping its id, name, path, settings, snapshots and captures; its
+// nodes, links and drawings get new ids. If anything fails, the project
+// is put back as it was. Listeners get what a restore sends them, but
+// snapshot.restored.
+func (s *Archives) Reset(ctx context.Context, id, fromID string) (_ Project, err error) {
+	if id == fromID {
+		return Project{}, errorf(ErrInvalid, "A project cannot be reset to itself")
+	}
+	if _, err := s.core.project(id); err != nil {
+		return Project{}, err
+	}
+	src, err := s.core.project(fromID)
 	if err != nil {
 		return Project{}, err
+	}
+	endSrc, err := s.beginArchiveOp(fromID)
+	if err != nil {
+		return Project{}, err
+	}
+	exp, err := s.export(ctx, fromID, ExportOptions{KeepComputeIDs: true, Compression: archive.Store,
+		Warn: func(msg string) { s.core.log.Warn("reset", "project", id, "from", fromID, "msg", msg) },
+	}, endSrc, true)
+	if err != nil {
+		return Project{}, err
+	}
+	tmp, err := os.CreateTemp(s.core.cfg.ProjectsDir, ".duplicate-*.gns3project") // swept at start if left
+	if err != nil {
+		exp.WriteTo(io.Discard)
+		return Project{}, refusal(err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := exp.WriteTo(tmp); err != nil {
+		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot reset project: " + pathless(err), Err: err}
+	}
+	end, err := s.beginArchiveOp(id)
+	if err != nil {
+		return Project{}, err
+	}
+	defer end()
+	st, err := s.core.lockOpened(id)
+	if err != nil {
+		return Project{}, err
+	}
+	defer st.unlock(&err)
+	p := st.project()
+	if err := s.replaceLocked(ctx, st, p, tmp.Name(), true, "Cannot reset project"); err != nil {
+		return Project{}, err
+	}
+	out := st.project()
+	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Project reset to %s", src.Name)})
+	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
+	s.core.log.Info("project reset", "project", id, "from", fromID)
+	return out, nil
+}
+
+// replaceLocked puts the contents of the archive file (a snapshot, or an
+// export of another project when newIDs) in place of opened project p's,
+// whose state st is locked: the archive is unpacked and checked beside
+// the project first; only then are p's nodes stopped, its directory
+// swapped with the unpacked one (snapshots/ and captures carried over),
+// and the project built again from it. If anything fails, the project is
+// put back as it was, and the error's message begins with what.
+func (s *Archives) replaceLocked(ctx context.Context, st *state, p Project, file string, newIDs bool, what string) error {
+	id := p.ID
+	tmp, snap, err := s.unpackSnapshot(p, file, newIDs)
+	if err != nil {
+		return err
 	}
 	aside := restoreOld(p.Path)
 	defer os.RemoveAll(tmp)   // after a failure, the snapshot's files
@@ -730,7 +808,7 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 	s.core.closeOn(ctx, id, computes, "close project for a snapshot restore")
 	if err := exchange(p.Path, tmp, aside); err != nil {
 		s.reopen(ctx, st, old, nil)
-		return Project{}, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
+		return &Error{Kind: ErrConflict, Msg: what + ": " + pathless(err), Err: err}
 	}
 	snap.Project.Path = p.Path
 	if err := s.reopen(ctx, st, snap, &gone); err != nil {
@@ -741,20 +819,16 @@ func (s *Archives) RestoreSnapshot(ctx context.Context, id, snapshotID string) (
 		if rerr := s.reopen(ctx, st, old, nil); rerr != nil {
 			s.core.log.Error("reopen the project as it was", "project", id, "err", rerr)
 		}
-		return Project{}, errorf(ErrConflict, "Cannot restore snapshot: %v", err) // 409 whatever the cause, as GNS3
+		return errorf(ErrConflict, "%s: %v", what, err) // 409 whatever the cause, as GNS3
 	}
-	out := st.project()
-	info := snapInfo
-	s.core.emitLocked(st, Event{Action: SnapshotRestored, Snapshot: &info})
-	s.core.emitLocked(st, Event{Action: LogInfo, Message: fmt.Sprintf("Snapshot %s restored", info.Name)})
-	s.core.emitLocked(st, Event{Action: ProjectOpened, Project: &out})
-	s.core.log.Info("snapshot restored", "project", id, "snapshot", snapshotID)
-	return out, nil
+	return nil
 }
 
 // unpackSnapshot unpacks a snapshot file beside project p into a new
 // directory holding its files and p's project file, and reads it back.
-func (s *Archives) unpackSnapshot(p Project, file string) (string, *Snapshot, error) {
+// With newIDs, its nodes, links and drawings get new ids (and their
+// node directories follow).
+func (s *Archives) unpackSnapshot(p Project, file string, newIDs bool) (string, *Snapshot, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return "", nil, &Error{Kind: ErrConflict, Msg: "Cannot restore snapshot: " + pathless(err), Err: err}
@@ -776,7 +850,11 @@ func (s *Archives) unpackSnapshot(p Project, file string) (string, *Snapshot, er
 		return "", nil, refusal(err)
 	}
 	set := map[string]any{"auto_start": p.Settings.AutoStart, "auto_open": p.Settings.AutoOpen, "auto_close": p.Settings.AutoClose}
-	imp, err := archive.ImportProjectFile(data, archive.ImportRewrite{ProjectID: p.ID, Name: p.Name, KeepComputeIDs: true, Set: set})
+	rw := archive.ImportRewrite{ProjectID: p.ID, Name: p.Name, KeepComputeIDs: true, Set: set}
+	if newIDs {
+		rw.NewID = uuid.NewString
+	}
+	imp, err := archive.ImportProjectFile(data, rw)
 	if err != nil {
 		return "", nil, refusal(err)
 	}
@@ -790,6 +868,14 @@ func (s *Archives) unpackSnapshot(p Project, file string) (string, *Snapshot, er
 			entry == "images" || strings.HasPrefix(entry, "images/") || entry == "project-files/captures" || strings.HasPrefix(entry, "project-files/captures/")
 	}
 	err = archive.Extract(zr, tmp, s.core.cfg.ArchiveLimits, keep)
+	for old, niu := range imp.NodeDirs {
+		if err != nil {
+			break
+		}
+		if rerr := os.Rename(filepath.Join(tmp, old), filepath.Join(tmp, niu)); rerr != nil && !os.IsNotExist(rerr) {
+			err = rerr
+		}
+	}
 	if err == nil {
 		err = atomicfile.Write(filepath.Join(tmp, p.Filename), imp.Data, 0o644)
 	}

@@ -17,10 +17,13 @@ const MaxSVG = 4 << 20
 // errNotSVG is the cause of a refused drawing.
 var errNotSVG = errors.New("the root element is not <svg>")
 
-// sanitizeSVG checks that text is one well-formed SVG document and drops
-// what could run code or fetch something when a client renders it (the web
-// UI puts other users' drawings in its page): <script>, <foreignObject>,
-// event handler attributes (on*), and references that leave the document
+// sanitizeSVG checks that text is one well-formed SVG document and keeps
+// only what cannot run code or fetch something when a client renders it
+// (the web UI puts other users' drawings in its page). It is an
+// allowlist: elements (with what they hold) and attributes that are not
+// drawing vocabulary are dropped, so <script>, <foreignObject>, event
+// handler attributes (on*) and whatever a browser adds next never pass.
+// What is kept is checked again for references that leave the document
 // (href, xlink:href or src other than "#..." and inline raster pictures;
 // url(...) other than url(#...)). Doctypes, processing instructions and
 // comments are dropped too. A document with nothing to drop is returned as
@@ -152,12 +155,15 @@ func writeName(b *bytes.Buffer, n xml.Name) {
 	b.WriteString(n.Local)
 }
 
+// unsafeElement reports an element that is not on the allowlist: one in
+// another namespace than SVG's (an editor's metadata, XHTML), or one SVG
+// does not draw with.
 func unsafeElement(n xml.Name) bool {
-	switch strings.ToLower(n.Local) {
-	case "script", "foreignobject", "iframe", "object", "embed", "handler", "listener":
+	if n.Space != "" && n.Space != "svg" {
 		return true
 	}
-	return false
+	_, ok := svgElements[strings.ToLower(n.Local)]
+	return !ok
 }
 
 // animatesUnsafe reports an animation that sets a link's target, a source
@@ -186,8 +192,16 @@ func animatesUnsafe(e xml.StartElement) bool {
 func unsafeAttr(a xml.Attr) bool {
 	name := strings.ToLower(a.Name.Local)
 	value := strings.ToLower(strings.Join(strings.Fields(a.Value), ""))
-	if strings.HasPrefix(name, "on") {
-		return true
+	switch space := strings.ToLower(a.Name.Space); {
+	case space == "xmlns" || space == "" && name == "xmlns":
+		return false // a namespace declaration: the document's own names
+	case space == "xlink" && name == "href", space == "xml" && (name == "space" || name == "lang"):
+	case space != "":
+		return true // an editor's own attributes (inkscape:, sodipodi:, ...)
+	default:
+		if _, ok := svgAttributes[name]; !ok {
+			return true
+		}
 	}
 	switch name {
 	case "href", "src":

@@ -9,9 +9,7 @@
 package symbols
 
 import (
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 //go:generate go run ./internal/gen -out builtin
@@ -50,10 +50,6 @@ const (
 	fallbackID = classicPrefix + "computer.svg"
 	// builtinRoot is the directory of builtinFiles that ids map into.
 	builtinRoot = "builtin"
-	// tempPrefix starts the names of uploads in progress. Names starting
-	// with "." are never listed nor served, so a half-written file is
-	// invisible.
-	tempPrefix = ".upload-"
 )
 
 // Errors of Save and Dimensions; match them with errors.Is.
@@ -354,18 +350,12 @@ func (l *Library) Save(id string, r io.Reader) error {
 		return fmt.Errorf("save symbol %s: %w", name, err)
 	}
 	defer root.Close()
-	tmp := tempPrefix + randomHex()
-	f, err := root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	// Hidden while it is written: List skips names starting with ".".
+	f, err := atomicfile.CreateIn(root, name, 0o644)
 	if err != nil {
 		return fmt.Errorf("save symbol %s: %w", name, err)
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			f.Close()
-			root.Remove(tmp)
-		}
-	}()
+	defer f.Abort() // nothing once committed
 	n, err := io.Copy(f, io.LimitReader(r, MaxSize+1))
 	if err != nil {
 		return fmt.Errorf("save symbol %s: %w", name, err)
@@ -382,13 +372,9 @@ func (l *Library) Save(id string, r io.Reader) error {
 		// clients can draw; a raster image with a broken header is not.
 		return fmt.Errorf("save symbol %s: %w", name, ErrNotImage)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("save symbol %s: %w", name, err)
 	}
-	if err := root.Rename(tmp, name); err != nil {
-		return fmt.Errorf("save symbol %s: %w", name, err)
-	}
-	committed = true
 	// GNS3 keeps serving the old size after an upload (its bug 17): forget
 	// it, and every size, since unknown ids that fell back before may now
 	// resolve to this file.
@@ -396,12 +382,6 @@ func (l *Library) Save(id string, r io.Reader) error {
 	clear(l.sizes)
 	l.mu.Unlock()
 	return nil
-}
-
-func randomHex() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Dimensions returns the width and height of the symbol id, resolved as

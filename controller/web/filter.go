@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/google/gopacket/layers"
-	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/pcapfilter"
 	"golang.org/x/net/bpf"
 )
 

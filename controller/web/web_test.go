@@ -15,8 +15,8 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
-	"github.com/labtap/labtap/agent/pcapfilter"
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/pcapfilter"
 )
 
 // frames returns an ARP request and an ICMP echo request, as VPCS sends

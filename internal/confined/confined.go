@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/labtap/labtap/internal/atomicfile"
 )
 
 // Errors a caller maps to replies.
@@ -198,7 +200,7 @@ func kind(m fs.FileMode) string {
 }
 
 // Write replaces name inside dir with data (making its parent directories
-// inside dir), through a synced temporary file renamed over it.
+// inside dir), durably (atomicfile.WriteIn).
 func Write(dir, name string, data []byte, perm os.FileMode) error {
 	name, err := Clean(name)
 	if err != nil {
@@ -218,41 +220,5 @@ func Write(dir, name string, data []byte, perm os.FileMode) error {
 	if st, err := root.Lstat(name); err == nil && st.IsDir() {
 		return ErrIsDir
 	}
-	var tmp *os.File
-	var tmpName string
-	for i := 0; ; i++ {
-		tmpName = path.Join(parent, fmt.Sprintf(".%s.%d.%d.tmp", path.Base(name), os.Getpid(), i))
-		tmp, err = root.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) || i > 100 {
-			return err
-		}
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			root.Remove(tmpName)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := root.Rename(tmpName, name); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := root.OpenFile(parent, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteIn(root, name, data, perm)
 }

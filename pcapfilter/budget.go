@@ -26,9 +26,11 @@ const DefaultDeadline = 2 * time.Second
 // deadline to compile, or compiled to more than MaxInstructions.
 var ErrTooComplex = errors.New("too complex")
 
-// childEnv marks the process CompileAll runs to compile: its own
-// executable, which compiles what it reads on stdin and exits (see init).
-const childEnv = "LABTAP_PCAPFILTER_CHILD"
+// Subcommand is the last argument of the process CompileAll runs to
+// compile: its own executable, whose main (or TestMain) calls Main first.
+// The argument before it, -test.run=^$, makes a test binary that lacks
+// the call run no test and exit, rather than run its tests again.
+const Subcommand = "labtap-compile-filters"
 
 // ready is the byte a compiling child writes first, once it runs.
 const ready = 'R'
@@ -48,12 +50,14 @@ type result struct {
 	Err   string                 `json:"err"`
 }
 
-// init turns this process into a compiling child when CompileAll started
-// it so. libpcap's compiler can run for minutes on a large expression and
-// cannot be interrupted; in a child process the deadline can kill it, and
-// the agent's other compiles (gopacket serialises them) never wait for it.
-func init() {
-	if os.Getenv(childEnv) != "1" {
+// Main turns this process into a compiling child when CompileAll started
+// it so, and returns otherwise. libpcap's compiler can run for minutes on
+// a large expression and cannot be interrupted; in a child process the
+// deadline can kill it, and the process's other compiles (gopacket
+// serialises them) never wait for it. A program that calls CompileAll
+// calls Main first thing in main; a test binary, in TestMain.
+func Main() {
+	if len(os.Args) < 2 || os.Args[len(os.Args)-1] != Subcommand {
 		return
 	}
 	// Say it has started: the deadline is for compiling, not for starting
@@ -100,8 +104,7 @@ func CompileAll(ctx context.Context, lt layers.LinkType, exprs []string, deadlin
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := exec.Command(self, "-test.run=^$", Subcommand)
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -137,6 +140,8 @@ func CompileAll(ctx context.Context, lt layers.LinkType, exprs []string, deadlin
 			why = ctx.Err()
 		}
 	case out = <-done: // ended before saying it runs
+		cmd.Wait()
+		return nil, fmt.Errorf("compile filter: %s ended without compiling: its main (or TestMain) must call pcapfilter.Main first", self)
 	case <-time.After(startTimeout):
 		why = fmt.Errorf("compile filter: the compiling process did not start within %v", startTimeout)
 	case <-ctx.Done():
