@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,8 @@ func readUntil(t *testing.T, s <-chan string, want string) []string {
 }
 
 // TestNotificationStreamsCarryOnlyTheCallersProjects runs two users, each
-// with a project of their own: each one's controller stream carries the
+// with projects of their own: each, connecting as the GNS3 GUI 2.2.60
+// does, lists only theirs, and each one's controller stream carries the
 // events of their projects only; once an ACE is removed, the stream
 // stops carrying that project's events, and a project stream ends.
 func TestNotificationStreamsCarryOnlyTheCallersProjects(t *testing.T) {
@@ -131,6 +133,39 @@ func TestNotificationStreamsCarryOnlyTheCallersProjects(t *testing.T) {
 			jsonCall(t, http.DefaultClient, "POST", c.url+"/v2/projects", admin, map[string]any{"name": p}, 201, &reply)
 			projects[p] = reply.ProjectID
 			aces[p] = grantRole(t, c, admin, id, "User", "/projects/"+reply.ProjectID)
+		}
+	}
+	// Each one connects as the GNS3 GUI 2.2.60 does (its User-Agent, Basic
+	// credentials on every request) and lists only their own projects.
+	for name, auth := range users {
+		for _, path := range []string{"/v2/version", "/v2/projects"} {
+			req, _ := http.NewRequest("GET", c.url+path, nil)
+			req.Header.Set("User-Agent", "GNS3 QT Client v2.2.60")
+			req.Header.Set("Authorization", auth)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: GET %s = %d %s", name, path, resp.StatusCode, body)
+			}
+			if path != "/v2/projects" {
+				continue
+			}
+			var list []struct {
+				Name string `json:"name"`
+			}
+			json.Unmarshal(body, &list)
+			var names []string
+			for _, p := range list {
+				names = append(names, p.Name)
+			}
+			slices.Sort(names)
+			if strings.Join(names, ",") != name+"-1,"+name+"-2" {
+				t.Fatalf("%s lists %q, want only their two projects", name, names)
+			}
 		}
 	}
 	rename := func(p, name string) {
