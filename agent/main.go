@@ -20,6 +20,14 @@
 // must send on every call: set it on every agent that listens beyond
 // loopback (and on the controller).
 //
+// With --join https://ctl:3080, --token (LABTAP_JOIN_TOKEN) and --ca-sha256
+// (LABTAP_CA_SHA256), the agent joins a controller started with --tls auto:
+// it gets its own certificate from the controller's CA and serves its API
+// over mutual TLS, to the controller's certificate only (LABTAP_JOIN,
+// LABTAP_TLS_CERT, LABTAP_TLS_KEY and LABTAP_TLS_CA twin the join and
+// --tls-cert/--tls-key/--tls-ca, a certificate the operator issued).
+// LABTAP_SECRET is deprecated.
+//
 // With --controller, the agent registers itself as a compute of that
 // controller (GNS3's POST /v2/computes), under its compute id, at its
 // advertised address.
@@ -27,11 +35,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,6 +53,7 @@ import (
 	"github.com/labtap/labtap/agent/server"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/pki"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/pcapfilter"
 	"golang.org/x/sync/errgroup"
@@ -62,6 +74,12 @@ type options struct {
 	Listen          string        `name:"listen" env:"LABTAP_LISTEN" default:"127.0.0.1:3081" help:"HTTP listen address of the agent API."`
 	Advertise       string        `name:"advertise" env:"LABTAP_ADVERTISE" help:"Address the controller and other agents reach this host on (default: the listen host)."`
 	Controller      string        `name:"controller" env:"LABTAP_CONTROLLER" help:"Register with the controller at this URL (http://[user:password@]host:port)."`
+	Join            string        `name:"join" env:"LABTAP_JOIN" help:"Join the controller at this https:// URL (started with --tls auto) with --token and --ca-sha256: the agent gets its own certificate and takes calls over mutual TLS from then on (kept in the data directory's tls/; later starts need neither)."`
+	Token           string        `name:"token" env:"LABTAP_JOIN_TOKEN" help:"One-time join token an admin made (POST /v3/computes/join-tokens); prefer LABTAP_JOIN_TOKEN: flags show in ps."`
+	CASHA256        string        `name:"ca-sha256" env:"LABTAP_CA_SHA256" help:"SHA-256 fingerprint of the controller's CA (logged at its start as ca_sha256): the join, or --controller https://..., trusts nothing else."`
+	TLSCert         string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve the API over mutual TLS with this PEM certificate (one the operator issued, instead of joining); needs --tls-key and --tls-ca."`
+	TLSKey          string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert."`
+	TLSCA           string        `name:"tls-ca" env:"LABTAP_TLS_CA" help:"PEM certificate of the CA whose controller certificate (common name labtap-controller) alone may call this agent."`
 	TunnelBind      string        `name:"tunnel-bind" env:"LABTAP_TUNNEL_BIND" help:"IP address the ends of tunnels to other agents bind to (default: the listen host)."`
 	DataDir         string        `name:"data-dir" env:"LABTAP_DATA_DIR" default:"${data_dir}" help:"Directory for project files and captures."`
 	ComputeID       string        `name:"compute-id" env:"LABTAP_COMPUTE_ID" default:"${hostname}" help:"The id the controller knows this agent by."`
@@ -73,6 +91,7 @@ type options struct {
 	ConsolePorts    string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI node consoles take their TCP ports from (default: any free port)."`
 	UDPGRO          bool          `name:"udp-gro" env:"LABTAP_UDP_GRO" default:"true" negatable:"" help:"Take runs of datagrams a peer sent with UDP GSO in one piece (UDP_GRO); false for measurements."`
 	CaptureDirectIO bool          `name:"capture-direct-io" env:"LABTAP_CAPTURE_DIRECT_IO" default:"true" negatable:"" help:"Write captures' full blocks with direct I/O (O_DIRECT) where the file system allows it; false writes through the page cache."`
+	CaptureBudget   string        `name:"capture-disk-budget" env:"LABTAP_CAPTURE_DISK_BUDGET" default:"0" help:"Most bytes the capture files of every project may hold on this agent (e.g. 20GiB, 500MiB; 0: no bound): past it the oldest stopped files are removed, and a new capture is refused while running ones alone hold it."`
 	SocketBuffer    int           `name:"socket-buffer" env:"LABTAP_SOCKET_BUFFER" default:"${socket_buffer}" help:"Receive and send buffer of each relay UDP socket, in bytes (capped by net.core.rmem_max unless root)."`
 	FilterDeadline  time.Duration `name:"filter-deadline" env:"LABTAP_FILTER_DEADLINE" default:"2s" help:"Longest a link's bpf filter may take to compile; longer is refused as too complex."`
 	MaxConns        int           `name:"max-conns" env:"LABTAP_MAX_CONNS" default:"0" help:"Most API connections open at once (0: the open-file limit - 256); more are refused with 503."`
@@ -97,6 +116,9 @@ func (o *options) Validate() error {
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
 	}
+	if _, err := cli.ByteSize(o.CaptureBudget); err != nil {
+		return fmt.Errorf("--capture-disk-budget (LABTAP_CAPTURE_DISK_BUDGET): %w", err)
+	}
 	if o.SocketBuffer <= 0 {
 		return fmt.Errorf("--socket-buffer must be a positive number of bytes, not %d", o.SocketBuffer)
 	}
@@ -106,7 +128,29 @@ func (o *options) Validate() error {
 	if _, err := cli.PortRange(o.ConsolePorts); err != nil {
 		return fmt.Errorf("--console-ports: %w", err)
 	}
+	if o.Join != "" && (o.Token == "" || o.CASHA256 == "") {
+		return fmt.Errorf("--join needs --token (LABTAP_JOIN_TOKEN) and --ca-sha256 (LABTAP_CA_SHA256)")
+	}
+	if len(o.Token) > 128 {
+		return fmt.Errorf("--token is at most 128 characters")
+	}
+	if n := boolCount(o.TLSCert != "", o.TLSKey != "", o.TLSCA != ""); n != 0 && n != 3 {
+		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together")
+	}
+	if o.TLSCert != "" && o.Join != "" {
+		return fmt.Errorf("--join gets a certificate: give it or --tls-cert, not both")
+	}
 	return nil
+}
+
+func boolCount(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
@@ -138,25 +182,55 @@ func run(args []string) error {
 	if err != nil {
 		return cli.FlagError("listen", "LABTAP_LISTEN", err)
 	}
+	budget, _ := cli.ByteSize(o.CaptureBudget) // checked by Validate
 	bindHost, _, _ := net.SplitHostPort(ln.Addr().String())
 	consoleHost := o.Advertise
 	if consoleHost == "" {
 		consoleHost = bindHost
 	}
-	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && o.Controller != "" {
+	if ip := net.ParseIP(consoleHost); ip != nil && ip.IsUnspecified() && (o.Controller != "" || o.Join != "") {
 		ln.Close()
-		return errors.New("--controller needs --advertise when listening on every address: the controller must know where to reach this agent")
+		return errors.New("--controller and --join need --advertise when listening on every address: the controller must know where to reach this agent (its certificate is issued for that name)")
 	}
 	secret := os.Getenv("LABTAP_SECRET")
-	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", o.ComputeID,
-		"data_dir", o.DataDir, "console_host", consoleHost, "secret", secret != "", "version", version,
-		"socket_buffer", o.SocketBuffer)
-	if ip := net.ParseIP(bindHost); secret == "" && (ip == nil || !ip.IsLoopback()) {
-		log.Warn("the agent API is reachable beyond this host without a shared secret: anyone who reaches it can run programs here; set LABTAP_SECRET on the agent and its controller")
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	_, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	files, joined := server.JoinedTLS(o.DataDir)
+	switch {
+	case o.TLSCert != "":
+		files, joined = server.AgentTLS{CertFile: o.TLSCert, KeyFile: o.TLSKey, CAFile: o.TLSCA}, true
+	case joined && o.Join != "":
+		log.Info("joined before: the certificate in the data directory is used, --join is not", "cert_file", files.CertFile)
+	case o.Join != "":
+		// Listening already, so the port is known; nothing is served
+		// until the join ends.
+		files, err = server.JoinController(ctx, server.Join{Controller: o.Join, Token: o.Token, CASHA256: o.CASHA256,
+			ComputeID: o.ComputeID, Name: o.ComputeID, Host: consoleHost, Port: port, DataDir: o.DataDir, Logger: log})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		joined = true
+	}
+	var serverTLS *tls.Config
+	if joined {
+		if serverTLS, err = files.ServerTLS(); err != nil {
+			ln.Close()
+			return fmt.Errorf("agent TLS: %w", err)
+		}
+	}
+	log.Info("agent listening", "addr", ln.Addr().String(), "compute_id", o.ComputeID,
+		"data_dir", o.DataDir, "console_host", consoleHost, "secret", secret != "", "mutual_tls", joined, "version", version,
+		"socket_buffer", o.SocketBuffer)
+	if secret != "" {
+		log.Warn("LABTAP_SECRET is deprecated: one secret shared by every agent lets one stolen agent host pose as the controller to the others; join this agent instead (--join, --token, --ca-sha256)")
+	}
+	if ip := net.ParseIP(bindHost); secret == "" && !joined && (ip == nil || !ip.IsLoopback()) {
+		log.Warn("the agent API is reachable beyond this host without mutual TLS or a shared secret: anyone who reaches it can run programs here; join it to its controller (--join)")
+	}
+
 	uids, _ := sandbox.ParseUIDs(o.NodeUIDs) // checked by Validate
 	sb, err := sandbox.New(ctx, sandbox.Config{UIDs: uids, Logger: log})
 	if err != nil {
@@ -164,14 +238,30 @@ func run(args []string) error {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	if o.Controller != "" {
-		_, portStr, _ := net.SplitHostPort(ln.Addr().String())
-		port, _ := strconv.Atoi(portStr)
+	if o.Controller != "" && !joined {
+		var pin []byte
+		var ctlHost string
+		if o.CASHA256 != "" {
+			if pin, err = pki.ParseFingerprint(o.CASHA256); err != nil {
+				ln.Close()
+				return cli.FlagError("ca-sha256", "LABTAP_CA_SHA256", err)
+			}
+			if u, err := url.Parse(o.Controller); err == nil {
+				ctlHost = u.Hostname()
+			}
+		}
 		g.Go(func() error {
-			err := server.Register(gctx, server.Registration{
+			reg := server.Registration{
 				Controller: o.Controller, ComputeID: o.ComputeID, Name: o.ComputeID,
 				Host: consoleHost, Port: port, Secret: secret, Logger: log,
-			})
+			}
+			if pin != nil {
+				// An https controller of --tls auto, met by its CA's fingerprint.
+				tr := http.DefaultTransport.(*http.Transport).Clone()
+				tr.TLSClientConfig = pki.PinnedClientConfig(pin, ctlHost)
+				reg.Transport = tr
+			}
+			err := server.Register(gctx, reg)
 			if err != nil && gctx.Err() == nil {
 				// The agent serves on: the controller can still add it.
 				log.Error("register with the controller", "err", err)
@@ -199,6 +289,7 @@ func run(args []string) error {
 			SocketBuffer:     o.SocketBuffer,
 			NoUDPGRO:         !o.UDPGRO,
 			BufferedCaptures: !o.CaptureDirectIO,
+			CaptureBudget:    budget,
 			TunnelBind:       o.TunnelBind,
 			QemuAccel:        o.QemuAccel,
 			FilterDeadline:   o.FilterDeadline,
@@ -206,6 +297,7 @@ func run(args []string) error {
 			MaxConnsPerIP:    o.MaxConnsPerIP,
 			Sandbox:          sb,
 			Secret:           secret,
+			TLS:              serverTLS,
 			Logger:           log,
 		}, ln)
 	})

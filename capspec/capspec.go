@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // DLT is a data link type a capture may be written as: the DLT_ name GNS3
@@ -84,6 +85,9 @@ const (
 	MaxMaxBytes = 1 << 40
 	// MaxMaxSeconds is 30 days.
 	MaxMaxSeconds = 30 * 24 * 3600
+	// MaxMaxPackets bounds capture_max_packets: 2^40 records, as many as
+	// MaxMaxBytes holds of the smallest.
+	MaxMaxPackets = 1 << 40
 	// MaxRingFiles bounds the files a ring keeps; RingDigits numbers them.
 	MaxRingFiles = 99999
 	RingDigits   = 5
@@ -113,6 +117,9 @@ type Spec struct {
 	MaxBytes int64 `json:"capture_max_bytes,omitempty"`
 	// MaxSeconds ends a file this long after it began, as MaxBytes does.
 	MaxSeconds int `json:"capture_max_seconds,omitempty"`
+	// MaxPackets ends a file once it holds this many records (packets),
+	// as MaxBytes does. 0: no limit.
+	MaxPackets int64 `json:"capture_max_packets,omitempty"`
 	// RingFiles > 1 keeps the newest RingFiles files of a capture whose
 	// files end by a limit (dumpcap's -b); 0 and 1 mean one file.
 	RingFiles int `json:"capture_ring_files,omitempty"`
@@ -122,7 +129,7 @@ type Spec struct {
 func (s Spec) Ring() bool { return s.RingFiles > 1 }
 
 // Limited reports whether a limit ends the capture's files.
-func (s Spec) Limited() bool { return s.MaxBytes > 0 || s.MaxSeconds > 0 }
+func (s Spec) Limited() bool { return s.MaxBytes > 0 || s.MaxSeconds > 0 || s.MaxPackets > 0 }
 
 // WithDefaults returns s with the defaults filled in.
 func (s Spec) WithDefaults() Spec {
@@ -157,11 +164,14 @@ func (s Spec) Check(name bool) error {
 	if s.MaxSeconds < 0 || s.MaxSeconds > MaxMaxSeconds {
 		return fmt.Errorf("capture_max_seconds %d: want 0 (no limit) to %d", s.MaxSeconds, MaxMaxSeconds)
 	}
+	if s.MaxPackets < 0 || s.MaxPackets > MaxMaxPackets {
+		return fmt.Errorf("capture_max_packets %d: want 0 (no limit) to %d", s.MaxPackets, int64(MaxMaxPackets))
+	}
 	if s.RingFiles < 0 || s.RingFiles > MaxRingFiles {
 		return fmt.Errorf("capture_ring_files %d: want 0 to %d", s.RingFiles, MaxRingFiles)
 	}
 	if s.Ring() && !s.Limited() {
-		return fmt.Errorf("capture_ring_files %d needs capture_max_bytes or capture_max_seconds: a file must end for the next to begin", s.RingFiles)
+		return fmt.Errorf("capture_ring_files %d needs capture_max_bytes, capture_max_seconds or capture_max_packets: a file must end for the next to begin", s.RingFiles)
 	}
 	if name && (!ValidFileName(s.FileName) || !strings.HasSuffix(s.FileName, Ext(s.Format))) {
 		return fmt.Errorf("capture file name %q is not a plain file name ending in %s", s.FileName, Ext(s.Format))
@@ -300,4 +310,41 @@ type ProjectState struct {
 	Interfaces int    `json:"interfaces"`
 	Frames     uint64 `json:"frames"`
 	Bytes      uint64 `json:"bytes"`
+}
+
+// FileInfo is one capture file of a project, running or stopped, a ring's
+// file included: an agent's list of a project's captures folder, and the
+// controller's GET /v2/projects/{project_id}/captures, which merges every
+// compute's and names each file's compute.
+type FileInfo struct {
+	// ComputeID is the compute that holds the file (the controller's list
+	// only).
+	ComputeID string `json:"compute_id,omitempty"`
+	// FileName passes ValidFileName; with ComputeID it names the file.
+	FileName string `json:"file_name"`
+	// LinkID is the link whose capture wrote the file, "" where the file
+	// does not say (a file from before captures noted it).
+	LinkID string `json:"link_id"`
+	Format string `json:"capture_format"`
+	// Running says a running capture writes the file (or, for a ring, the
+	// file is one of its files): it cannot be deleted.
+	Running bool `json:"running"`
+	// Size is the file's length in bytes; Records its whole records.
+	Size    int64  `json:"size"`
+	Records uint64 `json:"records"`
+	// FirstTime and LastTime are the times of its first and last record,
+	// null without records.
+	FirstTime *time.Time `json:"first_time"`
+	LastTime  *time.Time `json:"last_time"`
+	// Dropped counts frames the capture could not write (FileInfo of a
+	// running capture: all its files').
+	Dropped uint64 `json:"dropped"`
+	// Modified is when the file was last written: the retention removes
+	// the oldest stopped files first.
+	Modified time.Time `json:"modified"`
+}
+
+// CaptureExt reports whether name ends in a capture file's extension.
+func CaptureExt(name string) bool {
+	return strings.HasSuffix(name, ".pcap") || strings.HasSuffix(name, ".pcapng")
 }

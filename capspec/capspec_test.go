@@ -85,6 +85,9 @@ func TestCheckRefusesWhatNoCaptureCanDo(t *testing.T) {
 		{"a filter too long", Spec{FileName: "a.pcap", Filter: strings.Repeat("x", MaxFilterLen+1)}, false},
 		{"files too small for a full-size frame", Spec{FileName: "a.pcap", MaxBytes: MinMaxBytes - 1}, false},
 		{"a negative time", Spec{FileName: "a.pcap", MaxSeconds: -1}, false},
+		{"a packet limit", Spec{FileName: "a.pcap", MaxPackets: 1000, RingFiles: 2}, true},
+		{"a negative packet limit", Spec{FileName: "a.pcap", MaxPackets: -1}, false},
+		{"a packet limit too large", Spec{FileName: "a.pcap", MaxPackets: MaxMaxPackets + 1}, false},
 		{"a ring without a limit", Spec{FileName: "a.pcap", RingFiles: 2}, false},
 		{"too many files", Spec{FileName: "a.pcap", MaxBytes: MinMaxBytes, RingFiles: MaxRingFiles + 1}, false},
 	}

@@ -135,6 +135,7 @@ type File struct {
 	runAt     int                 // bytes of full blocks that are written before they are due: a run, or half a small queue
 	state     int                 // running, closing or failed
 	limit     int64               // the file takes no record that would end past this offset; 0: none
+	maxRecs   uint64              // the file takes no more records than this; 0: none
 	sealed    bool                // the file takes no more records (a limit was reached, or Seal)
 	last      time.Time
 	queued    [2]uint64 // records ever queued, per direction
@@ -319,6 +320,7 @@ func newFile(path string, f, direct fileHandle, opts Options) (*File, error) {
 		pool:     opts.Pool,
 		max:      max(2*blockSize, opts.QueueBytes),
 		limit:    opts.MaxBytes,
+		maxRecs:  opts.MaxRecords,
 		hooks:    opts.hooks,
 		openDir:  opts.openDirect,
 		gate:     opts.gate,
@@ -486,7 +488,8 @@ func (c *File) WritePackets(dir Direction, frames [][]byte) (n int) {
 		if cur != nil {
 			end = cur.off + int64(len(cur.b))
 		}
-		if c.limit > 0 && end+int64(c.enc.recordSize(len(f))) > c.limit {
+		if c.limit > 0 && end+int64(c.enc.recordSize(len(f))) > c.limit ||
+			c.maxRecs > 0 && c.queued[0]+c.queued[1] >= c.maxRecs {
 			c.sealed = true // this record and every later one belong to the next file
 			n = i
 			break
@@ -566,6 +569,13 @@ func (c *File) Seal() {
 	c.mu.Lock()
 	c.sealed = true
 	c.mu.Unlock()
+}
+
+// atMaxRecords reports whether the File took its Options.MaxRecords.
+func (c *File) atMaxRecords() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxRecs > 0 && c.queued[0]+c.queued[1] >= c.maxRecs
 }
 
 // Sealed reports whether the File takes no more records: it was sealed, or

@@ -23,6 +23,8 @@ type Limits struct {
 	MaxBytes int64
 	// MaxDuration ends a file this long after it began.
 	MaxDuration time.Duration
+	// MaxPackets ends a file once it holds this many records.
+	MaxPackets uint64
 	// Files > 1 keeps that many files, the newest.
 	Files int
 }
@@ -45,6 +47,10 @@ type RingHooks struct {
 	// since a file holding only its header needs no repair. Closed and
 	// Removed come after release.
 	Created func(name string, release func())
+	// Counted is called once a file that took records is closed (cleanly
+	// or not), with the frames it could not hold: a pcap file has no place
+	// to say so itself.
+	Counted func(name string, dropped uint64)
 }
 
 // Ring is a capture written to a sequence of files, each a File ending on a
@@ -137,6 +143,7 @@ func (r *Ring) create(n int) (*ringFile, error) {
 	}
 	opts := r.opts
 	opts.MaxBytes = r.limits.MaxBytes
+	opts.MaxRecords = r.limits.MaxPackets
 	if r.hooks.Created != nil {
 		opts.gate = newGate()
 	}
@@ -213,7 +220,18 @@ func (r *Ring) WritePackets(dir Direction, frames [][]byte) {
 		rf := r.cur.Load()
 		n := rf.f.WritePackets(dir, frames)
 		frames = frames[n:]
-		if len(frames) == 0 || !r.next(rf, "capture_max_bytes", len(frames)) {
+		full := r.limits.MaxPackets > 0 && rf.f.atMaxRecords()
+		if len(frames) == 0 {
+			if full { // ends now, not with the next frame (which may never come)
+				r.next(rf, "capture_max_packets", 0)
+			}
+			return
+		}
+		reason := "capture_max_bytes"
+		if full {
+			reason = "capture_max_packets"
+		}
+		if !r.next(rf, reason, len(frames)) {
 			return
 		}
 	}
@@ -262,6 +280,9 @@ func (r *Ring) next(rf *ringFile, reason string, pending int) bool {
 func limitText(reason string, l Limits) string {
 	if reason == "capture_max_seconds" {
 		return fmt.Sprintf("it reached capture_max_seconds (%d s)", int(l.MaxDuration/time.Second))
+	}
+	if reason == "capture_max_packets" {
+		return fmt.Sprintf("it reached capture_max_packets (%d packets)", l.MaxPackets)
 	}
 	return fmt.Sprintf("it reached capture_max_bytes (%d bytes)", l.MaxBytes)
 }
@@ -389,6 +410,9 @@ func (r *Ring) closeFile(rf *ringFile) {
 		r.endErr, r.ended = err, true
 	}
 	r.mu.Unlock()
+	if r.hooks.Counted != nil {
+		r.hooks.Counted(rf.name, dropped)
+	}
 	if err == nil && r.hooks.Closed != nil {
 		r.hooks.Closed(rf.name)
 	}
@@ -493,6 +517,16 @@ func (r *Ring) Limit() string {
 func (r *Ring) Current() (name, path string) {
 	rf := r.cur.Load()
 	return rf.name, rf.f.Path()
+}
+
+// Written returns the name of the file being written and how much of it
+// is on disk: whole records, every byte before them written (a File's
+// blocks may reach the disk out of order: past this, a reader may find a
+// hole).
+func (r *Ring) Written() (name string, size int64) {
+	rf := r.cur.Load()
+	_, size, _ = rf.f.Stats()
+	return rf.name, size
 }
 
 // Stats returns what the capture holds, over all its files: records

@@ -417,3 +417,71 @@ func TestARingGoesOnWhenAFileFillsBeforeTheNextOneIsMade(t *testing.T) {
 		}
 	}
 }
+
+// TestRingFilesEndAtCaptureMaxPackets: without a ring the capture ends at
+// once with its N-th record (not with a later frame); with one, each file
+// holds N records and the next takes over.
+func TestRingFilesEndAtCaptureMaxPackets(t *testing.T) {
+	root, dir := openRoot(t)
+	one, err := CreateRing(root, "one.pcap", Options{}, Limits{MaxPackets: 10}, RingHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		one.WritePackets(AtoB, [][]byte{numbered(i, 100)})
+	}
+	select {
+	case <-one.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the capture did not end at its 10th packet")
+	}
+	if !strings.Contains(one.Limit(), "capture_max_packets (10 packets)") {
+		t.Fatalf("Limit %q", one.Limit())
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "one.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := sequenceOf(t, capspec.FormatPcap, data); len(seq) != 10 {
+		t.Fatalf("%d records, want 10", len(seq))
+	}
+
+	ring, err := CreateRing(root, "ring.pcap", Options{}, Limits{MaxPackets: 10, Files: 100}, RingHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 35 {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			ring.mu.Lock()
+			ready := ring.spare != nil // the next file is made ahead: no frame waits for it
+			ring.mu.Unlock()
+			if ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no spare file within a minute")
+			}
+		}
+		ring.WritePackets(AtoB, [][]byte{numbered(i, 100)})
+	}
+	if err := ring.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for n := 1; n <= 4; n++ {
+		data, err := os.ReadFile(filepath.Join(dir, capspec.RingName("ring.pcap", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := sequenceOf(t, capspec.FormatPcap, data)
+		if want := min(10, 35-10*(n-1)); len(seq) != want {
+			t.Fatalf("file %d holds %d records, want %d", n, len(seq), want)
+		}
+		all = append(all, seq...)
+	}
+	for i, v := range all {
+		if v != i {
+			t.Fatalf("record %d is frame %d: files out of order", i, v)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type Options struct {
 	// end past it (WritePackets returns how many frames it took). Zero
 	// means no bound. A Ring uses it to begin the next file.
 	MaxBytes int64
+	// MaxRecords bounds the records the file takes, as MaxBytes its size.
+	// Zero means no bound.
+	MaxRecords uint64
 	// BufferedIO writes everything through the page cache, as if the file
 	// system had no direct I/O: for comparison, and for a file system whose
 	// direct I/O misbehaves.

@@ -72,6 +72,8 @@ type controller struct {
 	done chan error
 	// user and password, when set, go with every request of call.
 	user, password string
+	// client, when set, sends call's requests (an HTTPS controller's).
+	client *http.Client
 }
 
 var listenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
@@ -170,7 +172,11 @@ func (c *controller) call(method, path string, body any, want int, out any) {
 	if c.user != "" {
 		req.SetBasicAuth(c.user, c.password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if c.client != nil {
+		client = c.client
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ type agentProc struct {
 	env    []string
 	ctl    string
 	wrap   []string // a command the agent runs under, e.g. ip netns exec NAME
+	args   []string // more flags (--join ...)
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	done   chan error
@@ -79,6 +80,7 @@ func (a *agentProc) start() {
 	if a.ctl != "" {
 		args = append(args, "--controller", a.ctl)
 	}
+	args = append(args, a.args...)
 	argv := append(append(a.wrap[:len(a.wrap):len(a.wrap)], agentBinary(a.t)), args...)
 	a.cmd = exec.Command(argv[0], argv[1:]...)
 	a.cmd.Env = append(os.Environ(), a.env...)
@@ -160,7 +162,11 @@ type notifications struct {
 
 func (c *controller) follow(projectID string) *notifications {
 	c.t.Helper()
-	resp, err := http.Get(c.url + "/v2/projects/" + projectID + "/notifications")
+	client := http.DefaultClient
+	if c.client != nil {
+		client = c.client
+	}
+	resp, err := client.Get(c.url + "/v2/projects/" + projectID + "/notifications")
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -230,12 +236,13 @@ func (n *notifications) waitFor(action string, within time.Duration, accept func
 
 func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAnAgentDeath(t *testing.T) {
 	testenv.RequireTools(t, "vpcs", "tshark", "capinfos")
-	const secret = "e2e-shared-secret"
+	// Joined agents, called over mutual TLS (LABTAP_SECRET's agents are
+	// TestAgentsRefuseCallsWithoutTheSharedSecret's and the console tests').
 	ctlData := t.TempDir()
-	env := []string{"LABTAP_SECRET=" + secret}
-	c := startControllerWith(t, ctlData, env)
-	a1 := startAgent(t, "agent1", "127.0.0.2", secret, c.url)
-	startAgent(t, "agent2", "127.0.0.3", secret, c.url)
+	c, _ := startTLSControllerIn(t, ctlData, nil)
+	caSHA := caLine.FindStringSubmatch(c.log.String())[1]
+	a1 := startJoinedAgent(t, c, "agent1", "127.0.0.2", c.joinToken(), caSHA)
+	startJoinedAgent(t, c, "agent2", "127.0.0.3", c.joinToken(), caSHA)
 	// They registered themselves, and the controller follows them.
 	if cp := c.waitCompute("agent1", true, 20*time.Second); cp.Host != "127.0.0.2" {
 		t.Fatalf("agent1 registered as %+v", cp)
@@ -283,7 +290,7 @@ func TestALinkAcrossTwoAgentsCapturesThroughAControllerRestartAnAgentCutOffAndAn
 	// The controller restarts; the agents go on. It finds the lab and the
 	// running capture again.
 	c.stop()
-	c = startControllerWith(t, ctlData, env)
+	c, _ = startTLSControllerIn(t, ctlData, nil)
 	c.waitCompute("agent1", true, 20*time.Second)
 	c.waitCompute("agent2", true, 20*time.Second)
 	var got linkReply

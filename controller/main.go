@@ -13,8 +13,9 @@
 // Every flag has an environment twin (LABTAP_LISTEN, LABTAP_DATA_DIR,
 // LABTAP_GNS3_VERSION, LABTAP_ADVERTISE, LABTAP_LOCAL_AGENT, LABTAP_VPCS, LABTAP_DOCKER_NODES, LABTAP_DOCKER_INIT, LABTAP_DOCKER_ALLOW_UNSAFE, LABTAP_USER,
 // LABTAP_PASSWORD, LABTAP_MAX_JSON_BODY, LABTAP_AUTO_CLOSE_GRACE,
-// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS); a flag wins over its variable, and a bad value of
-// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents.
+// LABTAP_LOG_LEVEL, LABTAP_LOG_FORMAT, LABTAP_QEMU_ACCEL, LABTAP_NODE_UIDS, LABTAP_PPROF_LISTEN, LABTAP_ALLOWED_ORIGINS, LABTAP_TLS, LABTAP_TLS_CERT, LABTAP_TLS_KEY); a flag wins over its variable, and a bad value of
+// either exits with code 2. LABTAP_SECRET is the secret shared with remote agents
+// (deprecated: with --tls auto, agents join with their own certificates).
 package main
 
 import (
@@ -43,6 +44,7 @@ import (
 	"github.com/labtap/labtap/controller/web"
 	"github.com/labtap/labtap/internal/cli"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/pki"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
 	"github.com/labtap/labtap/pcapfilter"
@@ -90,7 +92,11 @@ type options struct {
 	ConsolePorts   string        `name:"console-ports" env:"LABTAP_CONSOLE_PORTS" help:"Range LO-HI the local agent's node consoles take their TCP ports from (default: any free port)."`
 	NodeUIDs       string        `name:"node-uids" env:"LABTAP_NODE_UIDS" help:"Range LO-HI of the uids (and gids) the local agent's node programs run as, one per node, when the agent runs as root (default 1900000000-1900065535)."`
 	QemuAccel      string        `name:"qemu-accel" env:"LABTAP_QEMU_ACCEL" default:"auto" enum:"auto,kvm,tcg" help:"Accelerator of the local agent's QEMU nodes: auto (KVM where it passes a self-test at start, else TCG with a warning), kvm or tcg."`
+	CaptureBudget  string        `name:"capture-disk-budget" env:"LABTAP_CAPTURE_DISK_BUDGET" default:"0" help:"Most bytes the capture files of every project may hold on the local agent (e.g. 20GiB; 0: no bound): past it the oldest stopped files are removed; a new capture is refused while running ones alone hold it."`
 	PprofListen    string        `name:"pprof-listen" env:"LABTAP_PPROF_LISTEN" help:"Serve Go's profiles (/debug/pprof/, behind the API's authentication when it is on) on this address, e.g. 127.0.0.1:6060; empty: off."`
+	TLS            string        `name:"tls" env:"LABTAP_TLS" default:"off" enum:"off,auto" help:"auto: serve HTTPS with a private CA and server certificate made in the data directory's tls/ on first start (its SHA-256 fingerprint is logged at start), and let agents join (see --tls-cert for your own certificate)."`
+	TLSCert        string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve HTTPS with this PEM certificate (chain); read again when the file changes. Needs --tls-key."`
+	TLSKey         string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert; read again when the file changes."`
 	ConsoleOpen    bool          `name:"console-open" env:"LABTAP_CONSOLE_OPEN" default:"false" help:"Keep node consoles open to every client address, as without users (single-user labs). Otherwise, with --user/--password, an agent lets an address in to a node's console only after a user allowed Node.Console read the node from it."`
 	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user's last request on the node or its project (a GET, an open, a start...)."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
@@ -106,6 +112,9 @@ type options struct {
 func (o *options) Validate() error {
 	if err := cli.ListenAddress(o.Listen); err != nil {
 		return fmt.Errorf("--listen (LABTAP_LISTEN): %w", err)
+	}
+	if _, err := cli.ByteSize(o.CaptureBudget); err != nil {
+		return fmt.Errorf("--capture-disk-budget (LABTAP_CAPTURE_DISK_BUDGET): %w", err)
 	}
 	if o.MaxJSONBody <= 0 {
 		return fmt.Errorf("--max-json-body must be a positive number of bytes, not %d", o.MaxJSONBody)
@@ -137,6 +146,12 @@ func (o *options) Validate() error {
 	if _, err := api.ParseOrigins(o.AllowedOrigins); err != nil {
 		return fmt.Errorf("--allowed-origins: %w", err)
 	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("--tls-cert (LABTAP_TLS_CERT) and --tls-key (LABTAP_TLS_KEY) go together")
+	}
+	if o.TLSCert != "" && o.TLS == "auto" {
+		return fmt.Errorf("--tls auto makes its own certificate: give it or --tls-cert/--tls-key, not both")
+	}
 	return nil
 }
 
@@ -146,7 +161,8 @@ func parse(args []string) (options, error) { return parseTo(os.Stdout, args) }
 func parseTo(stdout io.Writer, args []string) (options, error) {
 	var o options
 	err := cli.Parse("controller", "The labtap controller: GNS3's /v2 API, projects on disk and an embedded local agent.\n\n"+
-		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each.",
+		"LABTAP_SECRET (a variable only, kept out of ps) is the secret shared with remote agents: set the same on each. "+
+		"Deprecated: with --tls auto, agents join (agent --join) and are called over mutual TLS.",
 		&o, map[string]string{"data_dir": server.DefaultDataDir(), "gns3_version": defaultGNS3Version,
 			"version": "labtap controller " + version}, stdout, args)
 	// A version set by hand is what every client gets; otherwise a GNS3
@@ -201,7 +217,24 @@ func run(args []string) error {
 	// it never stops accepting.
 	ln := netguard.Listen(tcpLn, netguard.Config{MaxConns: o.MaxConns, MaxPerIP: o.MaxConnsPerIP, Logger: log.With("component", "listener")})
 	listenHost, listenPort := splitHostPort(ln.Addr())
-	log.Info("controller listening", "addr", ln.Addr().String(), "data_dir", o.DataDir,
+	tlsOn, ca, err := serveTLS(o, listenHost, log)
+	if err != nil {
+		tcpLn.Close()
+		return err
+	}
+	enroll, agentTLS, err := enrollment(ca, o)
+	if err != nil {
+		tcpLn.Close()
+		return err
+	}
+	if os.Getenv("LABTAP_SECRET") != "" {
+		log.Warn("LABTAP_SECRET is deprecated: one secret shared by every agent lets one stolen agent host pose as the controller to the others; start the controller with --tls auto and join each agent with its own certificate (agent --join)")
+	}
+	scheme := "http"
+	if tlsOn != nil {
+		scheme = "https"
+	}
+	log.Info("controller listening", "addr", ln.Addr().String(), "scheme", scheme, "data_dir", o.DataDir,
 		"gns3_version", o.GNS3Version, "local_agent", o.LocalAgent, "auth", o.User != "" && o.Password != "",
 		"version", version)
 	warnIfOpen(log, tcpLn.Addr(), o.User != "" && o.Password != "")
@@ -223,13 +256,18 @@ func run(args []string) error {
 	defer hub.Close()
 	events := &api.Events{Hub: hub, Version: o.GNS3Version}
 	registry := compute.NewRegistry(compute.RegistryConfig{
-		Client:        compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, Logger: log}),
+		Client:        compute.NewClient(compute.ClientConfig{Retries: compute.DefaultRetries, TLS: agentTLS, Logger: log}),
 		Path:          filepath.Join(o.DataDir, "computes.json"),
 		Secret:        os.Getenv("LABTAP_SECRET"),
 		TrustedAgents: o.TrustedAgents,
 		OnChange:      events.ComputeChanged,
 		Logger:        log.With("component", "computes"),
 	})
+	var enroller api.Enroller // a nil *compute.Enrollment would not be a nil Enroller
+	if enroll != nil {
+		registry.SetEnrollment(enroll)
+		enroller = enroll
+	}
 	if !o.LocalAgent {
 		close(agentDone)
 	} else {
@@ -264,6 +302,7 @@ func run(args []string) error {
 			agentLn.Close()
 			return err
 		}
+		captureBudget, _ := cli.ByteSize(o.CaptureBudget) // checked by Validate
 		g.Go(func() error {
 			defer close(agentDone)
 			return server.Run(gctx, server.Config{
@@ -280,6 +319,7 @@ func run(args []string) error {
 				TunnelBind:      tunnelBind,
 				FilterDeadline:  o.FilterDeadline,
 				QemuAccel:       o.QemuAccel,
+				CaptureBudget:   captureBudget,
 				ProtectedPorts:  []int{listenPort},
 				Sandbox:         sb,
 				Secret:          secret,
@@ -290,7 +330,7 @@ func run(args []string) error {
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
-			ID: project.LocalCompute, Name: hostname(), Protocol: "http", Host: advertised, Port: listenPort,
+			ID: project.LocalCompute, Name: hostname(), Protocol: scheme, Host: advertised, Port: listenPort,
 			User: o.User, URL: "http://" + agentLn.Addr().String(), Secret: secret,
 		})
 	}
@@ -369,26 +409,29 @@ func run(args []string) error {
 	}
 	if accessSvc != nil {
 		defer accessSvc.Close()
+		projects.SetQuotas(api.Quotas(accessSvc)) // quotas of users, groups and pools
 	}
 	// --- end access ---
 	app, apiServer, err := api.New(api.Config{
-		Access:           accessSvc, // nil: no /v3/access routes
-		Projects:         projects,
-		ProjectCaptures:  projectCaptures,
-		Computes:         registry,
-		Agents:           registry.Agents,
-		Symbols:          symbolLib,
-		User:             o.User,
-		Password:         o.Password,
-		AllowedOrigins:   o.AllowedOrigins,
+		Access:          accessSvc, // nil: no /v3/access routes
+		Projects:        projects,
+		ProjectCaptures: projectCaptures,
+		Enroll:          enroller,
+		Computes:        registry,
+		Agents:          registry.Agents,
+		Symbols:         symbolLib,
+		User:            o.User,
+		Password:        o.Password,
+		AllowedOrigins:  o.AllowedOrigins,
+		MaxJSONBody:     o.MaxJSONBody,
+		Hub:             hub,
+		Load:            localLoad(registry),
+		Version:         o.GNS3Version,
+		PinVersion:      o.pinVersion,
+		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
+		// Who may reach node consoles' ports (api.Config.ConsolesOpen).
 		ConsolesOpen:     o.ConsoleOpen,
 		ConsoleGrantIdle: o.ConsoleIdle,
-		MaxJSONBody:      o.MaxJSONBody,
-		Hub:              hub,
-		Load:             localLoad(registry),
-		Version:          o.GNS3Version,
-		PinVersion:       o.pinVersion,
-		SettingsFile:     filepath.Join(o.DataDir, "settings.json"),
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,
@@ -401,7 +444,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return app.Listener(api.QuietIdle(ln)) })
+	// TLS outermost: the API sees a TLS connection (Fiber's c.Protocol()
+	// says https) that still reaches its socket for WatchGone.
+	apiLn := api.QuietIdle(ln)
+	if tlsOn != nil {
+		apiLn = pki.Listen(apiLn, tlsOn)
+	}
+	g.Go(func() error { return app.Listener(apiLn) })
 	if pln != nil {
 		servePprof(gctx, g, pln, apiServer.Guard, log)
 	}

@@ -126,11 +126,11 @@ func TestALinkAcrossTwoHostsInNetworkNamespacesSurvivesAPartition(t *testing.T) 
 	testenv.RequireTools(t, "vpcs", "tshark", "capinfos")
 	lab := newNetLab(t)
 	h1, h2 := lab.host("a1", 2), lab.host("a2", 3)
-	const secret = "netns-shared-secret"
-	env := []string{"LABTAP_SECRET=" + secret}
-	c := startControllerWith(t, t.TempDir(), env, "--listen", lab.subnet+"1:0")
-	a1 := startAgentUnder(t, []string{"ip", "netns", "exec", h1}, "agent1", lab.subnet+"2", secret, c.url)
-	startAgentUnder(t, []string{"ip", "netns", "exec", h2}, "agent2", lab.subnet+"3", secret, c.url)
+	// Agents joined over the hosts' network, called over mutual TLS.
+	c, _ := startTLSController(t, nil, "--listen", lab.subnet+"1:0")
+	caSHA := caLine.FindStringSubmatch(c.log.String())[1]
+	a1 := startJoinedAgentUnder(t, []string{"ip", "netns", "exec", h1}, c, "agent1", lab.subnet+"2", c.joinToken(), caSHA)
+	startJoinedAgentUnder(t, []string{"ip", "netns", "exec", h2}, c, "agent2", lab.subnet+"3", c.joinToken(), caSHA)
 	if cp := c.waitCompute("agent1", true, 20*time.Second); cp.Host != lab.subnet+"2" {
 		t.Fatalf("agent1 registered as %+v", cp)
 	}

@@ -210,7 +210,19 @@ func TestTheBrowserViewShowsAPingLiveDecodedFilteredAndPaused(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+linkPath+"/view")); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, ctx, `document.querySelector("#message").textContent.includes("not capturing") && document.querySelector("#crumbs").textContent === "browser › PC1 e0 ↔ PC2 e0"`)
+	// Its capture stopped: the page shows the stopped file, to its end.
+	waitJS(t, ctx, `document.querySelector("#crumbs").textContent === "browser › PC1 e0 ↔ PC2 e0" && document.querySelector("#status").textContent === "stopped" && [...document.querySelectorAll("#rows td.info")].some(td => td.textContent.startsWith("Echo (ping) reply"))`)
+	// The project's capture files are listed, and each opens in the view.
+	waitJS(t, ctx, `[...document.querySelectorAll("#tree a.file")].some(a => a.textContent.includes("PC1_0-0_to_PC2_0-0.pcap"))`)
+	fileView := lab.base + "/captures/local/PC1_0-0_to_PC2_0-0.pcap/view"
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+fileView)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector("#crumbs").textContent.includes("PC1_0-0_to_PC2_0-0.pcap") && [...document.querySelectorAll("#rows td.info")].some(td => td.textContent.startsWith("Echo (ping) reply")) && document.querySelector("#download").getAttribute("href").endsWith("/captures/local/PC1_0-0_to_PC2_0-0.pcap")`)
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.url+linkPath+"/view")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector("#status").textContent === "stopped"`)
 	// A capture started elsewhere (here, the API) shows at once: the page
 	// follows the project's notifications.
 	c.call("POST", linkPath+"/start_capture", map[string]any{"capture_file_name": "again"}, 201, nil)

@@ -406,6 +406,24 @@ func CaptureFilePath(project, link string) string {
 	return CapturePath(project, link) + "/file"
 }
 
+// CaptureFilesPath lists the capture files of a project's captures folder
+// (GET, a []CaptureFileInfo), whether the project is open on the agent or
+// not: running, stopped and ring files.
+func CaptureFilesPath(project string) string {
+	return ProjectPath(project) + "/captures"
+}
+
+// CaptureFileNamePath is one file of a project's captures folder, by its
+// name (capspec.ValidFileName): GET sends it (a running capture's file up
+// to its last whole record, with Content-Length and Content-Disposition),
+// DELETE removes it (a conflict while a capture writes it).
+func CaptureFileNamePath(project, name string) string {
+	return CaptureFilesPath(project) + "/" + url.PathEscape(name)
+}
+
+// CaptureFileInfo is one file of a project's captures folder.
+type CaptureFileInfo = capspec.FileInfo
+
 // Errorf builds an Error of the given code.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

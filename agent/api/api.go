@@ -75,6 +75,18 @@ type CaptureService interface {
 	File(projectID, linkID string) (*captures.Ring, error)
 }
 
+// CaptureFileService is what a CaptureService adds to serve the files of
+// a project's captures folder. *host.Captures satisfies it.
+type CaptureFileService interface {
+	// Files lists the capture files of a project, running and stopped.
+	Files(projectID string) ([]proto.CaptureFileInfo, error)
+	// OpenFile returns size bytes of whole records of a capture file, to
+	// send from body, which the caller closes.
+	OpenFile(projectID, name string) (size int64, body io.ReadCloser, err error)
+	// DeleteFile removes a stopped capture file.
+	DeleteFile(projectID, name string) error
+}
+
 // FilterChecker compiles bpf filter expressions for a data link type, as
 // a link would. *host.Filters satisfies it.
 type FilterChecker interface {
@@ -234,6 +246,9 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 	mux.HandleFunc("DELETE "+l+"/capture", h.stopCapture)
 	mux.HandleFunc("GET "+l+"/capture/pcap", h.stream)
 	mux.HandleFunc("GET "+l+"/capture/file", h.snapshot)
+	if cf, ok := parts.Captures.(CaptureFileService); ok {
+		h.registerCaptureFiles(mux, cf)
+	}
 	mux.HandleFunc("PUT "+p+"/tunnel-ports/{id}", h.reserveTunnelPort)
 	mux.HandleFunc("DELETE "+p+"/tunnel-ports/{id}", h.releaseTunnelPort)
 	mux.HandleFunc("GET "+proto.StatePath, h.state)
@@ -547,6 +562,43 @@ func (h *handlers) snapshot(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, s); err != nil && r.Context().Err() == nil {
 		h.log.Debug("capture snapshot cut", "link", r.PathValue("link"), "err", err)
 	}
+}
+
+// registerCaptureFiles serves the files of projects' captures folders.
+func (h *handlers) registerCaptureFiles(mux *routes, cf CaptureFileService) {
+	const files = "/v1/projects/{project}/captures"
+	mux.HandleFunc("GET "+files, func(w http.ResponseWriter, r *http.Request) {
+		list, err := cf.Files(r.PathValue("project"))
+		if err != nil {
+			h.reply(w, nil, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	mux.HandleFunc("GET "+files+"/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		size, body, err := cf.OpenFile(r.PathValue("project"), name)
+		if err != nil {
+			h.reply(w, nil, err)
+			return
+		}
+		defer body.Close()
+		ctype := PcapContentType
+		if strings.HasSuffix(name, ".pcapng") {
+			ctype = PcapngContentType
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+		w.Header().Set("Cache-Control", "no-store")
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // the size bounds it
+		if _, err := io.CopyN(w, body, size); err != nil && r.Context().Err() == nil {
+			h.log.Debug("capture file cut", "file", name, "err", err)
+		}
+	})
+	mux.HandleFunc("DELETE "+files+"/{name}", func(w http.ResponseWriter, r *http.Request) {
+		h.reply(w, nil, cf.DeleteFile(r.PathValue("project"), r.PathValue("name")))
+	})
 }
 
 func (h *handlers) reserveTunnelPort(w http.ResponseWriter, r *http.Request) {

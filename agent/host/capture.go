@@ -33,14 +33,17 @@ import (
 // stops and closes them, and repairs those a crash left. Its state lives in
 // each project's projectCaptures, under that one's locks.
 type Captures struct {
-	projects *projectTable
-	filters  *Filters
-	events   *Events
-	log      *slog.Logger
-	buffered bool           // Config.BufferedCaptures
-	pool     *captures.Pool // the memory every capture's queue borrows from
-	hooks    *hooks         // the Host's, for tests
-	wg       sync.WaitGroup // the goroutines watching captures
+	projects  *projectTable
+	filters   *Filters
+	events    *Events
+	log       *slog.Logger
+	buffered  bool           // Config.BufferedCaptures
+	pool      *captures.Pool // the memory every capture's queue borrows from
+	hooks     *hooks         // the Host's, for tests
+	wg        sync.WaitGroup // the goroutines watching captures
+	dataDir   string         // Config.DataDir: the captures folders of projects not open here
+	scans     scans          // what the capture files hold, read once (capturefiles.go)
+	retention retention      // the disk budget of capture files (retention.go)
 }
 
 type hostCapture struct {
@@ -144,6 +147,9 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	if err != nil {
 		return proto.CaptureState{}, err
 	}
+	if err := o.admit(); err != nil {
+		return proto.CaptureState{}, err
+	}
 	p, l, c, err := o.claimCapture(projectID, linkID, spec)
 	if err != nil || c == nil {
 		return proto.CaptureState{}, err
@@ -162,6 +168,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	}, captures.Limits{
 		MaxBytes:    spec.MaxBytes,
 		MaxDuration: time.Duration(spec.MaxSeconds) * time.Second,
+		MaxPackets:  uint64(spec.MaxPackets),
 		Files:       spec.RingFiles,
 	}, captures.RingHooks{
 		Creating: func(name string) {
@@ -176,11 +183,25 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 		Created: func(name string, release func()) {
 			go func() {
 				defer release()
+				writeMeta(c.root, name, fileMeta{LinkID: linkID})
 				o.markWriting(c.root, c.dir, name)
 			}()
 		},
-		Closed:  func(name string) { unmarkWriting(c.root, name) },
-		Removed: func(name string) { unmarkWriting(c.root, name) },
+		Counted: func(name string, dropped uint64) {
+			if dropped > 0 {
+				writeMeta(c.root, name, fileMeta{LinkID: linkID, Dropped: dropped})
+			}
+		},
+		Closed: func(name string) {
+			unmarkWriting(c.root, name)
+			if _, err := c.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+				_ = c.root.Remove(metaName(name)) // a spare file never begun
+			}
+		},
+		Removed: func(name string) {
+			unmarkWriting(c.root, name)
+			_ = c.root.Remove(metaName(name))
+		},
 		Began: func(name string) {
 			if o.hooks.began != nil {
 				o.hooks.began()
@@ -232,7 +253,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	}
 	name, path := ring.Current()
 	o.log.Info("capture started", "project", projectID, "link", linkID, "file", path, "name", name,
-		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "ring_files", spec.RingFiles)
+		"format", spec.Format, "filter", spec.Filter, "max_bytes", spec.MaxBytes, "max_seconds", spec.MaxSeconds, "max_packets", spec.MaxPackets, "ring_files", spec.RingFiles)
 	return o.captureStateOf(c), nil
 }
 

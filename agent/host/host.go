@@ -126,6 +126,10 @@ type Config struct {
 	// BufferedCaptures writes captures through the page cache even where
 	// the file system allows direct I/O (captures.Options.BufferedIO).
 	BufferedCaptures bool
+	// CaptureBudget bounds the bytes of every project's capture files
+	// on this agent: past it the oldest stopped files are removed, and a
+	// new capture is refused while running ones alone hold it. 0: none.
+	CaptureBudget int64
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (the default: KVM
 	// where it passes its self-test, else TCG with a warning; see
 	// KVMProblem), "kvm" or "tcg".
@@ -336,7 +340,11 @@ func New(cfg Config) *Host {
 	h.Events = &Events{}
 	h.Consoles = node.NewConsoleGate(cfg.ConsolesGated)
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
-		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks}
+		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks, dataDir: cfg.DataDir}
+	h.Captures.retention.budget = cfg.CaptureBudget
+	if cfg.CaptureBudget > 0 {
+		h.Captures.wg.Go(func() { h.Captures.sweepLoop(ctx.Done()) })
+	}
 	sums := cfg.ImageHashes
 	if sums.Logger == nil {
 		sums.Logger = cfg.Logger

@@ -14,6 +14,7 @@ type linkCollector struct {
 	received, forwarded, forwardedBytes, filtered, queueDropped, sendErrors, delayed *prometheus.Desc
 	capFrames, capBytes, capDropped, capRotated, capActive                           *prometheus.Desc
 	memInUse, memAllocated, memMax, memRefused                                       *prometheus.Desc
+	budget, budgetFiles, budgetBytes                                                 *prometheus.Desc
 }
 
 func newLinkCollector(h *host.Host) *linkCollector {
@@ -46,13 +47,17 @@ func newLinkCollector(h *host.Host) *linkCollector {
 		memMax: d("labtap_capture_memory_max_bytes", "Bound of the memory the agent's captures may hold.", nil),
 		memRefused: d("labtap_capture_memory_refused_total",
 			"Blocks the agent's captures asked for while their memory was exhausted (the frames are counted in labtap_capture_records_dropped_total).", nil),
+		budget: d("labtap_capture_disk_budget_bytes", "The bound of the agent's capture files (--capture-disk-budget), 0 for none.", nil),
+		budgetFiles: d("labtap_capture_files_removed_total",
+			"Stopped capture files the disk budget removed (the oldest first).", nil),
+		budgetBytes: d("labtap_capture_bytes_removed_total", "Bytes of the capture files the disk budget removed.", nil),
 	}
 }
 
 func (c *linkCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.received, c.forwarded, c.forwardedBytes, c.filtered, c.queueDropped,
 		c.sendErrors, c.delayed, c.capFrames, c.capBytes, c.capDropped, c.capRotated, c.capActive,
-		c.memInUse, c.memAllocated, c.memMax, c.memRefused} {
+		c.memInUse, c.memAllocated, c.memMax, c.memRefused, c.budget, c.budgetFiles, c.budgetBytes} {
 		ch <- d
 	}
 }
@@ -71,6 +76,10 @@ func (c *linkCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.memAllocated, mem.Allocated)
 	gauge(c.memMax, mem.Max)
 	counter(c.memRefused, mem.Refused)
+	ret := c.h.Captures.Retention()
+	gauge(c.budget, ret.Budget)
+	counter(c.budgetFiles, ret.FilesRemoved)
+	counter(c.budgetBytes, ret.BytesRemoved)
 	for _, l := range c.h.Metrics() {
 		for i, s := range l.Relay {
 			dir := directions[i]

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/labtap/labtap/agent/api"
 	"github.com/labtap/labtap/agent/host"
 	"github.com/labtap/labtap/internal/netguard"
+	"github.com/labtap/labtap/internal/pki"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/metrics"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -51,6 +53,9 @@ type Config struct {
 	// measurements); BufferedCaptures writes captures through the page
 	// cache even where direct I/O is possible.
 	NoUDPGRO, BufferedCaptures bool
+	// CaptureBudget bounds the bytes of the agent's capture files
+	// (host.Config.CaptureBudget); 0: none.
+	CaptureBudget int64
 	// QemuAccel is the accelerator of QEMU nodes: "auto" (default: KVM
 	// where it passes a self-test at start), "kvm" or "tcg"
 	// (host.Config.QemuAccel).
@@ -64,6 +69,9 @@ type Config struct {
 	DockerUnsafe bool
 	// Secret, when set, is required on every API call.
 	Secret string
+	// TLS, when set, serves the API over TLS (AgentTLS.ServerTLS: mutual
+	// TLS with the controller).
+	TLS *tls.Config
 	// FilterDeadline bounds the compiling of a link's bpf filter (0: 2 s).
 	FilterDeadline time.Duration
 	// ProtectedPorts are TCP ports node consoles may not rlogin to (the
@@ -97,6 +105,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		protected = append(protected, a.Port)
 	}
 	ln = netguard.Listen(ln, netguard.Config{MaxConns: cfg.MaxConns, MaxPerIP: cfg.MaxConnsPerIP, Logger: cfg.Logger})
+	if cfg.TLS != nil {
+		ln = pki.Listen(ln, cfg.TLS) // inside the caps: a refused connection is refused before any handshake
+	}
 	h := host.New(host.Config{
 		ComputeID:        cfg.ComputeID,
 		DataDir:          cfg.DataDir,
@@ -109,6 +120,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		SocketBuffer:     cfg.SocketBuffer,
 		NoUDPGRO:         cfg.NoUDPGRO,
 		BufferedCaptures: cfg.BufferedCaptures,
+		CaptureBudget:    cfg.CaptureBudget,
 		QemuAccel:        cfg.QemuAccel,
 		NoDocker:         cfg.NoDocker,
 		DockerInit:       cfg.DockerInit,

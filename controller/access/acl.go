@@ -376,6 +376,13 @@ func (st *state) walk(one map[string][]*ACE, many []map[string][]*ACE, privilege
 		for _, m := range many {
 			check(m[prefix])
 		}
+		// A pool's ACEs stand at the path of each of its projects.
+		for _, pool := range st.poolsOf(prefix) {
+			check(one["/pools/"+pool])
+			for _, m := range many {
+				check(m["/pools/"+pool])
+			}
+		}
 		switch {
 		case deny:
 			return -1
@@ -471,4 +478,14 @@ func (s *Service) MayLeaveGroup(userID, groupID, memberID string) bool {
 		}
 	}
 	return true
+}
+
+// poolsOf lists the pools of the project whose path is p
+// (/projects/{id}), none for any other path.
+func (st *state) poolsOf(p string) []string {
+	id, ok := strings.CutPrefix(p, "/projects/")
+	if !ok || strings.Contains(id, "/") {
+		return nil
+	}
+	return st.pools.projectPools[id]
 }

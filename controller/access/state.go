@@ -83,6 +83,8 @@ type state struct {
 	// privilege and path), at most maxDecisions of them (decided counts).
 	decisions sync.Map
 	decided   atomic.Int64
+	// pools are the resource pools, projects' owners and quotas (pools.go).
+	pools poolState
 }
 
 func parseTime(s sql.NullString) time.Time {
@@ -220,6 +222,9 @@ func (s *Service) reload(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := loadPools(ctx, s.db, st); err != nil {
 		return err
 	}
 	s.state.Store(st)

@@ -118,6 +118,10 @@ func (a *API) registerAccess(app *fiber.App) {
 	add("GET", ace, "ACE.Audit", r.getACE)
 	add("PUT", ace, "ACE.Modify", r.updateACE)
 	add("DELETE", ace, "ACE.Allocate", r.deleteACE)
+	add("GET", user+"/quota", "", a.getQuota(access.QuotaUser, "user_id")) // pools.go
+	add("PUT", user+"/quota", "", a.putQuota(access.QuotaUser, "user_id"))
+	add("GET", grp+"/quota", "", a.getQuota(access.QuotaGroup, "user_group_id"))
+	add("PUT", grp+"/quota", "", a.putQuota(access.QuotaGroup, "user_group_id"))
 	// Anything else under /v3/access: 404 once authenticated (what exists
 	// is not told to strangers).
 	g.Use(func(c *fiber.Ctx) error {
@@ -871,6 +875,9 @@ func (r *accessRoutes) endpoints(c *fiber.Ctx, _ access.User) error {
 	}
 	out = append(out, aclEndpointJSON{"/images", "All images", "image"}, aclEndpointJSON{"/templates", "All templates", "template"},
 		aclEndpointJSON{"/pools", "All resource pools", "pool"})
+	for _, p := range r.svc.Pools() {
+		out = append(out, aclEndpointJSON{"/pools/" + p.ID, "Resource pool: " + p.Name, "pool"})
+	}
 	return c.JSON(out)
 }
 

@@ -73,6 +73,9 @@ type Config struct {
 	// ProjectCaptures serves the project capture routes; nil answers
 	// them 409.
 	ProjectCaptures ProjectCaptures
+	// Enroll, when set, lets agents join (POST /v3/computes/join) with
+	// tokens POST /v3/computes/join-tokens makes; nil answers both 409.
+	Enroll Enroller
 	// Symbols serves the symbol routes; nil serves the built-in symbols
 	// only and refuses uploads.
 	Symbols *symbols.Library
@@ -288,6 +291,8 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	// foreign page neither counts as a failed login nor reaches a handler.
 	app.Use(a.checkOrigin)
 	a.registerAccess(app) // before Basic: /v3/access authenticates by itself
+	a.registerJoin(app)   // before Basic: a joining agent shows its token
+	a.registerPools(app)  // so does /v3/pools (pools.go)
 	if a.authOn() {
 		app.Use(a.basicAuth)
 	}
@@ -451,6 +456,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", compute, cmr.getCompute)
 	a.handle(app, "PUT", compute, cmr.updateCompute)
 	a.handle(app, "DELETE", compute, cmr.deleteCompute)
+	a.handle(app, "POST", rJoinTokens, a.newJoinToken)
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", compute+"/network/interfaces", cmr.interfaces)
 	a.handle(app, "GET", "/v2/compute/network/interfaces", cmr.interfaces)
@@ -500,6 +506,9 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", link+"/stop_capture", cr.stopCapture)
 	a.handleStream(app, "GET", link+"/pcap", cr.pcap)
 	a.handleStream(app, "GET", link+"/capture_file", cr.captureFile)
+	a.handle(app, "GET", project+"/captures", cr.listFiles)
+	a.handleStream(app, "GET", project+"/captures/{compute_id}/{file_name}", cr.downloadFile)
+	a.handle(app, "DELETE", project+"/captures/{compute_id}/{file_name}", cr.deleteFile)
 	a.handle(app, "POST", project+"/start_capture", a.startProjectCapture)
 	a.handle(app, "POST", project+"/stop_capture", a.stopProjectCapture)
 	a.handleStream(app, "GET", project+"/pcap", a.projectPcap)

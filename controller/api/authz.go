@@ -92,8 +92,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/notifications/ws"}:            authOnly,
 
 	// Computes.
-	{"GET", "/v2/computes"}:                                      authOnly, // filtered
-	{"POST", "/v2/computes"}:                                     on("Compute.Allocate", "/computes"),
+	{"GET", "/v2/computes"}:  authOnly, // filtered
+	{"POST", "/v2/computes"}: on("Compute.Allocate", "/computes"),
+	// A join token lets an agent become a compute: as adding one.
+	{"POST", "/v3/computes/join-tokens"}:                         on("Compute.Allocate", "/computes"),
 	{"GET", "/v2/computes/{compute_id}"}:                         on("Compute.Audit", pCompute),
 	{"PUT", "/v2/computes/{compute_id}"}:                         on("Compute.Modify", pCompute),
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
@@ -111,10 +113,10 @@ var permissions = map[Route]permission{
 	{"GET", "/v2/computes/{compute_id}/virtualbox/vms"}:          on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/vmware/vms"}:              on("Compute.Audit", pCompute),
 	{"POST", "/v2/computes/{compute_id}/auto_idlepc"}:            on("Compute.Audit", pCompute),
-	{"GET", rEndpoint}:                                           on("Compute.Audit", pCompute),
-	{"GET", rForward}:                                            on("Compute.Audit", pCompute),
-	{"POST", rForward}:                                           on("Compute.Modify", pCompute),
-	{"PUT", rForward}:                                            on("Compute.Modify", pCompute),
+	{"GET", rEndpoint}: on("Compute.Audit", pCompute),
+	{"GET", rForward}:  on("Compute.Audit", pCompute),
+	{"POST", rForward}: on("Compute.Modify", pCompute),
+	{"PUT", rForward}:  on("Compute.Modify", pCompute),
 	// The controller's own compute, GNS3's local one.
 	{"GET", "/v2/compute/network/interfaces"}:             on("Compute.Audit", pLocal),
 	{"GET", "/v2/compute/docker/images"}:                  on("Image.Audit", "/images"),
@@ -131,26 +133,33 @@ var permissions = map[Route]permission{
 	{"POST", "/v2/compute/dynamips/images/{filename:.+}"}: on("Image.Allocate", "/images"),
 
 	// Projects.
-	{"GET", "/v2/projects"}:                              authOnly, // filtered
-	{"POST", "/v2/projects"}:                             {privilege: "Project.Allocate", on: "/projects", owns: true},
-	{"POST", "/v2/projects/load"}:                        {privilege: "Project.Allocate", on: "/projects", owns: true},
-	{"GET", pV2(pProject)}:                               on("Project.Audit", pProject),
-	{"PUT", pV2(pProject)}:                               on("Project.Modify", pProject),
-	{"DELETE", pV2(pProject)}:                            {privilege: "Project.Allocate", on: pProject, drops: true},
-	{"POST", pV2(pProject + "/open")}:                    on("Project.Allocate", pProject),
-	{"POST", pV2(pProject + "/close")}:                   on("Project.Allocate", pProject),
-	{"GET", pV2(pProject + "/stats")}:                    on("Project.Audit", pProject),
-	{"GET", pV2(pProject + "/notifications")}:            on("Project.Audit", pProject),
-	{"GET", pV2(pProject + "/notifications/ws")}:         on("Project.Audit", pProject),
-	{"GET", pV2(pProject + "/export")}:                   on("Project.Allocate", pProject),
-	{"POST", pV2(pProject + "/import")}:                  {privilege: "Project.Allocate", on: pProject, orCollection: true, owns: true},
-	{"POST", pV2(pProject + "/duplicate")}:               {privilege: "Project.Audit", on: pProject, also: &permission{privilege: "Project.Allocate", on: "/projects"}, owns: true},
-	{"GET", pV2(pProject + "/files/{path:.+}")}:          on("Project.Audit", pProject),
-	{"POST", pV2(pProject + "/files/{path:.+}")}:         on("Project.Modify", pProject),
-	{"POST", pV2(pProject + "/start_capture")}:           on("Link.Capture", pProject+"/links"),
-	{"POST", pV2(pProject + "/stop_capture")}:            on("Link.Capture", pProject+"/links"),
-	{"GET", pV2(pProject + "/pcap")}:                     on("Link.Capture", pProject+"/links"),
-	{"POST", pV2(pProject + "/templates/{template_id}")}: {privilege: "Node.Allocate", on: pProject + "/nodes", also: &permission{privilege: "Template.Audit", on: pTemplate}},
+	{"GET", "/v2/projects"}:                      authOnly, // filtered
+	{"POST", "/v2/projects"}:                     {privilege: "Project.Allocate", on: "/projects", owns: true},
+	{"POST", "/v2/projects/load"}:                {privilege: "Project.Allocate", on: "/projects", owns: true},
+	{"GET", pV2(pProject)}:                       on("Project.Audit", pProject),
+	{"PUT", pV2(pProject)}:                       on("Project.Modify", pProject),
+	{"DELETE", pV2(pProject)}:                    {privilege: "Project.Allocate", on: pProject, drops: true},
+	{"POST", pV2(pProject + "/open")}:            on("Project.Allocate", pProject),
+	{"POST", pV2(pProject + "/close")}:           on("Project.Allocate", pProject),
+	{"GET", pV2(pProject + "/stats")}:            on("Project.Audit", pProject),
+	{"GET", pV2(pProject + "/notifications")}:    on("Project.Audit", pProject),
+	{"GET", pV2(pProject + "/notifications/ws")}: on("Project.Audit", pProject),
+	{"GET", pV2(pProject + "/export")}:           on("Project.Allocate", pProject),
+	{"POST", pV2(pProject + "/import")}:          {privilege: "Project.Allocate", on: pProject, orCollection: true, owns: true},
+	{"POST", pV2(pProject + "/duplicate")}:       {privilege: "Project.Audit", on: pProject, also: &permission{privilege: "Project.Allocate", on: "/projects"}, owns: true},
+	{"GET", pV2(pProject + "/files/{path:.+}")}:  on("Project.Audit", pProject),
+	{"POST", pV2(pProject + "/files/{path:.+}")}: on("Project.Modify", pProject),
+	{"POST", pV2(pProject + "/start_capture")}:   on("Link.Capture", pProject+"/links"),
+	{"POST", pV2(pProject + "/stop_capture")}:    on("Link.Capture", pProject+"/links"),
+	{"GET", pV2(pProject + "/pcap")}:             on("Link.Capture", pProject+"/links"),
+	// The project's capture files, running or stopped: their packets are
+	// a capture's, so reading or deleting one asks what capturing does.
+	{"GET", pV2(pProject + "/captures")}:                                  on("Link.Audit", pProject+"/links"),
+	{"GET", pV2(pProject + "/captures/{compute_id}/{file_name}")}:         on("Link.Capture", pProject+"/links"),
+	{"DELETE", pV2(pProject + "/captures/{compute_id}/{file_name}")}:      on("Link.Capture", pProject+"/links"),
+	{"GET", pV2(pProject + "/captures/{compute_id}/{file_name}/view")}:    on("Link.Capture", pProject+"/links"),
+	{"GET", pV2(pProject + "/captures/{compute_id}/{file_name}/packets")}: on("Link.Capture", pProject+"/links"),
+	{"POST", pV2(pProject + "/templates/{template_id}")}:                  {privilege: "Node.Allocate", on: pProject + "/nodes", also: &permission{privilege: "Template.Audit", on: pTemplate}},
 
 	// Nodes.
 	{"GET", pV2(pProject + "/nodes")}:                on("Node.Audit", pProject+"/nodes"),
@@ -400,10 +409,11 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 		if _, err := a.cfg.Access.DeleteACEsUnder(ctx, "/projects/"+id); err != nil {
 			a.log.Error("the ACEs of a deleted project were not deleted", "project_id", id, "err", err)
 		}
+		a.forgetOwner(id) // pools.go
 		return
 	}
 	u, ok := a.caller(c)
-	if !ok || u.Superadmin || u.ID == "" {
+	if !ok || u.ID == "" {
 		return
 	}
 	var made struct {
@@ -411,6 +421,10 @@ func (a *API) afterwards(c *fiber.Ctx, p permission) {
 	}
 	if err := gojson.Unmarshal(c.Response().Body(), &made); err != nil || made.ProjectID == "" {
 		a.log.Error("the project a user made is not known: it gets no ACE", "user", u.Username, "err", err)
+		return
+	}
+	a.recordOwner(u, made.ProjectID) // pools.go
+	if a.madeOverQuota(c, made.ProjectID) || u.Superadmin {
 		return
 	}
 	if err := a.cfg.Access.GrantOwner(ctx, u.ID, "/projects/"+made.ProjectID); err != nil {

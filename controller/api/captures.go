@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/labtap/labtap/capspec"
+	"github.com/labtap/labtap/controller/project"
 	"github.com/labtap/labtap/internal/netguard"
 )
 
@@ -81,7 +82,9 @@ func (h captureRoutes) pcap(c *fiber.Ctx) error {
 // captureFile sends the file a link's running capture writes, as it is now
 // (for a ring, the file being written): up to its last whole record, so a
 // valid capture on its own, with its length and its name as the download's
-// file name. The capture goes on; /pcap is the live stream.
+// file name. The capture goes on; /pcap is the live stream. Once the
+// capture stopped, it sends its (last) file whole, from whichever compute
+// holds it.
 func (h captureRoutes) captureFile(c *fiber.Ctx) error {
 	ctx, cancel := context.WithCancel(h.serverCtx)
 	f, err := h.projects.Captures.File(ctx, c.Params("project_id"), c.Params("link_id"))
@@ -89,6 +92,43 @@ func (h captureRoutes) captureFile(c *fiber.Ctx) error {
 		cancel()
 		return err
 	}
+	return sendCaptureFile(c, f, cancel)
+}
+
+// listFiles lists every capture file of a project on every compute:
+// running, stopped and ring files, oldest first.
+func (h captureRoutes) listFiles(c *fiber.Ctx) error {
+	list, err := h.projects.Captures.Files(c.UserContext(), c.Params("project_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(list)
+}
+
+// downloadFile sends one capture file of a project, by compute and name,
+// relayed from the compute that holds it: a stopped file whole, a running
+// one up to its last whole record.
+func (h captureRoutes) downloadFile(c *fiber.Ctx) error {
+	ctx, cancel := context.WithCancel(h.serverCtx)
+	f, err := h.projects.Captures.OpenFile(ctx, c.Params("project_id"), c.Params("compute_id"), c.Params("file_name"))
+	if err != nil {
+		cancel()
+		return err
+	}
+	return sendCaptureFile(c, f, cancel)
+}
+
+// deleteFile removes a stopped capture file; a running one is a 409.
+func (h captureRoutes) deleteFile(c *fiber.Ctx) error {
+	if err := h.projects.Captures.DeleteFile(c.UserContext(), c.Params("project_id"), c.Params("compute_id"), c.Params("file_name")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// sendCaptureFile sends a capture file as a download, its length and name
+// said; cancel ends the relay once fasthttp closes the body.
+func sendCaptureFile(c *fiber.Ctx, f project.CaptureFile, cancel context.CancelFunc) error {
 	ctype := pcapContentType
 	if strings.HasSuffix(f.Name, ".pcapng") {
 		ctype = pcapngContentType

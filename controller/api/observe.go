@@ -77,6 +77,9 @@ func (a *API) registerObserve(app *fiber.App) {
 	a.handle(app, "GET", "/ui/{asset}", a.asset)
 	a.handle(app, "GET", link+"/view", a.linkView)
 	a.handleStream(app, "GET", link+"/packets", a.packets)
+	const file = "/v2/projects/{project_id}/captures/{compute_id}/{file_name}"
+	a.handle(app, "GET", file+"/view", a.page)
+	a.handleStream(app, "GET", file+"/packets", a.filePackets)
 }
 
 // page serves the capture view.
@@ -105,14 +108,31 @@ func (a *API) linkView(c *fiber.Ctx) error {
 }
 
 // packets streams a capture's decoded rows as Server-Sent Events, from its
-// first frame, for as long as it runs. ?filter= is a display filter; a bad
-// one is a 400 with the compiler's message.
+// first frame, for as long as it runs; once it stopped, its last file's, to
+// the file's end. ?filter= is a display filter; a bad one is a 400 with the
+// compiler's message.
 func (a *API) packets(c *fiber.Ctx) error {
+	return a.feed(c, func() (io.ReadCloser, error) {
+		return a.projects.Captures.Replay(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	})
+}
+
+// filePackets streams the decoded rows of one capture file of a project
+// (GET .../captures), running or stopped, to the file's end as it is now.
+func (a *API) filePackets(c *fiber.Ctx) error {
+	return a.feed(c, func() (io.ReadCloser, error) {
+		f, err := a.projects.Captures.OpenFile(a.cfg.Context, c.Params("project_id"), c.Params("compute_id"), c.Params("file_name"))
+		return f.Body, err
+	})
+}
+
+// feed checks the display filter, opens the capture and streams its rows.
+func (a *API) feed(c *fiber.Ctx, open func() (io.ReadCloser, error)) error {
 	expr := c.Query("filter")
 	if err := a.cfg.View.CheckFilter(c.UserContext(), expr); err != nil {
 		return &badRequest{msg: "Invalid display filter: " + err.Error(), request: fiber.Map{"filter": expr}}
 	}
-	body, err := a.projects.Captures.Stream(a.cfg.Context, c.Params("project_id"), c.Params("link_id"))
+	body, err := open()
 	if err != nil {
 		return err
 	}

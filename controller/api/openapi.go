@@ -78,9 +78,9 @@ var routeDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/stop_capture":                     {"Stop the project's capture; the file is complete when it answers", "", 201, "project_capture", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/pcap":                              {"Stream the project's capture, pcapng, from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcapng", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/pcap":              {"Stream the capture from its first byte as it grows (chunked; ends when the capture stops)", "", 200, "pcap", []int{403, 404, 409}},
-	"GET /v2/projects/{project_id}/links/{link_id}/capture_file":      {"Download the running capture's file as it is now (for a ring, the file being written): up to its last whole record, with Content-Length and its name in Content-Disposition; the capture goes on", "", 200, "capture_file", []int{403, 404, 409}},
+	"GET /v2/projects/{project_id}/links/{link_id}/capture_file":      {"Download the running capture's file as it is now (for a ring, the file being written): up to its last whole record, with Content-Length and its name in Content-Disposition; the capture goes on. Once it stopped, its last file whole", "", 200, "capture_file", []int{403, 404, 409}},
 	"GET /v2/projects/{project_id}/links/{link_id}/view":              {"The capture view in a browser, opened on this link (HTML)", "", 200, "html", projectErrs},
-	"GET /v2/projects/{project_id}/links/{link_id}/packets":           {"The capture's frames decoded, as Server-Sent Events (info, rows: JSON arrays of rows, end) from its first frame while it runs; ?filter= a protocol name or a tcpdump expression", "", 200, "sse", []int{400, 403, 404, 409}},
+	"GET /v2/projects/{project_id}/links/{link_id}/packets":           {"The capture's frames decoded, as Server-Sent Events (info, rows: JSON arrays of rows, end) from its first frame while it runs (once it stopped, its last file's to its end); ?filter= a protocol name or a tcpdump expression", "", 200, "sse", []int{400, 403, 404, 409}},
 	"GET /v2/symbols":                                                 {"List symbols, built-in and uploaded", "", 200, "symbols", nil},
 	"GET /v2/default_symbols":                                         {"Default symbol of each node role, per theme", "", 200, "default_symbols", nil},
 	"GET /v2/symbols/{symbol_id:.+}/raw":                              {"Download a symbol (unknown ids fall back as in GNS3)", "", 200, "image", []int{404}},
@@ -92,6 +92,13 @@ var routeDocs = map[string]routeDoc{
 	"GET /v2/computes/{compute_id}/qemu/binaries":                     {"List a compute's qemu-system executables (?archs=x86_64,...)", "", 200, "qemu_binaries", []int{404, 409}},
 	"GET /v2/computes/{compute_id}/qemu/img-binaries":                 {"List a compute's qemu-img executables", "", 200, "qemu_binaries", []int{404, 409}},
 	"GET /v2/computes/{compute_id}/qemu/capabilities":                 {"Platforms a compute's QEMU runs with KVM", "", 200, "qemu_capabilities", []int{404, 409}},
+
+	// Capture files, running or stopped, on any compute (captures.go).
+	"GET /v2/projects/{project_id}/captures":                                  {"List every capture file of the project on every compute that answers (running, stopped, ring files), oldest first, each with its compute, link, size, records, first and last time and drops", "", 200, "capture_files", []int{403, 404}},
+	"GET /v2/projects/{project_id}/captures/{compute_id}/{file_name}":         {"Download a capture file from the compute that holds it: a stopped one whole, a running one up to its last whole record (Content-Length, its name in Content-Disposition)", "", 200, "capture_file", []int{400, 403, 404, 409}},
+	"DELETE /v2/projects/{project_id}/captures/{compute_id}/{file_name}":      {"Delete a stopped capture file (a running capture's file: 409)", "", 204, "", []int{400, 403, 404, 409}},
+	"GET /v2/projects/{project_id}/captures/{compute_id}/{file_name}/view":    {"The capture view in a browser, opened on one capture file (HTML)", "", 200, "html", projectErrs},
+	"GET /v2/projects/{project_id}/captures/{compute_id}/{file_name}/packets": {"A capture file's frames decoded, as Server-Sent Events (as a link's packets), to the file's end as it is now", "", 200, "sse", []int{400, 403, 404, 409}},
 }
 
 // responseSchemas describe the replies (OpenAPI 3.1, JSON Schema 2020-12).
@@ -167,6 +174,11 @@ var responseSchemas = map[string]string{
 		"error": {"type": "string", "description": "why it ended by itself on a failure"},
 		"limit": {"type": "string", "description": "why it ended by itself at a limit"}}}`,
 	"links": `{"type": "array", "items": {"$ref": "#/components/schemas/link"}}`,
+	"capture_files": `{"type": "array", "items": {"type": "object", "properties": {
+		"compute_id": {"type": "string"}, "file_name": {"type": "string"}, "link_id": {"type": "string", "description": "\"\" where the file does not say"},
+		"capture_format": {"enum": ["pcap", "pcapng"]}, "running": {"type": "boolean"}, "size": {"type": "integer"}, "records": {"type": "integer"},
+		"first_time": {"type": ["string", "null"], "format": "date-time"}, "last_time": {"type": ["string", "null"], "format": "date-time"},
+		"dropped": {"type": "integer"}, "modified": {"type": "string", "format": "date-time"}}}}`,
 	"filters": `{"type": "array", "items": {"type": "object", "properties": {"type": {"type": "string"},
 		"name": {"type": "string"}, "description": {"type": "string"}, "parameters": {"type": "array"}}}}`,
 	"template": `{"type": "object", "properties": {"template_id": {"type": "string"}, "name": {"type": "string"},

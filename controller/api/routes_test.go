@@ -469,6 +469,12 @@ func benchServer(b *testing.B) *benchAPI {
 // benchServerWith is benchServer with a hook that sets more of the API's
 // configuration; it returns the app too, to drive its handler directly.
 func benchServerWith(b *testing.B, configure func(*api.Config)) (*benchAPI, *fiber.App) {
+	return benchServerOver(b, configure, nil)
+}
+
+// benchServerOver is benchServerWith serving through wrap (a TLS
+// listener), which also gives the URL's scheme and the client.
+func benchServerOver(b *testing.B, configure func(*api.Config), wrap func(net.Listener) (net.Listener, string, *http.Client)) (*benchAPI, *fiber.App) {
 	data := b.TempDir()
 	h := host.New(host.Config{DataDir: data, Runners: map[string]host.RunnerFactory{
 		"vpcs": func(ctx context.Context, env host.RunnerEnv) (node.Runner, error) {
@@ -492,9 +498,14 @@ func benchServerWith(b *testing.B, configure func(*api.Config)) (*benchAPI, *fib
 	if err != nil {
 		b.Fatal(err)
 	}
-	go app.Listener(ln)
+	addr := ln.Addr().String()
+	scheme, client := "http", &http.Client{}
+	if wrap != nil {
+		ln, scheme, client = wrap(ln)
+	}
+	go app.Listener(api.QuietIdle(ln))
 	b.Cleanup(func() { app.Shutdown(); h.Close(); agent.Close() })
-	return &benchAPI{url: "http://" + ln.Addr().String(), client: &http.Client{}}, app
+	return &benchAPI{url: scheme + "://" + addr, client: client}, app
 }
 
 func benchDo(b *testing.B, a *benchAPI, method, path, body string, want int) []byte {

@@ -187,10 +187,12 @@ func captureStartSchema() string {
 				"description": "labtap's extension: a file ends before it passes this size (0: no limit, else at least %[6]d); the capture stops, or goes on in the next file with capture_ring_files > 1"},
 			"capture_max_seconds": {"type": "integer", "minimum": 0, "maximum": %[7]d,
 				"description": "labtap's extension: a file ends this long after it began (0: no limit), as with capture_max_bytes"},
+			"capture_max_packets": {"type": "integer", "minimum": 0, "maximum": %[9]d,
+				"description": "labtap's extension: a file ends once it holds this many packets (0: no limit), as with capture_max_bytes"},
 			"capture_ring_files": {"type": "integer", "minimum": 0, "maximum": %[8]d,
 				"description": "labtap's extension: with more than 1, files name-00001.pcap, name-00002.pcap, ... follow one another at the limits, and the newest this many are kept (dumpcap -b)"}
 		},
 		"additionalProperties": false}`,
 		capspec.MaxFileName*4, enum(capspec.DataLinkTypes()), enum(capspec.Formats()), capspec.MaxFilterLen,
-		int64(capspec.MaxMaxBytes), capspec.MinMaxBytes, capspec.MaxMaxSeconds, capspec.MaxRingFiles)
+		int64(capspec.MaxMaxBytes), capspec.MinMaxBytes, capspec.MaxMaxSeconds, capspec.MaxRingFiles, int64(capspec.MaxMaxPackets))
 }

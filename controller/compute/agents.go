@@ -205,11 +205,53 @@ func (a *Agents) CaptureStream(ctx context.Context, computeID, projectID, linkID
 // CaptureFile returns the file a running capture writes on a compute, as
 // it is now (proto.CaptureFilePath).
 func (a *Agents) CaptureFile(ctx context.Context, computeID, projectID, linkID string) (project.CaptureFile, error) {
+	return a.captureFile(ctx, computeID, proto.CaptureFilePath(projectID, linkID))
+}
+
+// CaptureFiles lists the capture files of a project on every connected
+// compute, each named by its compute; a compute that does not answer is
+// left out and logged.
+func (a *Agents) CaptureFiles(ctx context.Context, projectID string) []capspec.FileInfo {
+	out := []capspec.FileInfo{}
+	for _, c := range a.reg.List() {
+		if !c.Connected {
+			continue
+		}
+		var list []proto.CaptureFileInfo
+		if err := a.do(ctx, c.ID, "GET", proto.CaptureFilesPath(projectID), nil, &list); err != nil {
+			a.log.Warn("list a compute's capture files", "compute", c.ID, "project", projectID, "err", err)
+			continue
+		}
+		for _, f := range list {
+			if !capspec.ValidFileName(f.FileName) {
+				continue // no name a client could ask for again
+			}
+			f.ComputeID = c.ID
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// OpenCaptureFile returns a capture file of a project on a compute, by
+// name: a stopped file whole, a running one up to its last whole record.
+func (a *Agents) OpenCaptureFile(ctx context.Context, computeID, projectID, name string) (project.CaptureFile, error) {
+	return a.captureFile(ctx, computeID, proto.CaptureFileNamePath(projectID, name))
+}
+
+// DeleteCaptureFile removes a stopped capture file of a project on a
+// compute.
+func (a *Agents) DeleteCaptureFile(ctx context.Context, computeID, projectID, name string) error {
+	return a.do(ctx, computeID, "DELETE", proto.CaptureFileNamePath(projectID, name), nil, nil)
+}
+
+// captureFile gets a capture file from a compute's route path.
+func (a *Agents) captureFile(ctx context.Context, computeID, path string) (project.CaptureFile, error) {
 	t, err := a.reg.target(computeID)
 	if err != nil {
 		return project.CaptureFile{}, err
 	}
-	resp, err := a.client.get(ctx, t, proto.CaptureFilePath(projectID, linkID))
+	resp, err := a.client.get(ctx, t, path)
 	if err != nil {
 		return project.CaptureFile{}, err
 	}

@@ -8,6 +8,7 @@ package compute
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -48,7 +49,10 @@ type ClientConfig struct {
 	// Timeout bounds one call, retries included; 0 means 60 s (starting a
 	// node can take seconds).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// TLS, when set, is the TLS configuration of calls to https agents
+	// (Enrollment.ClientTLS: mutual TLS with joined agents).
+	TLS    *tls.Config
+	Logger *slog.Logger
 }
 
 // DefaultRetries is how many times the controller sends a failed agent
@@ -82,9 +86,23 @@ func NewClient(cfg ClientConfig) *Client {
 		}
 		return rc
 	}
-	c := &Client{idempotent: client(true), post: client(false), streams: &http.Client{}, timeout: cfg.Timeout}
+	streams := http.DefaultTransport.(*http.Transport).Clone()
+	c := &Client{idempotent: client(true), post: client(false), streams: &http.Client{Transport: streams}, timeout: cfg.Timeout}
 	c.post.HTTPClient = c.idempotent.HTTPClient // one pool of connections
+	if cfg.TLS != nil {
+		streams.TLSClientConfig = cfg.TLS
+		if t, ok := c.idempotent.HTTPClient.Transport.(*http.Transport); ok {
+			t.TLSClientConfig = cfg.TLS
+		}
+	}
 	return c
+}
+
+// closeIdle closes the connections kept open to agents: the next call
+// makes a new one, checked again (after a certificate's revocation).
+func (c *Client) closeIdle() {
+	c.idempotent.HTTPClient.CloseIdleConnections()
+	c.streams.CloseIdleConnections()
 }
 
 // isIdempotent reports whether a call of method may be sent twice with no
@@ -176,8 +194,11 @@ func (c *Client) call(ctx context.Context, t target, method, path string, in, ou
 			return &project.Error{Kind: project.ErrConflict, Err: err,
 				Msg: fmt.Sprintf("Timeout error for %s call to %s after %v", method, t.url+path, c.timeout)}
 		}
-		return &project.Error{Kind: project.ErrConflict, Err: err,
-			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request %s %s", t.id, method, path)}
+		msg := fmt.Sprintf("Cannot connect to compute '%s' with request %s %s", t.id, method, path)
+		if cause := tlsCause(err); cause != "" {
+			msg += ": " + cause
+		}
+		return &project.Error{Kind: project.ErrConflict, Err: err, Msg: msg}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
@@ -262,8 +283,11 @@ func (c *Client) get(ctx context.Context, t target, path string) (*http.Response
 	t.authorize(req.Header)
 	resp, err := c.streams.Do(req)
 	if err != nil {
-		return nil, &project.Error{Kind: project.ErrConflict, Err: err,
-			Msg: fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, path)}
+		msg := fmt.Sprintf("Cannot connect to compute '%s' with request GET %s", t.id, path)
+		if cause := tlsCause(err); cause != "" {
+			msg += ": " + cause
+		}
+		return nil, &project.Error{Kind: project.ErrConflict, Err: err, Msg: msg}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

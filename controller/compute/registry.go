@@ -36,6 +36,10 @@ type Compute struct {
 	// asked for explicitly for a host the operator trusts. Otherwise
 	// Secret is the compute's own password.
 	SharedSecret bool
+	// CertSerial is the serial (decimal) of the certificate the
+	// controller's CA issued the compute when it joined; "" for a compute
+	// added otherwise. Removing the compute revokes it.
+	CertSerial string
 
 	Connected     bool
 	CPUPercent    *float64 // nil until the agent reports
@@ -66,8 +70,9 @@ type Registry struct {
 	// onChange hears of every change of a compute; called with no lock held.
 	onChange func(action string, c Compute)
 
-	mu       sync.RWMutex // guards computes and order
+	mu       sync.RWMutex // guards computes, order and enroll
 	computes map[string]*Compute
+	enroll   *Enrollment // nil: agents cannot join
 	order    []string
 }
 
@@ -407,9 +412,16 @@ func (r *Registry) Remove(id string) error {
 	c, ok := r.computes[id]
 	delete(r.computes, id)
 	r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
+	enroll := r.enroll
 	r.mu.Unlock()
 	if !ok {
 		return nil
+	}
+	// Revoked before anything else: from now on the agent is refused.
+	if enroll != nil {
+		if err := enroll.revokeFor(*c); err != nil {
+			return err
+		}
 	}
 	r.onChange("compute.deleted", *c)
 	return r.store.save(r.List)
@@ -435,7 +447,7 @@ func (r *Registry) Load(ctx context.Context) error {
 	// compute, not for the sum of their timeouts.
 	var wg sync.WaitGroup
 	for _, s := range list {
-		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret}
+		c := Compute{ID: s.ID, Name: s.Name, Protocol: s.Protocol, Host: s.Host, Port: s.Port, User: s.User, Password: s.Password, SharedSecret: s.SharedSecret, CertSerial: s.CertSerial}
 		c.URL, c.Secret = agentURL(c), r.secretFor(c)
 		r.put(c)
 		wg.Go(func() { r.Health.check(ctx, c.ID) })

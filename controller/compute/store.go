@@ -30,6 +30,8 @@ type stored struct {
 	Password string `json:"password,omitempty"`
 	// SharedSecret: the compute holds the controller-wide secret.
 	SharedSecret bool `json:"shared_secret,omitempty"`
+	// CertSerial: the serial of the certificate the compute joined with.
+	CertSerial string `json:"cert_serial,omitempty"`
 }
 
 // save writes every compute that list returns but the local one,
@@ -52,7 +54,7 @@ func (s *store) save(list func() []Compute) error {
 		if c.ID == LocalID {
 			continue
 		}
-		out = append(out, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret})
+		out = append(out, stored{c.ID, c.Name, c.Protocol, c.Host, c.Port, c.User, c.Password, c.SharedSecret, c.CertSerial})
 	}
 	data, err := json.MarshalIndent(out, "", "    ")
 	if err != nil {

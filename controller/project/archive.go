@@ -789,6 +789,21 @@ func (s *Archives) replaceLocked(ctx context.Context, st *state, p Project, file
 	if err != nil {
 		return err
 	}
+	// The nodes the archive brings back beyond the project's keep its
+	// quotas, held until the restore (or reset) is done or undone (quota.go).
+	st.mu.RLock()
+	more := len(snap.Nodes) - len(st.nodes)
+	st.mu.RUnlock()
+	if more > 0 {
+		want := len(snap.Nodes)
+		release, err := s.core.admit(claim{projectID: id, add: Usage{Nodes: int64(more)},
+			done: func(st *state) bool { return len(st.nodes) >= want }})
+		if err != nil {
+			os.RemoveAll(tmp)
+			return err
+		}
+		defer release()
+	}
 	aside := restoreOld(p.Path)
 	defer os.RemoveAll(tmp)   // after a failure, the snapshot's files
 	defer os.RemoveAll(aside) // after a success, the project's old files

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/labtap/labtap/capspec"
@@ -114,6 +115,11 @@ func (s *Captures) Start(ctx context.Context, projectID, linkID string, req caps
 		return Link{}, errorf(ErrConflict, "Capture file name %s is in use by the running capture of link %s", name, other)
 	}
 	req.FileName = name
+	release, err := s.core.admitCapture(projectID, linkID, &req)
+	if err != nil {
+		return Link{}, err
+	}
+	defer release()
 	if l.Tunnel != nil && l.FilterSide != side {
 		// Across computes the filters move to the capture side first, so the
 		// file shows every frame after them, both ways (placement.go).
@@ -249,13 +255,131 @@ type CaptureFile struct {
 }
 
 // File returns the file a link's running capture writes, as it is
-// now. The caller closes its Body.
+// now, or once it stopped its last file, whole. The caller closes its
+// Body.
 func (s *Captures) File(ctx context.Context, projectID, linkID string) (CaptureFile, error) {
-	c, err := s.running(projectID, linkID)
+	c, err := s.last(projectID, linkID)
 	if err != nil {
 		return CaptureFile{}, err
 	}
-	return s.core.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
+	if c.Active {
+		return s.core.cfg.Computes.CaptureFile(ctx, c.ComputeID, projectID, linkID)
+	}
+	return s.OpenFile(ctx, projectID, c.ComputeID, c.FileName)
+}
+
+// last returns a link's running capture, or the last one it ran (whose
+// file is still there to read); a conflict when it never captured.
+func (s *Captures) last(projectID, linkID string) (Capture, error) {
+	st, err := s.core.opened(projectID)
+	if err != nil {
+		return Capture{}, err
+	}
+	st.mu.RLock()
+	l, err := st.linkLocked(linkID)
+	var c Capture
+	var sideCompute string
+	if err == nil {
+		c = l.Capture
+		if c.Side >= 0 && c.Side < len(l.Endpoints) {
+			if n := st.nodes[l.Endpoints[c.Side].NodeID]; n != nil {
+				sideCompute = n.ComputeID
+			}
+		}
+	}
+	st.mu.RUnlock()
+	if err != nil {
+		return Capture{}, err
+	}
+	if c.Active {
+		return c, nil
+	}
+	if c.ComputeID = c.LastComputeID; c.ComputeID == "" {
+		c.ComputeID = sideCompute // the controller restarted since: the files are on the side's compute
+	}
+	if c.ComputeID == "" || !capspec.ValidFileName(c.FileName) {
+		return Capture{}, errorf(ErrConflict, "This link has no packet capture, running or stopped")
+	}
+	return c, nil
+}
+
+// Replay returns a link's capture to decode from its first record: the
+// running one as a stream that ends when it stops (Stream), or once it
+// stopped its last file, whole. The caller closes it.
+func (s *Captures) Replay(ctx context.Context, projectID, linkID string) (io.ReadCloser, error) {
+	c, err := s.last(projectID, linkID)
+	if err != nil {
+		return nil, err
+	}
+	if c.Active {
+		return s.core.cfg.Computes.CaptureStream(ctx, c.ComputeID, projectID, linkID)
+	}
+	f, err := s.OpenFile(ctx, projectID, c.ComputeID, c.FileName)
+	if err != nil {
+		return nil, err
+	}
+	return f.Body, nil
+}
+
+// fileStore returns the computes' capture files, or a conflict where the
+// computes do not serve them.
+func (s *Captures) fileStore() (CaptureFileStore, error) {
+	fs, ok := s.core.cfg.Computes.(CaptureFileStore)
+	if !ok {
+		return nil, errorf(ErrConflict, "The computes do not serve capture files")
+	}
+	return fs, nil
+}
+
+// Files lists every capture file of a project (opened or not) on every
+// compute that answers: running, stopped and ring files, oldest first.
+func (s *Captures) Files(ctx context.Context, projectID string) ([]capspec.FileInfo, error) {
+	if _, err := s.core.project(projectID); err != nil {
+		return nil, err
+	}
+	fs, err := s.fileStore()
+	if err != nil {
+		return nil, err
+	}
+	list := fs.CaptureFiles(ctx, projectID)
+	slices.SortStableFunc(list, func(a, b capspec.FileInfo) int { return a.Modified.Compare(b.Modified) })
+	return list, nil
+}
+
+// OpenFile returns a capture file of a project on a compute, by name: a
+// stopped one whole, a running one up to its last whole record. The
+// caller closes its Body.
+func (s *Captures) OpenFile(ctx context.Context, projectID, computeID, name string) (CaptureFile, error) {
+	fs, err := s.checkFile(projectID, computeID, name)
+	if err != nil {
+		return CaptureFile{}, err
+	}
+	return fs.OpenCaptureFile(ctx, computeID, projectID, name)
+}
+
+// DeleteFile removes a stopped capture file of a project on a compute; a
+// running one is a conflict.
+func (s *Captures) DeleteFile(ctx context.Context, projectID, computeID, name string) error {
+	fs, err := s.checkFile(projectID, computeID, name)
+	if err != nil {
+		return err
+	}
+	return fs.DeleteCaptureFile(ctx, computeID, projectID, name)
+}
+
+// checkFile checks a request for a capture file: the project and the
+// compute exist, and the name is a capture file's (capspec's rule).
+func (s *Captures) checkFile(projectID, computeID, name string) (CaptureFileStore, error) {
+	if _, err := s.core.project(projectID); err != nil {
+		return nil, err
+	}
+	if !capspec.ValidFileName(name) || !capspec.CaptureExt(name) {
+		return nil, errorf(ErrInvalid, "capture file name %q is not a plain file name ending in .pcap or .pcapng", name)
+	}
+	if !s.core.cfg.Computes.Exists(computeID) {
+		return nil, errorf(ErrNotFound, "Compute ID %s doesn't exist", computeID)
+	}
+	return s.fileStore()
 }
 
 // running returns a link's capture, a conflict when none runs.

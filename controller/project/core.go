@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // core is what every part of the Service shares: the configuration, the
@@ -32,6 +33,12 @@ type core struct {
 	bgMu     sync.Mutex // guards bgClosed, and bg.Go against Close's Wait
 	bgClosed bool
 
+	// quotaMu guards claims and makes a count and its claim one step
+	// (quota.go).
+	quotaMu sync.Mutex
+	claims  map[*claim]bool           // changes admitted and not done
+	quotas  atomic.Pointer[quotasBox] // Config.Quotas or SetQuotas's
+
 	hooks hooks // tests open race windows with them
 }
 
@@ -40,6 +47,9 @@ type hooks struct {
 	// beforeOpsLock runs when a change has found its project and is about
 	// to wait for the project's ops lock.
 	beforeOpsLock func()
+	// beforeQuotaCount runs when a quota-bound change is about to take
+	// the quota lock and count.
+	beforeQuotaCount func()
 }
 
 // background runs f in the Service's own goroutine group, on a context

@@ -57,6 +57,20 @@ type Computes interface {
 	ResetConsole(ctx context.Context, computeID, projectID, nodeID string) error
 }
 
+// CaptureFileStore is what a Computes adds to serve the capture files of
+// projects from whichever compute holds them. *compute.Agents satisfies
+// it.
+type CaptureFileStore interface {
+	// CaptureFiles lists a project's capture files on every compute that
+	// answers, each with its ComputeID.
+	CaptureFiles(ctx context.Context, projectID string) []capspec.FileInfo
+	// OpenCaptureFile returns a capture file by name (a running one up to
+	// its last whole record). The caller closes its Body.
+	OpenCaptureFile(ctx context.Context, computeID, projectID, name string) (CaptureFile, error)
+	// DeleteCaptureFile removes a stopped capture file.
+	DeleteCaptureFile(ctx context.Context, computeID, projectID, name string) error
+}
+
 // ProjectRef names a project to a compute.
 type ProjectRef struct {
 	ID, Name string

@@ -168,6 +168,9 @@ type Capture struct {
 	capspec.State
 	// ComputeID is set only while capturing.
 	ComputeID string
+	// LastComputeID is the compute of the last capture, kept after its
+	// stop: where its files are.
+	LastComputeID string
 	// Side is the index of the endpoint whose node the capture depends on.
 	Side int
 }
@@ -175,6 +178,9 @@ type Capture struct {
 // end marks the capture stopped; its file's name and path stay. final is
 // what its compute reported last, if it could: its counts are kept.
 func (c *Capture) end(final capspec.State) {
+	if c.ComputeID != "" {
+		c.LastComputeID = c.ComputeID
+	}
 	c.Active, c.ComputeID = false, ""
 	c.report(final)
 }

@@ -151,6 +151,12 @@ func (s *Nodes) Create(ctx context.Context, projectID string, req NodeCreate) (_
 	if err != nil {
 		return Node{}, err
 	}
+	release, err := s.core.admit(claim{projectID: projectID, add: Usage{Nodes: 1},
+		done: func(st *state) bool { return st.nodes[n.ID] != nil }})
+	if err != nil {
+		return Node{}, err
+	}
+	defer release()
 	if err := s.core.openOn(ctx, st, req.ComputeID); err != nil {
 		return Node{}, err
 	}
@@ -443,13 +449,27 @@ func (s *Nodes) setStatusLocked(ctx context.Context, st *state, nodeID, status s
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var computeID, projectID string
+	var add Usage // what starting it adds to its quotas
 	if err == nil {
 		computeID, projectID = n.ComputeID, n.ProjectID
 		err = inertRefusal(n, status)
+		if status == Started && n.Status == Stopped && !isAlwaysRunning(n.Type) {
+			add = Usage{Running: 1, RAMMB: ramOf(n)}
+		}
 	}
 	st.mu.RUnlock()
 	if err != nil {
 		return Node{}, err
+	}
+	if add != (Usage{}) {
+		release, err := s.core.admit(claim{projectID: projectID, add: add, done: func(st *state) bool {
+			n := st.nodes[nodeID]
+			return n == nil || runs(n)
+		}})
+		if err != nil {
+			return Node{}, err
+		}
+		defer release()
 	}
 	rt, err := s.core.cfg.Computes.SetNodeStatus(ctx, computeID, projectID, nodeID, status)
 	if err != nil {
@@ -658,6 +678,20 @@ func (s *Nodes) Update(ctx context.Context, projectID, nodeID string, u NodeUpda
 		return Node{}, err
 	}
 	next := plan.next
+	if runs(cur) {
+		// More RAM for a running node (counted as it runs) keeps its quotas.
+		if more := ramOf(&next) - ramOf(cur); more > 0 {
+			was := ramOf(cur)
+			release, err := s.core.admit(claim{projectID: projectID, add: Usage{RAMMB: more}, done: func(st *state) bool {
+				n := st.nodes[nodeID]
+				return n == nil || !runs(n) || ramOf(n) != was
+			}})
+			if err != nil {
+				return Node{}, err
+			}
+			defer release()
+		}
+	}
 	if plan.respec != nil {
 		rt, err := s.core.cfg.Computes.CreateNode(ctx, cur.ComputeID, cur.ProjectID, *plan.respec)
 		if err != nil {

@@ -48,7 +48,9 @@ type Config struct {
 	// privileged or with capabilities outside dockerpolicy.Allowed. Other
 	// computes' agents apply their own flag.
 	DockerUnsafe bool
-	Logger       *slog.Logger
+	// Quotas, when set, tells the quotas each change must keep (quota.go).
+	Quotas Quotas
+	Logger *slog.Logger
 }
 
 // Service carries out every operation on projects, nodes and links. It is
@@ -131,6 +133,9 @@ func NewService(cfg Config) *Service {
 	c := &core{cfg: cfg, log: cfg.Logger, projects: make(map[string]*state), creating: make(map[string]string)}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	s := &Service{core: c}
+	if cfg.Quotas != nil {
+		s.SetQuotas(cfg.Quotas)
+	}
 	s.Drawings = &Drawings{core: c}
 	s.Links = &Links{core: c}
 	s.Captures = &Captures{core: c, links: s.Links}

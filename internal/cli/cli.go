@@ -9,6 +9,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	units "github.com/docker/go-units"
 	"io"
 	"log/slog"
 	"net"
@@ -125,6 +126,22 @@ func ListenAddress(s string) error {
 		return fmt.Errorf("listen address %q: %q is no host", s, host)
 	}
 	return nil
+}
+
+// MaxByteSize bounds a size flag: 1 PiB.
+const MaxByteSize = 1 << 50
+
+// ByteSize parses a size in bytes, with an optional binary unit (512MiB,
+// 20GiB, 20g; docker's RAMInBytes), 0 to MaxByteSize.
+func ByteSize(s string) (int64, error) {
+	n, err := units.RAMInBytes(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number and a unit: 512MiB, 20GiB)", s)
+	}
+	if n < 0 || n > MaxByteSize {
+		return 0, fmt.Errorf("%q: want 0 to 1PiB", s)
+	}
+	return n, nil
 }
 
 // PortRange parses "LO-HI" (TCP or UDP ports, LO ≤ HI); "" is no range.

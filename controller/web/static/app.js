@@ -50,6 +50,9 @@ async function loadTree() {
   const out = [];
   for (const p of projects) {
     const entry = { project: p, links: [] };
+    try { // every capture file of the project, running or stopped, on any compute
+      entry.files = await api("GET", `/v2/projects/${p.project_id}/captures`);
+    } catch (e) { entry.files = []; }
     if (p.status === "opened") {
       try {
         const [links, nodes] = await Promise.all([
@@ -77,7 +80,7 @@ function renderTree() {
     d.textContent = "No project yet.";
     nav.append(d);
   }
-  for (const { project, links } of state.projects) {
+  for (const { project, links, files } of state.projects) {
     const d = document.createElement("div");
     d.className = "project" + (project.status === "opened" ? "" : " closed");
     d.textContent = project.name + (project.status === "opened" ? "" : " (closed)");
@@ -98,7 +101,51 @@ function renderTree() {
       });
       nav.append(a);
     }
+    for (const f of files || []) {
+      const a = document.createElement("a");
+      a.className = "file" + (f.running ? " capturing" : "");
+      const href = fileViewPath(project.project_id, f.compute_id, f.file_name);
+      if (location.pathname === href) a.classList.add("current");
+      a.href = href;
+      a.title = `${f.records} packets, ${f.size} bytes on ${f.compute_id}` + (f.running ? " (being written)" : "") +
+        (f.dropped ? `, ${f.dropped} dropped` : "");
+      const dot = document.createElement("span");
+      dot.className = "dot";
+      a.append(dot, document.createTextNode("📄 " + f.file_name));
+      a.addEventListener("click", (ev) => {
+        ev.preventDefault();
+        history.pushState(null, "", a.href);
+        selectFile(project.project_id, f.compute_id, f.file_name);
+      });
+      nav.append(a);
+    }
   }
+}
+
+const fileViewPath = (p, c, f) => `/v2/projects/${p}/captures/${encodeURIComponent(c)}/${encodeURIComponent(f)}/view`;
+
+// selectFile shows one capture file of a project (GET .../captures), running
+// or stopped, decoded to its end as it is now.
+async function selectFile(projectId, computeId, fileName) {
+  stopFeed();
+  clearRows();
+  const base = `/v2/projects/${projectId}/captures/${encodeURIComponent(computeId)}/${encodeURIComponent(fileName)}`;
+  state.current = { projectId, file: { computeId, fileName }, feedPath: base + "/packets" };
+  state.link = null;
+  renderTree();
+  const e = state.projects.find((x) => x.project.project_id === projectId);
+  $("crumbs").textContent = (e ? e.project.name + " › " : "") + fileName + " (" + computeId + ")";
+  $("empty").style.display = "none";
+  $("pause").disabled = false;
+  $("clear").disabled = false;
+  $("capture").disabled = true;
+  const dl = $("download"), live = $("live");
+  dl.href = base;
+  dl.setAttribute("download", "");
+  dl.classList.remove("disabled");
+  live.removeAttribute("href");
+  live.classList.add("disabled");
+  startFeed();
 }
 
 const viewPath = (p, l) => `/v2/projects/${p}/links/${l}/view`;
@@ -175,7 +222,7 @@ function follow(projectId) {
 async function select(projectId, linkId) {
   stopFeed();
   clearRows();
-  state.current = { projectId, linkId };
+  state.current = { projectId, linkId, feedPath: `/v2/projects/${projectId}/links/${linkId}/packets` };
   follow(projectId);
   renderTree();
   let l = findLink(projectId, linkId);
@@ -193,7 +240,7 @@ async function select(projectId, linkId) {
   $("clear").disabled = false;
   $("capture").disabled = false;
   updateLinkControls();
-  if (state.link.capturing) startFeed();
+  if (state.link.capturing || state.link.capture_file_name) startFeed(); // a stopped capture: its last file
   else { setStatus("not capturing", "stopped"); message("This link is not capturing: start a capture to see its packets."); }
 }
 
@@ -201,7 +248,15 @@ function updateLinkControls() {
   const l = state.link, c = state.current;
   $("capture").textContent = l && l.capturing ? "Stop capture" : "Start capture";
   const dl = $("download"), live = $("live");
-  if (l && l.capturing) {
+  if (c && c.file) return; // a file's view: its own download link
+  if (l && !l.capturing && l.capture_file_name) {
+    // A stopped capture: its last file, whole.
+    dl.href = `/v2/projects/${c.projectId}/links/${c.linkId}/capture_file`;
+    dl.setAttribute("download", "");
+    dl.classList.remove("disabled");
+    live.removeAttribute("href");
+    live.classList.add("disabled");
+  } else if (l && l.capturing) {
     const base = `/v2/projects/${c.projectId}/links/${c.linkId}`;
     // A snapshot of the file; its name comes with it (Content-Disposition).
     dl.href = `${base}/capture_file`;
@@ -230,7 +285,7 @@ async function startFeed() {
   const q = state.filter ? "?filter=" + encodeURIComponent(state.filter) : "";
   let resp;
   try {
-    resp = await fetch(`/v2/projects/${c.projectId}/links/${c.linkId}/packets${q}`, { signal: ctl.signal });
+    resp = await fetch(c.feedPath + q, { signal: ctl.signal });
   } catch (e) {
     if (!ctl.signal.aborted) { setStatus("disconnected", "stopped"); message(e.message); }
     return;
@@ -376,6 +431,7 @@ function hexDump(hex, total) {
 async function refreshLink() {
   const c = state.current;
   if (!c) return;
+  if (c.file) { loadTree().catch(() => {}); return; }
   try {
     state.link = await api("GET", `/v2/projects/${c.projectId}/links/${c.linkId}`);
     updateLinkControls();
@@ -411,7 +467,7 @@ $("filterform").addEventListener("submit", (ev) => {
   ev.preventDefault();
   state.filter = $("filter").value.trim();
   $("filter").className = "";
-  if (!state.current || !state.link || !state.link.capturing) return;
+  if (!state.current || !(state.current.file || state.link && (state.link.capturing || state.link.capture_file_name))) return;
   clearRows();
   startFeed();
 });
@@ -438,6 +494,8 @@ window.addEventListener("popstate", route);
 function route() {
   const m = location.pathname.match(/^\/v2\/projects\/([^/]+)\/links\/([^/]+)\/view$/);
   if (m) select(m[1], m[2]);
+  const f = location.pathname.match(/^\/v2\/projects\/([^/]+)\/captures\/([^/]+)\/([^/]+)\/view$/);
+  if (f) selectFile(f[1], decodeURIComponent(f[2]), decodeURIComponent(f[3]));
 }
 
 const q = new URLSearchParams(location.search);
