@@ -99,6 +99,8 @@ type options struct {
 	TLSCert        string        `name:"tls-cert" env:"LABTAP_TLS_CERT" help:"Serve HTTPS with this PEM certificate (chain); read again when the file changes. Needs --tls-key."`
 	TLSKey         string        `name:"tls-key" env:"LABTAP_TLS_KEY" help:"PEM private key of --tls-cert; read again when the file changes."`
 	Placement      string        `name:"placement" env:"LABTAP_PLACEMENT" default:"spread" enum:"spread,pack" help:"Where a node created with no compute_id (or \"auto\") goes: spread (a project's first node on the agent with the fewest nodes per CPU) or pack (on the fullest agent with room); a project's later nodes join its agent while it has room."`
+	ConsoleOpen    bool          `name:"console-open" env:"LABTAP_CONSOLE_OPEN" default:"false" help:"Keep node consoles open to every client address, as without users (single-user labs). Otherwise, with --user/--password, an agent lets an address in to a node's console only after a user allowed Node.Console read the node from it."`
+	ConsoleIdle    time.Duration `name:"console-grant-idle" env:"LABTAP_CONSOLE_GRANT_IDLE" default:"1h" help:"How long a console grant lasts after its user's last request on the node or its project (a GET, an open, a start...)."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"LABTAP_ALLOWED_ORIGINS" help:"Browser origins (scheme://host[:port]), comma-separated, besides the server's own, whose pages may change state and open WebSockets (e.g. a GNS3 web UI served elsewhere); others get 403."`
 	AuditMaxSize   int           `name:"audit-max-size" env:"LABTAP_AUDIT_MAX_SIZE" default:"100" help:"Size in megabytes at which the audit trail (<data-dir>/audit/audit.log) is rotated."`
 	AuditKeep      int           `name:"audit-keep" env:"LABTAP_AUDIT_KEEP" default:"10" help:"Rotated audit trail files kept; older ones are deleted."`
@@ -121,6 +123,9 @@ func (o *options) Validate() error {
 	}
 	if o.FilterDeadline <= 0 {
 		return fmt.Errorf("--filter-deadline must be positive, not %s", o.FilterDeadline)
+	}
+	if o.ConsoleIdle < time.Second || o.ConsoleIdle > 24*time.Hour {
+		return fmt.Errorf("--console-grant-idle must be 1s to 24h, not %s", o.ConsoleIdle)
 	}
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("--max-conns and --max-conns-per-ip cannot be negative")
@@ -322,7 +327,10 @@ func run(args []string) error {
 				ProtectedPorts:  []int{listenPort},
 				Sandbox:         sb,
 				Secret:          secret,
-				Logger:          log.With("component", "local_agent"),
+				// Closed from the start when there are users: the
+				// controller grants them (api.Config.ConsolesOpen).
+				ConsolesGated: o.User != "" && o.Password != "" && !o.ConsoleOpen,
+				Logger:        log.With("component", "local_agent"),
 			}, agentLn)
 		})
 		registry.Add(ctx, compute.Compute{
@@ -426,6 +434,9 @@ func run(args []string) error {
 		Version:         o.GNS3Version,
 		PinVersion:      o.pinVersion,
 		SettingsFile:    filepath.Join(o.DataDir, "settings.json"),
+		// Who may reach node consoles' ports (api.Config.ConsolesOpen).
+		ConsolesOpen:     o.ConsoleOpen,
+		ConsoleGrantIdle: o.ConsoleIdle,
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,

@@ -118,6 +118,12 @@ type NodeCopier interface {
 	CopyNodeDir(projectID, fromID, toID string) error
 }
 
+// ConsoleAccessor takes the controller's word on who may connect to node
+// consoles (proto.ConsolesPath). *host.Host satisfies it.
+type ConsoleAccessor interface {
+	SetConsoleAccess(a proto.ConsoleAccess) error
+}
+
 // ImageService serves images and the QEMU wizard's routes. *host.Images
 // satisfies it.
 type ImageService interface {
@@ -212,6 +218,15 @@ func NewHandler(parts Parts, cfg Config) http.Handler {
 	if cd, ok := svc.(ConsoleDialer); ok {
 		mux.HandleFunc("GET "+n+"/console", func(w http.ResponseWriter, r *http.Request) {
 			h.serveConsole(w, r, cd)
+		})
+	}
+	if ca, ok := svc.(ConsoleAccessor); ok {
+		mux.HandleFunc("PUT "+proto.ConsolesPath, func(w http.ResponseWriter, r *http.Request) {
+			var body proto.ConsoleAccess
+			if !decode(w, r, &body) {
+				return
+			}
+			h.reply(w, nil, ca.SetConsoleAccess(body))
 		})
 	}
 	if c, ok := svc.(NodeCopier); ok {

@@ -222,6 +222,7 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 		ConsoleType: consoleType,
 		Console:     console,
 		ConsoleHost: h.cfg.ConsoleBind,
+		ConsoleGate: h.Consoles.Wrap(node.ConsoleKey(projectID, spec.NodeID)),
 		InitPath:    h.dockerInit(),
 		Logger:      h.log.With("node", spec.NodeID),
 		Policy:      policy,

@@ -163,7 +163,12 @@ type Config struct {
 	// as users of their own and reach only their node's folder. Nil runs
 	// them unconfined (with a scrubbed environment); agents set one.
 	Sandbox *sandbox.Sandbox
-	Logger  *slog.Logger
+	// ConsolesGated starts the agent with its node consoles closed to
+	// every client address the controller has not granted
+	// (node.ConsoleGate); otherwise they are open until the controller
+	// closes them (SetConsoleAccess).
+	ConsolesGated bool
+	Logger        *slog.Logger
 }
 
 // Host is an agent's state. Make one with New and end it with Close.
@@ -211,6 +216,8 @@ type Host struct {
 	Events *Events
 	// Captures runs the captures of links.
 	Captures *Captures
+	// Consoles lets client addresses in to node consoles.
+	Consoles *node.ConsoleGate
 
 	hooks hooks // tests open race windows with them
 }
@@ -349,6 +356,7 @@ func New(cfg Config) *Host {
 	h.relay = &sockets{ctx: ctx, bufferBytes: cfg.SocketBuffer, noGRO: cfg.NoUDPGRO, log: cfg.Logger}
 	h.Filters = &Filters{ctx: ctx, deadline: cfg.FilterDeadline, log: cfg.Logger}
 	h.Events = &Events{}
+	h.Consoles = node.NewConsoleGate(cfg.ConsolesGated)
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
 		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks, dataDir: cfg.DataDir}
 	h.Captures.retention.budget = cfg.CaptureBudget
@@ -1010,6 +1018,7 @@ func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ConsoleHost:  h.cfg.ConsoleBind,
 		ConsolePorts: h.cfg.ConsolePorts,
 		DeniedPorts:  h.cfg.ProtectedPorts,
+		ConsoleGate:  h.Consoles.Wrap(node.ConsoleKey(env.ProjectID, env.Spec.NodeID)),
 		Sandbox:      h.cfg.Sandbox,
 		Logger:       env.Logger,
 		OnStop:       env.OnStop,

@@ -185,6 +185,7 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		ImagesDir:   h.Images.ImagesDir(TypeQemu),
 		ImageSums:   h.Images.sums,
 		ConsoleHost: h.cfg.ConsoleBind,
+		ConsoleGate: h.Consoles.Wrap(node.ConsoleKey(projectID, env.Spec.NodeID)),
 		Accel:       h.cfg.QemuAccel,
 		Props:       props,
 		Adapters:    qemuAdapters(env.Spec, env.Ports),

@@ -54,6 +54,9 @@ type QemuConfig struct {
 	Sandbox *sandbox.Sandbox
 	// ConsoleHost is where the console (telnet or VNC) listens.
 	ConsoleHost string
+	// ConsoleGate, when set, wraps the telnet console's listener (a
+	// ConsoleGate bound to the node: ConsoleGate.Wrap).
+	ConsoleGate func(net.Listener) net.Listener
 	// Accel is "auto" (KVM where its self-test passes, see KVMProblem,
 	// else TCG), "kvm" or "tcg".
 	Accel    string
@@ -594,9 +597,13 @@ const qemuReplayBytes = 256 << 10
 // listenConsole binds the telnet console port, or another one when someone
 // took it while the node was stopped.
 func (q *Qemu) listenConsole() (net.Listener, error) {
-	return listenConsole(&q.mu, &q.console, q.cfg.ConsoleHost, func() (net.Listener, error) {
+	ln, err := listenConsole(&q.mu, &q.console, q.cfg.ConsoleHost, func() (net.Listener, error) {
 		return net.Listen("tcp", net.JoinHostPort(q.cfg.ConsoleHost, "0"))
 	})
+	if err == nil && q.cfg.ConsoleGate != nil {
+		ln = q.cfg.ConsoleGate(ln)
+	}
+	return ln, err
 }
 
 // ResetConsole disconnects the telnet console's clients; the VM keeps

@@ -81,6 +81,9 @@ type VPCSConfig struct {
 	// from (so a container can publish it).
 	ConsolePorts [2]int
 	Console      int
+	// ConsoleGate, when set, wraps the console's listener (a
+	// ConsoleGate bound to the node: ConsoleGate.Wrap).
+	ConsoleGate func(net.Listener) net.Listener
 	// DeniedPorts are TCP ports the console's rlogin may not reach: the
 	// agent's and the controller's own.
 	DeniedPorts []int
@@ -296,6 +299,9 @@ func pcName(name, version string) string {
 // it while the node was stopped (the node then reports the new port).
 func (v *VPCS) listenConsole() (net.Listener, error) {
 	ln, err := listenConsole(&v.mu, &v.console, v.cfg.ConsoleHost, v.listenFree)
+	if err == nil && v.cfg.ConsoleGate != nil {
+		ln = v.cfg.ConsoleGate(ln)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("vpcs: %w", err)
 	}

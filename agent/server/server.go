@@ -93,7 +93,11 @@ type Config struct {
 	// Sandbox confines node programs (host.Config.Sandbox); nil runs them
 	// unconfined.
 	Sandbox *sandbox.Sandbox
-	Logger  *slog.Logger
+	// ConsolesGated starts the agent with its node consoles closed to
+	// client addresses the controller has not granted
+	// (host.Config.ConsolesGated).
+	ConsolesGated bool
+	Logger        *slog.Logger
 }
 
 // Run serves the agent on ln until ctx is done, then stops its captures,
@@ -135,6 +139,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		FilterDeadline:   cfg.FilterDeadline,
 		ProtectedPorts:   protected,
 		Sandbox:          cfg.Sandbox,
+		ConsolesGated:    cfg.ConsolesGated,
 		Logger:           cfg.Logger,
 	})
 	// Say at start what this agent cannot run, and why (no Engine, no

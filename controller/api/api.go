@@ -92,6 +92,15 @@ type Config struct {
 	// groups, roles, ACL), which authenticate through it, not through
 	// User and Password.
 	Access *access.Service
+	// ConsolesOpen keeps node consoles open to every client address, as
+	// before users: for single-user labs. Otherwise, when the server has
+	// users (Access), each agent lets a client address in to a node's
+	// console only once a user allowed Node.Console on the node has read
+	// it from there (consolegrants.go).
+	ConsolesOpen bool
+	// ConsoleGrantIdle is how long a console grant lasts after its user's
+	// last read of the node; 0 means DefaultConsoleGrantIdle.
+	ConsoleGrantIdle time.Duration
 	// MaxJSONBody bounds JSON request bodies; 0 means 1 MiB.
 	MaxJSONBody int
 	// MaxImportSize bounds a project archive upload; 0 means 10 GiB.
@@ -161,6 +170,8 @@ type API struct {
 	settings  *settingsStore
 	// appliances is GET /v2/appliances' catalogue.
 	appliances *appliances.Catalogue
+	// grants are the console grants; nil when consoles are open.
+	grants *consoleGrants
 	// classes serve a teacher's routes (distribute, reset).
 	classes *classRoutes
 }
@@ -286,6 +297,9 @@ func New(cfg Config) (*fiber.App, *API, error) {
 	a.registerPools(app)  // so does /v3/pools (pools.go)
 	if a.authOn() {
 		app.Use(a.basicAuth)
+	}
+	if a.startConsoleGrants(); a.grants != nil {
+		app.Use(a.grantReads)
 	}
 	app.Use(a.boundBody)
 	a.register(app)
@@ -450,7 +464,7 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", compute+"/network/interfaces", cmr.interfaces)
 	a.handle(app, "GET", "/v2/compute/network/interfaces", cmr.interfaces)
-	ntr := notificationRoutes{a.resource(), a.hub, a.cfg.Load, a.cfg.Context}
+	ntr := notificationRoutes{a.resource(), a.hub, a.cfg.Load, a.cfg.Context, a}
 	a.handleStream(app, "GET", "/v2/notifications", ntr.controllerNotifications)
 	a.handleStream(app, "GET", "/v2/notifications/ws", ntr.controllerNotificationsWS())
 	pr := projectRoutes{a.resource()}

@@ -45,6 +45,11 @@ func (a *API) consoleWS() fiber.Handler {
 		if err != nil {
 			return err
 		}
+		// Checked here too, whatever the route table says: this is a
+		// console, the one thing Node.Console is for.
+		if !a.allowed(c, "Node.Console", "/projects/"+n.ProjectID+"/nodes/"+n.ID) {
+			return fiber.NewError(fiber.StatusForbidden, "Forbidden: the privilege Node.Console is required on this node")
+		}
 		if n.Inert {
 			return &project.Error{Kind: project.ErrConflict, Msg: "Node type " + n.Type + " is not supported by this server"}
 		}

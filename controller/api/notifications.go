@@ -10,6 +10,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
+	"github.com/labtap/labtap/controller/access"
 	"github.com/labtap/labtap/controller/compute"
 	"github.com/labtap/labtap/controller/notify"
 	"github.com/labtap/labtap/controller/project"
@@ -50,6 +51,49 @@ type notificationRoutes struct {
 	hub       *notify.Hub
 	load      func() (cpu, mem float64) // Config.Load
 	serverCtx context.Context           // Config.Context: streams end with it
+	api       *API                      // who the caller is (audience)
+}
+
+// audience is whom a stream is for: the user its messages are checked
+// against, each one as it is sent, on the access model's current state,
+// so an ACE removed, a user disabled or deleted, takes effect on an open
+// stream at its next message. The zero audience (an open server, a super
+// admin) hears everything and costs nothing per message.
+type audience struct {
+	svc    *access.Service
+	userID string
+}
+
+// audienceOf is the request's audience.
+func (a *API) audienceOf(c *fiber.Ctx) audience {
+	u, ok := a.caller(c)
+	if !ok || u.Superadmin || a.cfg.Access == nil {
+		return audience{}
+	}
+	return audience{svc: a.cfg.Access, userID: u.ID}
+}
+
+// auditPrivilege is the privilege that lets a user hear of the resource
+// at an access path.
+func auditPrivilege(about string) string {
+	root, _, _ := strings.Cut(strings.TrimPrefix(about, "/"), "/")
+	switch root {
+	case "projects":
+		return "Project.Audit"
+	case "computes":
+		return "Compute.Audit"
+	case "templates":
+		return "Template.Audit"
+	}
+	return "Project.Audit"
+}
+
+// hears reports whether the audience may hear a message about about.
+func (au audience) hears(about string) bool {
+	if au.svc == nil || about == "" {
+		return true
+	}
+	return au.svc.Allowed(au.userID, auditPrivilege(about), about)
 }
 
 func encodeMessage(action string, payload any) []byte {
@@ -87,7 +131,21 @@ func (e *Events) Emit(ev project.Event) {
 	if strings.HasPrefix(ev.Action, "project.") || strings.HasPrefix(ev.Action, "template.") {
 		stream = notify.Controller // project lifecycle and templates are not on a project stream (GNS3)
 	}
-	e.Hub.Publish(stream, encodeMessage(ev.Action, payload))
+	e.Hub.PublishAbout(stream, eventAbout(ev), encodeMessage(ev.Action, payload))
+}
+
+// eventAbout is the access path of what an event concerns: its project,
+// or its template; "" for a message about nothing in particular.
+func eventAbout(ev project.Event) string {
+	switch {
+	case ev.Template != nil:
+		return "/templates/" + ev.Template.ID
+	case ev.ProjectID != "":
+		return "/projects/" + ev.ProjectID
+	case ev.Project != nil:
+		return "/projects/" + ev.Project.ID
+	}
+	return ""
 }
 
 // ComputeChanged publishes compute.created/updated/deleted on the
@@ -97,7 +155,7 @@ func (e *Events) ComputeChanged(action string, c compute.Compute) {
 	if c.Connected {
 		j.Capabilities.Version = &e.Version
 	}
-	e.Hub.Publish(notify.Controller, encodeMessage(action, j))
+	e.Hub.PublishAbout(notify.Controller, "/computes/"+c.ID, encodeMessage(action, j))
 }
 
 // ping is the message a stream starts with and repeats when it has been
@@ -112,7 +170,7 @@ func (h notificationRoutes) ping() []byte {
 
 // controllerNotifications streams the controller's events as JSON lines.
 func (h notificationRoutes) controllerNotifications(c *fiber.Ctx) error {
-	return h.streamLines(c, notify.Controller, false)
+	return h.streamLines(c, notify.Controller, false, h.api.audienceOf(c))
 }
 
 // projectNotifications streams a project's events as JSON lines. The
@@ -122,7 +180,7 @@ func (h notificationRoutes) projectNotifications(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return h.streamLines(c, p.ID, c.QueryBool("passive"))
+	return h.streamLines(c, p.ID, c.QueryBool("passive"), h.api.audienceOf(c))
 }
 
 // A passive listener (?passive=true: labtap's capture view) of a project
@@ -141,7 +199,7 @@ func (h notificationRoutes) listen(stream string, passive bool) *notify.Sub {
 // silence. It ends when the client goes away, when the listener falls too
 // far behind (the client reconnects), or when the server stops; the body
 // then ends properly.
-func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string, passive bool) error {
+func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string, passive bool, au audience) error {
 	if h.hub == nil {
 		return fiber.NewError(fiber.StatusNotImplemented, "Notifications are not enabled")
 	}
@@ -161,15 +219,22 @@ func (h notificationRoutes) streamLines(c *fiber.Ctx, stream string, passive boo
 			conn.SetWriteDeadline(time.Now().Add(writeGrace))
 			return w.Flush() == nil // an error: the client is gone
 		}
-		h.pump(sub, send, done)
+		h.pump(sub, send, done, stream, au)
 	})
 	return nil
 }
 
 // pump sends a ping, then the stream's messages, with pings in silences,
-// until send fails, the subscription ends, or done is closed.
-func (h notificationRoutes) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}) {
+// until send fails, the subscription ends, or done is closed. It sends au
+// only the messages it may hear; a project stream (stream not the
+// controller's) ends once au may no longer audit the project.
+func (h notificationRoutes) pump(sub *notify.Sub, send func([]byte) bool, done <-chan struct{}, stream string, au audience) {
 	send = cutOnFailure(send)
+	// The project of a project stream, which au must keep auditing.
+	own := ""
+	if stream != notify.Controller {
+		own = "/projects/" + stream
+	}
 	if !send(h.ping()) {
 		return
 	}
@@ -178,12 +243,18 @@ func (h notificationRoutes) pump(sub *notify.Sub, send func([]byte) bool, done <
 	for {
 		select {
 		case msg, ok := <-sub.C:
-			if !ok || !send(msg) {
+			if !ok || !au.hears(own) {
+				return
+			}
+			if !au.hears(msg.About) {
+				continue
+			}
+			if !send(msg.Data) {
 				return
 			}
 			t.Reset(pingInterval)
 		case <-t.C:
-			if !send(h.ping()) {
+			if !au.hears(own) || !send(h.ping()) {
 				return
 			}
 			t.Reset(pingInterval)
@@ -222,23 +293,34 @@ func websocketOnly(next fiber.Handler) fiber.Handler {
 // controllerNotificationsWS streams the controller's events, one text
 // frame per message.
 func (h notificationRoutes) controllerNotificationsWS() fiber.Handler {
-	return websocketOnly(websocket.New(func(conn *websocket.Conn) { h.streamFrames(conn, notify.Controller, false) }))
+	ws := websocket.New(func(conn *websocket.Conn) {
+		h.streamFrames(conn, notify.Controller, false, conn.Locals(audienceKey).(audience))
+	})
+	return websocketOnly(func(c *fiber.Ctx) error {
+		c.Locals(audienceKey, h.api.audienceOf(c))
+		return ws(c)
+	})
 }
+
+// audienceKey is where a WebSocket stream finds its audience.
+const audienceKey = "labtap.audience"
 
 // projectNotificationsWS streams a project's events over WebSocket.
 func (h notificationRoutes) projectNotificationsWS() fiber.Handler {
 	ws := websocket.New(func(conn *websocket.Conn) {
-		h.streamFrames(conn, conn.Params("project_id"), conn.Query("passive") == "true" || conn.Query("passive") == "1")
+		h.streamFrames(conn, conn.Params("project_id"), conn.Query("passive") == "true" || conn.Query("passive") == "1",
+			conn.Locals(audienceKey).(audience))
 	})
 	return websocketOnly(func(c *fiber.Ctx) error {
 		if _, err := h.projects.Project(c.Params("project_id")); err != nil {
 			return err
 		}
+		c.Locals(audienceKey, h.api.audienceOf(c))
 		return ws(c)
 	})
 }
 
-func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string, passive bool) {
+func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string, passive bool, au audience) {
 	if h.hub == nil {
 		return
 	}
@@ -266,7 +348,7 @@ func (h notificationRoutes) streamFrames(conn *websocket.Conn, stream string, pa
 	h.pump(sub, func(msg []byte) bool {
 		conn.SetWriteDeadline(time.Now().Add(writeGrace))
 		return conn.WriteMessage(websocket.TextMessage, msg) == nil
-	}, stop)
+	}, stop, stream, au)
 	// fasthttp closes a hijacked connection only once this handler has
 	// returned: a read deadline is what ends the reader now.
 	conn.SetReadDeadline(time.Now())

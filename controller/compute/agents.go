@@ -395,3 +395,10 @@ func (a *Agents) Draining(id string) bool {
 	c, _ := a.reg.Get(id)
 	return c.Draining
 }
+
+// ConsoleAccess tells a compute's agent who may connect to its node
+// consoles (proto.ConsolesPath): its consoles gated or open, grants and
+// revocations in one call. The call is idempotent, so retries are safe.
+func (a *Agents) ConsoleAccess(ctx context.Context, computeID string, ca proto.ConsoleAccess) error {
+	return a.do(ctx, computeID, "PUT", proto.ConsolesPath, ca, nil)
+}

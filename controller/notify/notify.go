@@ -14,6 +14,17 @@ import (
 	"time"
 )
 
+// Message is one notification. Its Data are shared by every subscriber
+// and never changed.
+type Message struct {
+	// About is the access path of what the message concerns
+	// ("/projects/<id>", "/computes/<id>", "/templates/<id>"), for the
+	// subscriber to filter on: a listener hears only what its user may
+	// audit. "" is about nothing in particular (every listener).
+	About string
+	Data  []byte
+}
+
 // Controller is the stream of controller-wide events.
 const Controller = ""
 
@@ -56,7 +67,7 @@ type op struct {
 	sub    *Sub
 	added  chan struct{} // closed once sub is registered
 	stream string
-	msg    []byte
+	msg    Message
 	all    bool
 }
 
@@ -64,7 +75,7 @@ type op struct {
 type Sub struct {
 	// C delivers the messages, in order. It is closed when the subscriber
 	// is dropped for falling behind, or unsubscribed.
-	C      chan []byte
+	C      chan Message
 	stream string
 	closed bool // guarded by the hub's mu
 	// passive: a Watch listener, which OnIdle does not count.
@@ -178,7 +189,7 @@ func (h *Hub) apply(o op) {
 
 // deliverLocked hands msg to every subscriber of a stream, dropping those
 // whose queue is full. h.mu must be held.
-func (h *Hub) deliverLocked(stream string, msg []byte) {
+func (h *Hub) deliverLocked(stream string, msg Message) {
 	for s := range h.subs[stream] {
 		select {
 		case s.C <- msg:
@@ -202,7 +213,7 @@ func (h *Hub) Subscribe(stream string) *Sub { return h.subscribe(stream, false) 
 func (h *Hub) Watch(stream string) *Sub { return h.subscribe(stream, true) }
 
 func (h *Hub) subscribe(stream string, passive bool) *Sub {
-	s := &Sub{C: make(chan []byte, h.queue), stream: stream, passive: passive}
+	s := &Sub{C: make(chan Message, h.queue), stream: stream, passive: passive}
 	added := make(chan struct{})
 	select {
 	case h.in <- op{sub: s, added: added, stream: stream}:
@@ -282,13 +293,19 @@ func (h *Hub) startIdleLocked(stream string) {
 // Publish queues msg for every subscriber of a stream. It never blocks.
 // msg must not be changed afterwards; subscribers share it.
 func (h *Hub) Publish(stream string, msg []byte) {
-	h.enqueue(op{stream: stream, msg: msg})
+	h.enqueue(op{stream: stream, msg: Message{Data: msg}})
+}
+
+// PublishAbout is Publish of a message about the resource at the access
+// path about (Message.About).
+func (h *Hub) PublishAbout(stream, about string, msg []byte) {
+	h.enqueue(op{stream: stream, msg: Message{About: about, Data: msg}})
 }
 
 // PublishAll queues msg for every project stream (events that name no
 // project go to all of them, as in GNS3).
 func (h *Hub) PublishAll(msg []byte) {
-	h.enqueue(op{msg: msg, all: true})
+	h.enqueue(op{msg: Message{Data: msg}, all: true})
 }
 
 func (h *Hub) enqueue(o op) {

@@ -23,7 +23,7 @@ func TestSubscribersGetTheirStreamInOrder(t *testing.T) {
 	h.Publish(Controller, []byte("project.created"))
 	for _, s := range []*Sub{a, b} {
 		for i := range 100 {
-			if got := string(<-s.C); got != fmt.Sprint(i) {
+			if got := string((<-s.C).Data); got != fmt.Sprint(i) {
 				t.Fatalf("message %d = %q", i, got)
 			}
 		}
@@ -33,7 +33,7 @@ func TestSubscribersGetTheirStreamInOrder(t *testing.T) {
 		t.Fatalf("another project's stream got %q", m)
 	default:
 	}
-	if got := string(<-ctl.C); got != "project.created" {
+	if got := string((<-ctl.C).Data); got != "project.created" {
 		t.Fatalf("controller stream got %q", got)
 	}
 }
@@ -43,7 +43,7 @@ func TestASubscriberThatFallsBehindIsDroppedAndOthersKeepGoing(t *testing.T) {
 	stalled, healthy := h.Subscribe("p"), h.Subscribe("p")
 	for i := range 100 {
 		h.Publish("p", []byte(fmt.Sprint(i)))
-		if got := string(<-healthy.C); got != fmt.Sprint(i) {
+		if got := string((<-healthy.C).Data); got != fmt.Sprint(i) {
 			t.Fatalf("healthy subscriber got %q, want %d", got, i)
 		}
 	}
@@ -107,10 +107,10 @@ func TestPublishAllReachesEveryProjectButNotTheController(t *testing.T) {
 	p1, p2, ctl := h.Subscribe("p1"), h.Subscribe("p2"), h.Subscribe(Controller)
 	h.PublishAll([]byte("log"))
 	h.Publish(Controller, []byte("after"))
-	if string(<-p1.C) != "log" || string(<-p2.C) != "log" {
+	if string((<-p1.C).Data) != "log" || string((<-p2.C).Data) != "log" {
 		t.Fatal("a project stream missed the message")
 	}
-	if m := <-ctl.C; string(m) != "after" {
+	if m := <-ctl.C; string(m.Data) != "after" {
 		t.Fatalf("controller stream got %q", m)
 	}
 }
@@ -120,7 +120,7 @@ func TestASubscriberGetsNothingPublishedBeforeIt(t *testing.T) {
 	h.Publish("p", []byte("before"))
 	s := h.Subscribe("p")
 	h.Publish("p", []byte("after"))
-	if m := <-s.C; string(m) != "after" {
+	if m := <-s.C; string(m.Data) != "after" {
 		t.Fatalf("got %q", m)
 	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 	// Policy is what the operator allows beyond dockerpolicy's rule; its zero
 	// value confines the node.
 	Policy dockerpolicy.Policy
+	// ConsoleGate, when set, wraps every console listener (console, aux,
+	// HTTP): a node.ConsoleGate bound to the node.
+	ConsoleGate func(net.Listener) net.Listener
 }
 
 // Container runs one docker node. Its methods are safe for concurrent use.
@@ -686,7 +689,11 @@ func (c *Container) listen(port int) (net.Listener, int, error) {
 			return nil, 0, fmt.Errorf("console: %w", err)
 		}
 	}
-	return ln, ln.Addr().(*net.TCPAddr).Port, nil
+	port = ln.Addr().(*net.TCPAddr).Port
+	if c.cfg.ConsoleGate != nil {
+		ln = c.cfg.ConsoleGate(ln)
+	}
+	return ln, port, nil
 }
 
 // serveAux serves the aux console: a shell run with exec on a TTY inside
