@@ -396,16 +396,6 @@ func call(t *testing.T, c *http.Client, method, url string, body any, want int, 
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	if os.Getenv("LABTAP_DOCKER") != "1" {
 		t.Skip("set LABTAP_DOCKER=1 where a Docker Engine runs (scripts/test does) to build and run the images")
@@ -422,10 +412,10 @@ func TestComposeLabPingsAndCapturesAcrossContainers(t *testing.T) {
 	}
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
-	port := freePort(t)
-	if port > 65000 {
-		port -= 100 // room for the console ranges above it
-	}
+	// The API port and the three console ranges above it, all free and
+	// out of the ephemeral range: a port free when chosen but taken by
+	// another process's connection before Docker bound it failed "up".
+	port := testenv.UnusedTCPPorts(t, 31)
 	password := hex.EncodeToString(suffix) + "-password"
 	l := &lab{t: t, name: "labtaptest" + hex.EncodeToString(suffix), compose: compose,
 		env: []string{"LABTAP_PASSWORD=" + password, fmt.Sprintf("LABTAP_PORT=%d", port),

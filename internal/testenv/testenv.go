@@ -130,6 +130,49 @@ func UnusedUDPPort(t testing.TB) int {
 	return 0
 }
 
+// UnusedTCPPorts returns the first of n consecutive TCP ports on
+// 127.0.0.1, each free now, below the ephemeral range (so no port-0
+// socket or outgoing connection takes one before the test binds them), and
+// never given to another test of this process: for a program that binds
+// ports it is told, as docker-compose publishing a lab's ports.
+func UnusedTCPPorts(t testing.TB, n int) int {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	const first = 10000
+	if low <= first+n+100 {
+		t.Fatalf("the ephemeral port range starts at %d: no %d ports below it to take", low, n)
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+search:
+	for range 1000 {
+		p := first + rand.IntN(low-first-n)
+		for q := p; q < p+n; q++ {
+			if portsGiven[q] {
+				continue search
+			}
+			ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", q))
+			if err != nil {
+				continue search // taken
+			}
+			ln.Close()
+		}
+		for q := p; q < p+n; q++ {
+			portsGiven[q] = true
+		}
+		return p
+	}
+	t.Fatalf("no %d free TCP ports in a row in %d-%d", n, first, low-1)
+	return 0
+}
+
 var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
