@@ -212,7 +212,7 @@ type Host struct {
 	Filters *Filters
 	// Images serves the images folders and the QEMU wizard's facts.
 	Images *Images
-	// Events is what the controller follows (see hosts.go).
+	// Events is what the controller follows (see events.go).
 	Events *Events
 	// Captures runs the captures of links.
 	Captures *Captures
