@@ -71,10 +71,10 @@ func (e *Events) publish(ev proto.Event) {
 // nodeStopped reports a node's status after it stopped, asked to or not:
 // the controller ignores a report that changes nothing, and learns of an
 // emulator that died.
-func (h *Host) nodeStopped(n *hostNode) {
+func (ag *agentParts) nodeStopped(n *hostNode) {
 	if n.runner == nil {
 		return // failed while being built: nobody knows of it
 	}
-	st := h.nodeState(n)
-	h.Events.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
+	st := ag.nodeState(n)
+	ag.events.publish(proto.Event{Kind: proto.EventNodeStatus, ProjectID: n.projectID, NodeID: n.spec.NodeID, Node: &st})
 }

@@ -16,8 +16,6 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -180,26 +178,19 @@ type Host struct {
 	ctx    context.Context // lifetime of the relay goroutines
 	cancel context.CancelFunc
 
-	ifaceMu   sync.Mutex     // guards ifaceHeld
-	ifaceHeld map[int]string // host interfaces clouds' ethernet ports hold: ifindex → holder
-
-	vpcsOnce sync.Once
-	vpcs     *node.VPCSProgram
-	vpcsErr  error
+	ifaces ifaceClaims // host interfaces clouds' ethernet ports hold
 
 	relay *sockets // the relay's UDP sockets and their receive loops
 	// carriers are the goroutines that set NICs' carriers (carrier.request).
 	carriers sync.WaitGroup
 
-	qemuOnce sync.Once // qemuOK is known
-	qemuOK   bool      // a qemu-system binary runs here
 	// probeQemu: the qemu runner is the real one, listed in node_types only
 	// where QEMU runs.
 	probeQemu bool
 
 	load loadSampler
 
-	docker dockerState // the Docker Engine, connected on first use
+	kinds *runnerKinds // the vpcs, qemu and docker runners, and the Docker Engine
 
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
@@ -220,6 +211,28 @@ type Host struct {
 	Consoles *node.ConsoleGate
 
 	hooks hooks // tests open race windows with them
+
+	// shared is what every project uses of the above, handed to each.
+	shared *agentParts
+}
+
+// agentParts are the agent-wide parts a project works with: the relay's
+// sockets, the node runners, the captures, filters and events, the host
+// interfaces clouds hold. The Host owns them and gives every project the
+// same agentParts; a project never holds the Host.
+type agentParts struct {
+	cfg        *Config
+	log        *slog.Logger
+	runners    map[string]RunnerFactory
+	relay      *sockets
+	carriers   *sync.WaitGroup // the goroutines that set NICs' carriers
+	tunnelAddr netip.Addr
+	ifaces     *ifaceClaims
+	filters    *Filters
+	captures   *Captures
+	events     *Events
+	consoles   *node.ConsoleGate
+	hooks      *hooks
 }
 
 // hooks are called at points where tests need to act.
@@ -369,11 +382,16 @@ func New(cfg Config) *Host {
 	}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait}
 	h.tunnelAddr = tunnelAddr(cfg)
+	h.kinds = newRunnerKinds(&h.cfg, h.Consoles, h.Images, h.Events)
 	h.runners = cfg.Runners
 	if h.runners == nil {
-		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, TypeQemu: h.newQemu, "docker": h.newDocker}
+		h.runners = h.kinds.factories()
 		h.probeQemu = true
 	}
+	_, h.kinds.dockerNodes = h.runners["docker"]
+	h.shared = &agentParts{cfg: &h.cfg, log: h.log, runners: h.runners, relay: h.relay, carriers: &h.carriers,
+		tunnelAddr: h.tunnelAddr, ifaces: &h.ifaces, filters: h.Filters, captures: h.Captures, events: h.Events,
+		consoles: h.Consoles, hooks: &h.hooks}
 	return h
 }
 
@@ -392,7 +410,7 @@ func checkID(kind, id string) error {
 func (h *Host) Info() proto.AgentInfo {
 	var types []string
 	for _, t := range []string{TypeCloud, TypeHub, TypeSwitch, "vpcs", TypeQemu} { // GNS3's order, of the types we run
-		if t == TypeQemu && h.probeQemu && !h.qemuUsable() {
+		if t == TypeQemu && h.probeQemu && !node.QemuRuns() {
 			continue // listed only where a qemu-system binary runs
 		}
 		if _, ok := h.runners[t]; ok || builtin(t) {
@@ -448,12 +466,12 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 			<-old.gone // its captures are still being closed
 			continue
 		}
-		p := newProject(h.cfg.DataDir, spec)
+		p := newProject(h.shared, spec)
 		h.projects.open[spec.ProjectID] = p
 		h.projects.mu.Unlock()
 		h.Captures.repairCaptures(p)
 		// Before any node of the project is created again.
-		h.cleanDocker(spec.ProjectID)
+		h.kinds.cleanDocker(spec.ProjectID)
 		close(p.opened)
 		h.log.Info("project opened", "project", spec.ProjectID)
 		return nil
@@ -479,7 +497,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.closed = true
 	var capturing []*hostCapture
 	for _, l := range p.links {
-		if c := h.removeLinkLocked(p, l); c != nil {
+		if c := p.removeLinkLocked(l); c != nil {
 			capturing = append(capturing, c)
 		}
 	}
@@ -491,8 +509,8 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 		wg.Go(func() { h.Captures.closeCapture(p, c) })
 	}
 	wg.Wait()
-	h.stopNodes(ctx, nodes)
-	h.removeContainers(projectID)
+	stopNodes(ctx, nodes, h.log)
+	h.kinds.removeContainers(projectID)
 	p.caps.nameMu.Lock()
 	if p.caps.root != nil {
 		p.caps.root.Close()
@@ -508,31 +526,32 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 }
 
 // stopNodes stops the nodes of a closed project, and closes their ports.
-func (h *Host) stopNodes(ctx context.Context, nodes []*hostNode) {
+func stopNodes(ctx context.Context, nodes []*hostNode, log *slog.Logger) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
 			if po, ok := n.runner.(PowerOffer); ok { // no waiting for guests at close
 				n.ops.Lock()
 				if err := po.PowerOff(ctx); err != nil {
-					h.log.Warn("power off node", "node", n.spec.NodeID, "err", err)
+					log.Warn("power off node", "node", n.spec.NodeID, "err", err)
 				}
 				n.ops.Unlock()
 			} else {
-				h.stopNode(ctx, n)
+				n.stop(ctx, log)
 			}
 			n.close()
-			h.removeNode(ctx, n)
+			n.remove(ctx, log)
 		})
 	}
 	wg.Wait()
 }
 
-func (h *Host) stopNode(ctx context.Context, n *hostNode) {
+// stop stops the node's runner.
+func (n *hostNode) stop(ctx context.Context, log *slog.Logger) {
 	n.ops.Lock()
 	defer n.ops.Unlock()
 	if err := n.runner.Stop(ctx); err != nil {
-		h.log.Warn("stop node", "node", n.spec.NodeID, "err", err)
+		log.Warn("stop node", "node", n.spec.NodeID, "err", err)
 	}
 }
 
@@ -554,221 +573,6 @@ func (h *Host) Close() error {
 	return nil
 }
 
-// CreateNode creates a node; creating an existing node returns it
-// unchanged, but for a switch whose port types or VLANs changed, which are
-// applied in place.
-func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.NodeSpec) (proto.NodeState, error) {
-	if err := checkID("node", spec.NodeID); err != nil {
-		return proto.NodeState{}, err
-	}
-	factory, ok := h.runners[spec.NodeType]
-	if !ok && !builtin(spec.NodeType) {
-		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
-	}
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	if n, ok := p.nodes[spec.NodeID]; ok {
-		if n.spec.NodeType != spec.NodeType {
-			p.mu.Unlock()
-			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "node %s exists with type %s", spec.NodeID, n.spec.NodeType)
-		}
-		if !builtin(spec.NodeType) {
-			p.mu.Unlock()
-			if err := h.updateRunner(ctx, p, n, spec); err != nil {
-				return proto.NodeState{}, err
-			}
-			return h.nodeState(n), nil
-		}
-		defer p.mu.Unlock()
-		if err := reconfigure(n, spec); err != nil {
-			return proto.NodeState{}, err
-		}
-		return h.nodeState(n), nil
-	}
-	p.mu.Unlock()
-
-	n := &hostNode{
-		projectID: projectID,
-		spec:      spec,
-		dir:       filepath.Join(p.dir, "project-files", spec.NodeType, spec.NodeID),
-	}
-	if builtin(spec.NodeType) {
-		err = h.buildBuiltin(n)
-	} else {
-		err = h.buildRunner(ctx, p, n, factory)
-	}
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	if spec.NodeType == "vpcs" {
-		if err := writeStartupVPC(n.dir, spec.Name); err != nil {
-			n.close()
-			h.log.Error("write startup.vpc", "node", spec.NodeID, "err", err)
-			return proto.NodeState{}, proto.Errorf(proto.CodeInternal, "node %s: cannot write its startup.vpc", spec.NodeID)
-		}
-	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		n.close()
-		return proto.NodeState{}, notOpen(projectID)
-	}
-	if other, ok := p.nodes[spec.NodeID]; ok { // created concurrently
-		n.close()
-		return h.nodeState(other), nil
-	}
-	p.nodes[spec.NodeID] = n
-	for _, np := range n.ports {
-		if np.udp != nil {
-			h.relay.goServe(np.udp)
-		}
-	}
-	return h.nodeState(n), nil
-}
-
-// buildRunner makes a node run by a runner (an emulator process): one port
-// per adapter (endpoint adapter i, port 0), each a socket facing the NIC
-// of that adapter, unless the runner supplies its own (RelayPorter).
-func (h *Host) buildRunner(ctx context.Context, p *project, n *hostNode, factory RunnerFactory) error {
-	addrs := make([]netip.AddrPort, adapterCount(n.spec))
-	for i := range addrs {
-		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
-		if err != nil {
-			n.close()
-			return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
-		}
-		n.ports = append(n.ports, &nodePort{port: port, udp: port})
-		addrs[i] = port.LocalAddr()
-	}
-	env := RunnerEnv{
-		ProjectID: n.projectID,
-		Spec:      n.spec,
-		Dir:       n.dir,
-		Ports:     addrs,
-		OnStop: func() {
-			// A node may stop by itself, n.ops not held (and a stop asked
-			// for holds it): the port list, which a PUT replaces, is
-			// read under project.mu.
-			p.mu.Lock()
-			ports := slices.Clone(n.ports)
-			p.mu.Unlock()
-			syncPeer(n, ports)
-			h.nodeStopped(n)
-		},
-		Logger: h.log.With("node", n.spec.NodeID),
-	}
-	if len(addrs) > 0 {
-		env.Agent = addrs[0]
-	}
-	runner, err := factory(ctx, env)
-	if err != nil {
-		n.close()
-		return asProtoError(err, proto.CodeConflict)
-	}
-	n.runner = runner
-	n.setCarriers(&h.carriers)
-	if rp, ok := runner.(RelayPorter); ok {
-		for i, port := range rp.RelayPorts() {
-			if port != nil && i < len(n.ports) {
-				n.ports[i].udp.Close()
-				n.ports[i] = &nodePort{port: port}
-			}
-		}
-	}
-	return nil
-}
-
-// updateRunner applies a changed spec to an existing runner node: its
-// adapters (ports added or removed; a removed one must carry no link) and
-// properties, which the runner takes if it is an Updater. A spec that
-// changes nothing does nothing.
-func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec proto.NodeSpec) error {
-	n.ops.Lock()
-	defer n.ops.Unlock()
-	p.mu.Lock()
-	same := reflect.DeepEqual(spec.Adapters, n.spec.Adapters) && len(spec.Properties) == 0 && spec.Name == n.spec.Name
-	p.mu.Unlock()
-	if same {
-		return nil
-	}
-	u, ok := n.runner.(Updater)
-	if !ok {
-		if reflect.DeepEqual(spec.Adapters, n.spec.Adapters) {
-			return nil // nothing the runner can take
-		}
-		return proto.Errorf(proto.CodeConflict, "node %s exists with other adapters; delete it to change them", spec.NodeID)
-	}
-	want := adapterCount(spec)
-	p.mu.Lock()
-	for i := want; i < len(n.ports); i++ {
-		if l := n.ports[i].link; l != "" {
-			p.mu.Unlock()
-			return proto.Errorf(proto.CodeConflict, "adapter %d of node %s is used by link %s: delete the link first", i, spec.NodeID, l)
-		}
-	}
-	p.mu.Unlock()
-	var added []*nodePort
-	for range max(0, want-len(n.ports)) {
-		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
-		if err != nil {
-			for _, np := range added {
-				np.udp.Close()
-			}
-			return proto.Errorf(proto.CodeInternal, "node %s: %v", spec.NodeID, err)
-		}
-		added = append(added, &nodePort{port: port, udp: port})
-	}
-	// The ports it keeps, then the new ones.
-	p.mu.Lock()
-	keep := min(want, len(n.ports))
-	ports := append(slices.Clone(n.ports[:keep]), added...)
-	p.mu.Unlock()
-	addrs := make([]netip.AddrPort, len(ports))
-	for i, np := range ports {
-		if np.udp != nil {
-			addrs[i] = np.udp.LocalAddr()
-		}
-	}
-	if err := u.Update(ctx, spec, addrs); err != nil {
-		for _, np := range added {
-			np.udp.Close()
-		}
-		return asProtoError(err, proto.CodeConflict)
-	}
-	if rp, ok := n.runner.(RelayPorter); ok {
-		// The runner's own ports for the adapters it has now (a docker
-		// node's AF_PACKET ports), as buildRunner takes them.
-		for i, port := range rp.RelayPorts() {
-			if port == nil || i >= len(ports) || ports[i].port == port {
-				continue
-			}
-			if ports[i].udp != nil {
-				ports[i].udp.Close()
-			}
-			added = slices.DeleteFunc(added, func(np *nodePort) bool { return np == ports[i] })
-			ports[i] = &nodePort{port: port}
-		}
-	}
-	p.mu.Lock()
-	for _, np := range n.ports[keep:] {
-		if np.udp != nil {
-			np.udp.Close()
-		}
-	}
-	n.ports = ports
-	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
-	n.setCarriers(&h.carriers)
-	p.mu.Unlock()
-	for _, np := range added {
-		h.relay.goServe(np.udp)
-	}
-	syncPeer(n, n.ports)
-	return nil
-}
-
 // syncPeer points the node's ports (n.ports, read under n.ops or
 // project.mu) at where the node receives each adapter's frames now: its
 // NICs while it runs, nowhere while it is stopped. It is called after
@@ -784,65 +588,6 @@ func syncPeer(n *hostNode, ports []*nodePort) {
 		nic, _ := n.runner.NIC(i, 0) // invalid when stopped: frames are dropped
 		np.udp.SetPeer(nic)
 	}
-}
-
-func (h *Host) nodeState(n *hostNode) proto.NodeState {
-	console, kind := n.runner.Console()
-	var props map[string]any
-	if pr, ok := n.runner.(PropertyReporter); ok {
-		props = pr.Properties()
-	}
-	return proto.NodeState{
-		Properties:    props,
-		NodeID:        n.spec.NodeID,
-		Status:        n.runner.Status(),
-		Console:       console,
-		ConsoleHost:   h.cfg.ConsoleHost,
-		ConsoleType:   kind,
-		CommandLine:   n.runner.CommandLine(),
-		NodeDirectory: n.dir,
-	}
-}
-
-func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer p.mu.Unlock()
-	n, ok := p.nodes[nodeID]
-	if !ok {
-		return nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", nodeID)
-	}
-	return n, nil
-}
-
-// NodeFile reads a regular file of a node's directory (confined to it):
-// a link, FIFO or device a node's process made there is refused at once,
-// and a read answers within confined.ReadTimeout.
-func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return nil, err
-	}
-	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
-	return data, fileError(name, err)
-}
-
-// WriteNodeFile replaces a file of a node's directory (confined to it),
-// atomically; a started VPCS reads startup.vpc at its next start.
-func (h *Host) WriteNodeFile(projectID, nodeID, name string, data []byte) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if len(data) > proto.MaxNodeFile {
-		return proto.Errorf(proto.CodeInvalid, "file over %d bytes", proto.MaxNodeFile)
-	}
-	if err := os.MkdirAll(n.dir, 0o755); err != nil {
-		return err
-	}
-	return fileError(name, confined.Write(n.dir, name, data, 0o644))
 }
 
 // writeStartupVPC gives a new VPCS the startup.vpc GNS3 writes, which
@@ -903,126 +648,13 @@ type consoleResetter interface {
 	ResetConsole()
 }
 
-// ResetConsole disconnects every client of a node's console; a node
-// without one is left as it is.
-func (h *Host) ResetConsole(projectID, nodeID string) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if r, ok := n.runner.(consoleResetter); ok {
-		r.ResetConsole()
-	}
-	return nil
-}
-
-// Node returns a node's state.
-func (h *Host) Node(projectID, nodeID string) (proto.NodeState, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	return h.nodeState(n), nil
-}
-
-// SetNodeStatus starts or stops a node and returns its new state. Asking
-// for the status a node already has succeeds and changes nothing.
-func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	switch status {
-	case proto.StatusStarted:
-		n.ops.Lock()
-		err := n.runner.Start(ctx)
-		syncPeer(n, n.ports)
-		n.ops.Unlock()
-		if err != nil {
-			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
-		}
-	case proto.StatusStopped:
-		h.stopNode(ctx, n)
-		n.ops.Lock() // the port list is replaced under it
-		syncPeer(n, n.ports)
-		n.ops.Unlock()
-	case proto.StatusSuspended:
-		sr, ok := n.runner.(Suspender)
-		if !ok {
-			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspend is not supported by %s nodes", n.spec.NodeType)
-		}
-		n.ops.Lock()
-		err := sr.Suspend(ctx)
-		n.ops.Unlock()
-		if err != nil {
-			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
-		}
-	default:
-		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "status %q: want %q or %q", status, proto.StatusStarted, proto.StatusStopped)
-	}
-	return h.nodeState(n), nil
-}
-
-// DeleteNode stops a node, removes the links on its ports and forgets it.
-// Its directory stays. Deleting an unknown node does nothing.
-func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return err
-	}
-	n, ok := p.nodes[nodeID]
-	var capturing []*hostCapture
-	if ok {
-		for _, np := range n.ports {
-			if l, linked := p.links[np.link]; linked {
-				if c := h.removeLinkLocked(p, l); c != nil {
-					capturing = append(capturing, c)
-				}
-			}
-		}
-		delete(p.nodes, nodeID)
-	}
-	p.mu.Unlock()
-	for _, c := range capturing {
-		h.Captures.closeCapture(p, c)
-	}
-	if !ok {
-		return nil
-	}
-	h.stopNode(ctx, n)
-	n.close()
-	h.removeNode(ctx, n)
-	return nil
-}
-
-// removeNode removes what a forgotten node's runner made outside the agent.
-func (h *Host) removeNode(ctx context.Context, n *hostNode) {
+// remove removes what a forgotten node's runner made outside the agent.
+func (n *hostNode) remove(ctx context.Context, log *slog.Logger) {
 	if r, ok := n.runner.(Remover); ok {
 		if err := r.Remove(ctx); err != nil {
-			h.log.Warn("remove node", "node", n.spec.NodeID, "err", err)
+			log.Warn("remove node", "node", n.spec.NodeID, "err", err)
 		}
 	}
-}
-
-func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) {
-	h.vpcsOnce.Do(func() { h.vpcs, h.vpcsErr = node.FindVPCS(ctx, h.cfg.VPCS) })
-	if h.vpcsErr != nil {
-		return nil, h.vpcsErr
-	}
-	return node.NewVPCS(node.VPCSConfig{
-		Program:      h.vpcs,
-		Dir:          env.Dir,
-		MACIndex:     env.Spec.MACIndex,
-		Name:         env.Spec.Name,
-		Agent:        env.Agent,
-		ConsoleHost:  h.cfg.ConsoleBind,
-		ConsolePorts: h.cfg.ConsolePorts,
-		DeniedPorts:  h.cfg.ProtectedPorts,
-		ConsoleGate:  h.Consoles.Wrap(node.ConsoleKey(env.ProjectID, env.Spec.NodeID)),
-		Sandbox:      h.cfg.Sandbox,
-		Logger:       env.Logger,
-		OnStop:       env.OnStop,
-	})
 }
 
 // asProtoError keeps a *proto.Error as it is and gives any other error the
@@ -1032,4 +664,22 @@ func asProtoError(err error, def proto.Code) error {
 		return pe
 	}
 	return &proto.Error{Code: def, Message: err.Error()}
+}
+
+func (ag *agentParts) nodeState(n *hostNode) proto.NodeState {
+	console, kind := n.runner.Console()
+	var props map[string]any
+	if pr, ok := n.runner.(PropertyReporter); ok {
+		props = pr.Properties()
+	}
+	return proto.NodeState{
+		Properties:    props,
+		NodeID:        n.spec.NodeID,
+		Status:        n.runner.Status(),
+		Console:       console,
+		ConsoleHost:   ag.cfg.ConsoleHost,
+		ConsoleType:   kind,
+		CommandLine:   n.runner.CommandLine(),
+		NodeDirectory: n.dir,
+	}
 }

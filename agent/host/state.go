@@ -21,7 +21,7 @@ func (h *Host) State() proto.AgentState {
 			continue
 		}
 		for _, n := range p.nodes {
-			ps.Nodes = append(ps.Nodes, h.nodeState(n))
+			ps.Nodes = append(ps.Nodes, h.shared.nodeState(n))
 		}
 		p.caps.mu.Lock()
 		for _, l := range p.links {

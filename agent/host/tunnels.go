@@ -24,70 +24,6 @@ type reservation struct {
 	timer *time.Timer
 }
 
-// ReserveTunnelPort binds a UDP port for a tunnel end and holds it. The
-// same id gets the same port. The socket is bound to the agent's tunnel
-// address, so what it sends comes from the address its peer expects.
-func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error) {
-	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
-		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
-	}
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return proto.TunnelPort{}, err
-	}
-	r, ok := p.reserved[id]
-	p.mu.Unlock()
-	if ok {
-		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
-	}
-	// Opening the socket takes no lock.
-	port, err := h.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(h.tunnelAddr, 0)})
-	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		// An advertised address that is not this host's (behind NAT):
-		// every address it is.
-		port, err = h.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)})
-	}
-	if err != nil {
-		return proto.TunnelPort{}, proto.Errorf(proto.CodeConflict, "reserve a tunnel port: %v", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		port.Close()
-		return proto.TunnelPort{}, notOpen(projectID)
-	}
-	if r, ok := p.reserved[id]; ok { // reserved meanwhile
-		port.Close()
-		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
-	}
-	r = &reservation{port: port}
-	r.timer = time.AfterFunc(reservationTTL, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.reserved[id] == r {
-			delete(p.reserved, id)
-			r.port.Close()
-		}
-	})
-	p.reserved[id] = r
-	return proto.TunnelPort{Port: int(port.LocalAddr().Port())}, nil
-}
-
-// ReleaseTunnelPort frees a reservation no link took; an unknown one is fine.
-func (h *Host) ReleaseTunnelPort(projectID, id string) error {
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return err
-	}
-	defer p.mu.Unlock()
-	if r, ok := p.reserved[id]; ok {
-		delete(p.reserved, id)
-		r.timer.Stop()
-		r.port.Close()
-	}
-	return nil
-}
-
 // takeReservationLocked hands over the reserved socket bound to local
 // port, now facing peer, or nil when no reservation holds that port. p.mu
 // must be held.
@@ -110,4 +46,68 @@ func (p *project) releaseAllLocked() {
 		r.timer.Stop()
 		r.port.Close()
 	}
+}
+
+// reserveTunnelPort binds a UDP port for a tunnel end and holds it. The
+// same id gets the same port. The socket is bound to the agent's tunnel
+// address, so what it sends comes from the address its peer expects.
+func (p *project) reserveTunnelPort(id string) (proto.TunnelPort, error) {
+	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
+		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
+	}
+	err := p.lock()
+	if err != nil {
+		return proto.TunnelPort{}, err
+	}
+	r, ok := p.reserved[id]
+	p.mu.Unlock()
+	if ok {
+		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
+	}
+	// Opening the socket takes no lock.
+	port, err := p.ag.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(p.ag.tunnelAddr, 0)})
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		// An advertised address that is not this host's (behind NAT):
+		// every address it is.
+		port, err = p.ag.relay.listenUDP(bridge.UDPConfig{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)})
+	}
+	if err != nil {
+		return proto.TunnelPort{}, proto.Errorf(proto.CodeConflict, "reserve a tunnel port: %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		port.Close()
+		return proto.TunnelPort{}, notOpen(p.id)
+	}
+	if r, ok := p.reserved[id]; ok { // reserved meanwhile
+		port.Close()
+		return proto.TunnelPort{Port: int(r.port.LocalAddr().Port())}, nil
+	}
+	r = &reservation{port: port}
+	r.timer = time.AfterFunc(reservationTTL, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.reserved[id] == r {
+			delete(p.reserved, id)
+			r.port.Close()
+		}
+	})
+	p.reserved[id] = r
+	return proto.TunnelPort{Port: int(port.LocalAddr().Port())}, nil
+}
+
+// releaseTunnelPort frees a reservation no link took; an unknown one is fine.
+func (p *project) releaseTunnelPort(id string) error {
+	err := p.lock()
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	if r, ok := p.reserved[id]; ok {
+		delete(p.reserved, id)
+		r.timer.Stop()
+		r.port.Close()
+	}
+	return nil
 }
