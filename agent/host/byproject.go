@@ -9,7 +9,8 @@ import (
 
 // The calls the API makes on one project's nodes, links and tunnel ports:
 // each finds the open project by its id (waiting until it is ready) and
-// hands the call to the project, which owns the state and its lock.
+// hands the call to the project, which owns the state and its lock, or to
+// the node, for a call on one node alone.
 
 // CreateNode creates a node; creating an existing node returns it
 // unchanged, but for a switch whose port types or VLANs changed, which are
@@ -24,11 +25,11 @@ func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.Node
 
 // Node returns a node's state.
 func (h *Host) Node(projectID, nodeID string) (proto.NodeState, error) {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return proto.NodeState{}, err
 	}
-	return p.nodeInfo(nodeID)
+	return h.shared.nodeState(n), nil
 }
 
 // SetNodeStatus starts or stops a node and returns its new state. Asking
@@ -53,20 +54,20 @@ func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
 
 // NodeFile reads a regular file of a node's directory (confined to it).
 func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	return p.nodeFile(nodeID, name)
+	return n.readFile(name)
 }
 
 // WriteNodeFile replaces a file of a node's directory (confined to it).
 func (h *Host) WriteNodeFile(projectID, nodeID, name string, data []byte) error {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return err
 	}
-	return p.writeNodeFile(nodeID, name, data)
+	return n.writeFile(name, data)
 }
 
 // CopyNodeDir copies a node's directory into another node's (a duplicate).
@@ -80,31 +81,31 @@ func (h *Host) CopyNodeDir(projectID, fromID, toID string) error {
 
 // ResizeDisk grows a disk of a stopped QEMU node (GNS3's resize_disk).
 func (h *Host) ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return err
 	}
-	return p.resizeDisk(ctx, nodeID, r)
+	return n.resizeDisk(ctx, r)
 }
 
 // ResetConsole disconnects every client of a node's console; a node
 // without one is left as it is.
 func (h *Host) ResetConsole(projectID, nodeID string) error {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return err
 	}
-	return p.resetConsole(nodeID)
+	return n.resetConsole()
 }
 
 // DialConsole connects to a started node's telnet console, as a client of
 // it would.
 func (h *Host) DialConsole(ctx context.Context, projectID, nodeID string) (net.Conn, error) {
-	p, err := h.projects.project(projectID)
+	n, err := h.projects.node(projectID, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	return p.dialConsole(ctx, nodeID)
+	return n.dialConsole(ctx, h.cfg.ConsoleBind, h.Consoles)
 }
 
 // PutLink creates a link's relay, or updates the filters and suspend state

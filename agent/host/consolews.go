@@ -71,11 +71,7 @@ func (h *Host) SetConsoleAccess(a proto.ConsoleAccess) error {
 // dialConsole connects to a started node's telnet console, as a client of
 // it would (the web UI's console goes through here: the controller bridges
 // its WebSocket to this connection, for a remote agent too).
-func (p *project) dialConsole(ctx context.Context, nodeID string) (net.Conn, error) {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return nil, err
-	}
+func (n *hostNode) dialConsole(ctx context.Context, bind string, gate *node.ConsoleGate) (net.Conn, error) {
 	if st := n.runner.Status(); st != proto.StatusStarted {
 		return nil, proto.Errorf(proto.CodeConflict, "Node %s is not started", n.spec.Name)
 	}
@@ -83,13 +79,13 @@ func (p *project) dialConsole(ctx context.Context, nodeID string) (net.Conn, err
 	if kind != "telnet" || port <= 0 {
 		return nil, proto.Errorf(proto.CodeConflict, "Node %s has no telnet console", n.spec.Name)
 	}
-	addr := p.ag.cfg.ConsoleBind
+	addr := bind
 	if ip := net.ParseIP(addr); ip == nil || ip.IsUnspecified() {
 		addr = "127.0.0.1"
 	}
 	// Through the gate as the agent itself: the caller has been let in
 	// already (the controller checks who may open the console WebSocket).
-	c, err := p.ag.consoles.Dial(ctx, net.JoinHostPort(addr, strconv.Itoa(port)))
+	c, err := gate.Dial(ctx, net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeConflict, "Cannot connect to the console of node %s: %v", n.spec.Name, err)
 	}

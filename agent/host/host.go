@@ -435,7 +435,7 @@ func (h *Host) Info() proto.AgentInfo {
 		Unavailable:     unavailable,
 		CPUPercent:      cpu,
 		MemoryPercent:   mem,
-		Capacity:        h.capacity(slices.Contains(types, TypeQemu)),
+		Capacity:        capacity(&h.cfg, h.projects.openProjects(), slices.Contains(types, TypeQemu)),
 	}
 }
 

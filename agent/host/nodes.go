@@ -244,56 +244,6 @@ func (p *project) node(nodeID string) (*hostNode, error) {
 	return n, nil
 }
 
-// nodeFile reads a regular file of a node's directory (confined to it):
-// a link, FIFO or device a node's process made there is refused at once,
-// and a read answers within confined.ReadTimeout.
-func (p *project) nodeFile(nodeID, name string) ([]byte, error) {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return nil, err
-	}
-	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
-	return data, fileError(name, err)
-}
-
-// writeNodeFile replaces a file of a node's directory (confined to it),
-// atomically; a started VPCS reads startup.vpc at its next start.
-func (p *project) writeNodeFile(nodeID, name string, data []byte) error {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return err
-	}
-	if len(data) > proto.MaxNodeFile {
-		return proto.Errorf(proto.CodeInvalid, "file over %d bytes", proto.MaxNodeFile)
-	}
-	if err := os.MkdirAll(n.dir, 0o755); err != nil {
-		return err
-	}
-	return fileError(name, confined.Write(n.dir, name, data, 0o644))
-}
-
-// resetConsole disconnects every client of a node's console; a node
-// without one is left as it is.
-func (p *project) resetConsole(nodeID string) error {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return err
-	}
-	if r, ok := n.runner.(consoleResetter); ok {
-		r.ResetConsole()
-	}
-	return nil
-}
-
-// nodeInfo returns a node's state.
-func (p *project) nodeInfo(nodeID string) (proto.NodeState, error) {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	return p.ag.nodeState(n), nil
-}
-
 // setNodeStatus starts or stops a node and returns its new state. Asking
 // for the status a node already has succeeds and changes nothing.
 func (p *project) setNodeStatus(ctx context.Context, nodeID, status string) (proto.NodeState, error) {
@@ -361,5 +311,34 @@ func (p *project) deleteNode(ctx context.Context, nodeID string) error {
 	n.stop(ctx, p.ag.log)
 	n.close()
 	n.remove(ctx, p.ag.log)
+	return nil
+}
+
+// readFile reads a regular file of a node's directory (confined to it):
+// a link, FIFO or device a node's process made there is refused at once,
+// and a read answers within confined.ReadTimeout.
+func (n *hostNode) readFile(name string) ([]byte, error) {
+	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
+	return data, fileError(name, err)
+}
+
+// writeFile replaces a file of a node's directory (confined to it),
+// atomically; a started VPCS reads startup.vpc at its next start.
+func (n *hostNode) writeFile(name string, data []byte) error {
+	if len(data) > proto.MaxNodeFile {
+		return proto.Errorf(proto.CodeInvalid, "file over %d bytes", proto.MaxNodeFile)
+	}
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	return fileError(name, confined.Write(n.dir, name, data, 0o644))
+}
+
+// resetConsole disconnects every client of a node's console; a node
+// without one is left as it is.
+func (n *hostNode) resetConsole() error {
+	if r, ok := n.runner.(consoleResetter); ok {
+		r.ResetConsole()
+	}
 	return nil
 }

@@ -212,6 +212,15 @@ func (t *projectTable) lockLink(projectID, linkID string) (*project, *hostLink, 
 	return p, l, nil
 }
 
+// node returns a node of an open project.
+func (t *projectTable) node(projectID, nodeID string) (*hostNode, error) {
+	p, err := t.project(projectID)
+	if err != nil {
+		return nil, err
+	}
+	return p.node(nodeID)
+}
+
 // openProjects lists the projects open now.
 func (t *projectTable) openProjects() []*project {
 	t.mu.Lock()

@@ -268,11 +268,7 @@ func (im *Images) ImageFile(nodeType, rel string) (*os.File, error) {
 }
 
 // resizeDisk grows a disk of a stopped QEMU node (GNS3's resize_disk).
-func (p *project) resizeDisk(ctx context.Context, nodeID string, r proto.ResizeDisk) error {
-	n, err := p.node(nodeID)
-	if err != nil {
-		return err
-	}
+func (n *hostNode) resizeDisk(ctx context.Context, r proto.ResizeDisk) error {
 	dr, ok := n.runner.(diskResizer)
 	if !ok {
 		return proto.Errorf(proto.CodeConflict, "%s nodes have no disks to resize", n.spec.NodeType)
