@@ -32,7 +32,7 @@ import (
 // The Host's parts keep leaf locks, held with no other and never across
 // slow work: Filters' cache (not held while compiling), Events' followers,
 // a docker node's runner (dockerRunner.mu) and each port's carrier. The
-// Docker Engine is connected to once (dockerState.once): the first calls
+// Docker Engine is connected to once (docker.Probe): the first calls
 // that need it wait for that, up to its 3 s timeout.
 
 // projectTable is the projects the agent has open.
