@@ -16,11 +16,15 @@ import (
 // unchanged, but for a switch whose port types or VLANs changed, which are
 // applied in place.
 func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.NodeSpec) (proto.NodeState, error) {
+	factory, err := h.shared.checkNode(spec) // bad input is refused whatever the project
+	if err != nil {
+		return proto.NodeState{}, err
+	}
 	p, err := h.projects.project(projectID)
 	if err != nil {
 		return proto.NodeState{}, err
 	}
-	return p.createNode(ctx, spec)
+	return p.createNode(ctx, spec, factory)
 }
 
 // Node returns a node's state.
@@ -111,6 +115,9 @@ func (h *Host) DialConsole(ctx context.Context, projectID, nodeID string) (net.C
 // PutLink creates a link's relay, or updates the filters and suspend state
 // of an existing one.
 func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
+	if err := checkID("link", spec.LinkID); err != nil {
+		return err
+	}
 	p, err := h.projects.project(projectID)
 	if err != nil {
 		return err
@@ -138,6 +145,9 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 
 // ReserveTunnelPort binds a UDP port for a tunnel end and holds it.
 func (h *Host) ReserveTunnelPort(projectID, id string) (proto.TunnelPort, error) {
+	if err := checkReservationID(id); err != nil {
+		return proto.TunnelPort{}, err
+	}
 	p, err := h.projects.project(projectID)
 	if err != nil {
 		return proto.TunnelPort{}, err

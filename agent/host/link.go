@@ -181,9 +181,6 @@ func sameEnds(a, b proto.LinkSpec) bool {
 // bad filter changes nothing. A link's endpoints cannot change: a spec with
 // other endpoints for an existing link is a conflict.
 func (p *project) putLink(spec proto.LinkSpec) error {
-	if err := checkID("link", spec.LinkID); err != nil {
-		return err
-	}
 	if spec.DataLinkType == "" {
 		spec.DataLinkType = capspec.DefaultDataLinkType
 	}

@@ -16,17 +16,24 @@ import (
 // A project's nodes: what each node call does, on the project that owns
 // the node.
 
+// checkNode checks a node spec's id and type, and returns the factory of
+// its runner (nil for a type built in).
+func (ag *agentParts) checkNode(spec proto.NodeSpec) (RunnerFactory, error) {
+	if err := checkID("node", spec.NodeID); err != nil {
+		return nil, err
+	}
+	factory, ok := ag.runners[spec.NodeType]
+	if !ok && !builtin(spec.NodeType) {
+		return nil, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
+	}
+	return factory, nil
+}
+
 // createNode creates a node; creating an existing node returns it
 // unchanged, but for a switch whose port types or VLANs changed, which are
-// applied in place.
-func (p *project) createNode(ctx context.Context, spec proto.NodeSpec) (proto.NodeState, error) {
-	if err := checkID("node", spec.NodeID); err != nil {
-		return proto.NodeState{}, err
-	}
-	factory, ok := p.ag.runners[spec.NodeType]
-	if !ok && !builtin(spec.NodeType) {
-		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
-	}
+// applied in place. factory builds it, unless its type is built in
+// (checkNode).
+func (p *project) createNode(ctx context.Context, spec proto.NodeSpec, factory RunnerFactory) (proto.NodeState, error) {
 	err := p.lock()
 	if err != nil {
 		return proto.NodeState{}, err

@@ -48,13 +48,18 @@ func (p *project) releaseAllLocked() {
 	}
 }
 
+// checkReservationID checks the id a tunnel port is reserved by.
+func checkReservationID(id string) error {
+	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
+		return proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
+	}
+	return nil
+}
+
 // reserveTunnelPort binds a UDP port for a tunnel end and holds it. The
 // same id gets the same port. The socket is bound to the agent's tunnel
 // address, so what it sends comes from the address its peer expects.
 func (p *project) reserveTunnelPort(id string) (proto.TunnelPort, error) {
-	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\\") {
-		return proto.TunnelPort{}, proto.Errorf(proto.CodeInvalid, "reservation id %q", id)
-	}
 	err := p.lock()
 	if err != nil {
 		return proto.TunnelPort{}, err
