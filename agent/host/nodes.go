@@ -2,19 +2,250 @@ package host
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/labtap/labtap/agent/bridge"
+	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/proto"
 )
 
-// A project's nodes: what each node call does, on the project that owns
-// the node.
+// A project's nodes: the node as the agent holds it (hostNode), the calls
+// on one node, and those that change which nodes a project has, on the
+// project that owns them.
+
+// hostNode is one node of a project: its spec, its runner and the ports
+// the relay sees.
+type hostNode struct {
+	projectID string
+	spec      proto.NodeSpec
+	dir       string
+	runner    node.Runner
+	ports     []*nodePort    // see portIndex; replaced with both ops and project.mu held
+	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
+	ops       sync.Mutex     // serialises start, stop and update (see projects.go)
+}
+
+// nodePort is one port of a node, as the relay sees it.
+type nodePort struct {
+	port bridge.Port
+	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
+	// pkt is a cloud's ethernet port, closed by the host, and release
+	// gives its interface back once it is closed.
+	pkt     *bridge.PacketPort
+	release func()
+	link    string // the link using the port, "" if none; guarded by project.mu
+	// carrier sets the NIC's carrier, for runners that are LinkSetters.
+	carrier *carrier
+}
+
+// adapters reports whether the node's ports are adapters (endpoint
+// adapter i, port 0), as every runner node's are, or the ports of adapter
+// 0 (endpoint 0/i), as the cloud's, hub's and switch's.
+func (n *hostNode) adapters() bool { return !builtin(n.spec.NodeType) }
+
+// portIndex returns the index in n.ports of link endpoint adapter/port,
+// -1 if the node has no such port.
+func (n *hostNode) portIndex(adapter, port int) int {
+	i := port
+	if n.adapters() {
+		if port != 0 {
+			return -1
+		}
+		i = adapter
+	} else if adapter != 0 {
+		return -1
+	}
+	if i < 0 || i >= len(n.ports) {
+		return -1
+	}
+	return i
+}
+
+// setCarriers gives the node's ports a carrier when its runner is a
+// LinkSetter, their goroutines owned by owner. Ports that carry no link
+// are down.
+func (n *hostNode) setCarriers(owner *sync.WaitGroup) {
+	ls, ok := n.runner.(LinkSetter)
+	if !ok {
+		return
+	}
+	for i, np := range n.ports {
+		if np.carrier == nil {
+			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }, owner: owner}
+			if np.link == "" {
+				np.carrier.request(false)
+			}
+		}
+	}
+}
+
+// adapterCount is how many ports a runner node's spec asks for: one per
+// adapter, or one for a node type without adapters (VPCS).
+func adapterCount(spec proto.NodeSpec) int {
+	if spec.Adapters == nil {
+		return 1
+	}
+	return len(spec.Adapters)
+}
+
+// close releases what the node holds in the agent: its sockets and its
+// switch. The runner must be stopped first.
+func (n *hostNode) close() {
+	for _, p := range n.ports {
+		if p.udp != nil {
+			p.udp.Close()
+		}
+		if p.pkt != nil {
+			p.pkt.Close()
+			p.release()
+		}
+	}
+	if n.sw != nil {
+		n.sw.Close()
+	}
+}
+
+// stopNodes stops the nodes of a closed project, and closes their ports.
+func stopNodes(ctx context.Context, nodes []*hostNode, log *slog.Logger) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			if po, ok := n.runner.(PowerOffer); ok { // no waiting for guests at close
+				n.ops.Lock()
+				if err := po.PowerOff(ctx); err != nil {
+					log.Warn("power off node", "node", n.spec.NodeID, "err", err)
+				}
+				n.ops.Unlock()
+			} else {
+				n.stop(ctx, log)
+			}
+			n.close()
+			n.remove(ctx, log)
+		})
+	}
+	wg.Wait()
+}
+
+// stop stops the node's runner.
+func (n *hostNode) stop(ctx context.Context, log *slog.Logger) {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	if err := n.runner.Stop(ctx); err != nil {
+		log.Warn("stop node", "node", n.spec.NodeID, "err", err)
+	}
+}
+
+// remove removes what a forgotten node's runner made outside the agent.
+func (n *hostNode) remove(ctx context.Context, log *slog.Logger) {
+	if r, ok := n.runner.(Remover); ok {
+		if err := r.Remove(ctx); err != nil {
+			log.Warn("remove node", "node", n.spec.NodeID, "err", err)
+		}
+	}
+}
+
+// syncPeer points the node's ports (n.ports, read under n.ops or
+// project.mu) at where the node receives each adapter's frames now: its
+// NICs while it runs, nowhere while it is stopped. It is called after
+// every start and stop, in any order, and always converges.
+func syncPeer(n *hostNode, ports []*nodePort) {
+	if n.runner == nil || builtin(n.spec.NodeType) {
+		return
+	}
+	for i, np := range ports {
+		if np.udp == nil {
+			continue // the runner's own port
+		}
+		nic, _ := n.runner.NIC(i, 0) // invalid when stopped: frames are dropped
+		np.udp.SetPeer(nic)
+	}
+}
+
+// writeStartupVPC gives a new VPCS the startup.vpc GNS3 writes, which
+// names the PC, unless it has one (a node created again, an imported or
+// copied node, a user's edit). Clients' config editors open it; VPCS runs
+// it at start.
+func writeStartupVPC(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := root.OpenFile("startup.vpc", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// One word of printable ASCII, as VPCS takes a name.
+	word := strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, name)
+	_, err = fmt.Fprintf(f, "set pcname %s\n", word)
+	return errors.Join(err, f.Close())
+}
+
+// fileError words a node file failure for the client, naming the file as
+// the client did, never the agent's paths.
+func fileError(name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return proto.Errorf(proto.CodeNotFound, "File %s doesn't exist", name)
+	case errors.Is(err, confined.ErrIsDir):
+		return proto.Errorf(proto.CodeInvalid, "%s is a directory", name)
+	case errors.Is(err, confined.ErrTooLarge):
+		return proto.Errorf(proto.CodeInvalid, "File %s is over %d bytes", name, proto.MaxNodeFile)
+	case errors.Is(err, confined.ErrNotRegular):
+		return proto.Errorf(proto.CodeConflict, "%s is not a regular file", name)
+	case errors.Is(err, confined.ErrTimeout):
+		return proto.Errorf(proto.CodeConflict, "File %s could not be read in time", name)
+	case errors.Is(err, confined.ErrBadPath):
+		return proto.Errorf(proto.CodeInvalid, "Invalid file path %q", name)
+	}
+	return proto.Errorf(proto.CodeConflict, "Cannot access %s: outside the node's directory or unreadable", name)
+}
+
+func (ag *agentParts) nodeState(n *hostNode) proto.NodeState {
+	console, kind := n.runner.Console()
+	var props map[string]any
+	if pr, ok := n.runner.(PropertyReporter); ok {
+		props = pr.Properties()
+	}
+	return proto.NodeState{
+		Properties:    props,
+		NodeID:        n.spec.NodeID,
+		Status:        n.runner.Status(),
+		Console:       console,
+		ConsoleHost:   ag.cfg.ConsoleHost,
+		ConsoleType:   kind,
+		CommandLine:   n.runner.CommandLine(),
+		NodeDirectory: n.dir,
+	}
+}
+
+// consoleResetter is a runner whose console can drop its clients.
+type consoleResetter interface {
+	ResetConsole()
+}
 
 // checkNode checks a node spec's id and type, and returns the factory of
 // its runner (nil for a type built in).
