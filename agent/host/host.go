@@ -4,6 +4,16 @@
 // builtin.go), the relays of the links between their ports with each link's
 // filters, and the captures of those links.
 //
+// The state has owners, one file each: the Host (host.go) is the registry
+// of open projects and what is agent-wide (Info, State, Statistics,
+// Metrics, console access); a call on one project (byproject.go) is
+// handed to its *project (projects.go: the locks), whose nodes (nodes.go),
+// links (link.go) and tunnel ports (tunnels.go) it owns, or to one node.
+// The parts with a job of their own are reached by name: Captures,
+// Filters, Events, Images, Consoles. Node programs are built by
+// runnerKinds (runners.go, qemu.go, docker.go); the Docker Engine and
+// QEMU are probed in their runner packages (docker.Probe, node.QemuRuns).
+//
 // Every method is safe for concurrent use and reports failures as
 // *proto.Error, whose code the API turns into an HTTP status.
 package host
