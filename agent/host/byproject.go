@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/labtap/labtap/capspec"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -120,6 +121,14 @@ func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
 	}
 	p, err := h.projects.project(projectID)
 	if err != nil {
+		// A bad filter or tunnel host is refused first, as a link PUT
+		// on an open project would.
+		if spec.DataLinkType == "" {
+			spec.DataLinkType = capspec.DefaultDataLinkType
+		}
+		if _, _, _, bad := h.shared.prepareLink(spec, compiledBPF{}, false); bad != nil {
+			return bad
+		}
 		return err
 	}
 	return p.putLink(spec)

@@ -8,8 +8,8 @@ import (
 )
 
 // Bad input is refused as invalid whatever the project: before the calls
-// moved onto *project, the id checks ran before the project was looked up,
-// and a call on a project not open still answers 400, not 404.
+// moved onto *project, the id and filter checks ran before the project was
+// looked up, and a call on a project not open still answers 400, not 404.
 func TestBadInputIsInvalidEvenOnAProjectNotOpen(t *testing.T) {
 	h := New(Config{DataDir: t.TempDir(), Runners: map[string]RunnerFactory{}})
 	defer h.Close()
@@ -25,6 +25,9 @@ func TestBadInputIsInvalidEvenOnAProjectNotOpen(t *testing.T) {
 		},
 		"a link id that is a path": func() error {
 			return h.PutLink(notOpen, proto.LinkSpec{LinkID: "../l"})
+		},
+		"a bpf filter that does not compile": func() error {
+			return h.PutLink(notOpen, proto.LinkSpec{LinkID: "44444444-4444-4444-8444-444444444444", Filters: proto.Filters{BPF: []string{"port ((("}}})
 		},
 		"an empty reservation id": func() error {
 			_, err := h.ReserveTunnelPort(notOpen, "")

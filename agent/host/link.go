@@ -192,23 +192,10 @@ func (p *project) putLink(spec proto.LinkSpec) error {
 		}
 		p.mu.Unlock()
 	}
-	// Compiling may take a while: not under the lock.
-	progs, err := p.ag.filters.compileBPF(spec, cached)
+	progs, filters, peers, err := p.ag.prepareLink(spec, cached, exists)
 	if err != nil {
 		return err
 	}
-	filters, err := newFilters(spec, progs.progs)
-	if err != nil {
-		return err
-	}
-	// Nor is resolving a new link's tunnel hosts (a DNS lookup).
-	var peers [2]netip.AddrPort
-	if !exists {
-		if peers, err = p.ag.tunnelPeers(spec); err != nil {
-			return err
-		}
-	}
-
 	if err := p.lock(); err != nil {
 		return err
 	}
@@ -254,6 +241,28 @@ func (p *project) putLink(spec proto.LinkSpec) error {
 	p.links[spec.LinkID] = l
 	p.ag.log.Info("link up", "project", p.id, "link", spec.LinkID)
 	return nil
+}
+
+// prepareLink does what a link PUT does before it takes the project's
+// lock: compiling its filters (which may take a while; cached is what the
+// link has, when it exists) and, for a new link, resolving its tunnel
+// hosts (a DNS lookup). spec.DataLinkType must be set.
+func (ag *agentParts) prepareLink(spec proto.LinkSpec, cached compiledBPF, exists bool) (compiledBPF, *bridge.Filters, [2]netip.AddrPort, error) {
+	var peers [2]netip.AddrPort
+	progs, err := ag.filters.compileBPF(spec, cached)
+	if err != nil {
+		return progs, nil, peers, err
+	}
+	filters, err := newFilters(spec, progs.progs)
+	if err != nil {
+		return progs, nil, peers, err
+	}
+	if !exists {
+		if peers, err = ag.tunnelPeers(spec); err != nil {
+			return progs, nil, peers, err
+		}
+	}
+	return progs, filters, peers, nil
 }
 
 // endsLocked returns the two ports a new link joins; peers are its tunnel
