@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"reflect"
 
@@ -21,79 +22,6 @@ const (
 
 func builtin(nodeType string) bool {
 	return nodeType == TypeCloud || nodeType == TypeHub || nodeType == TypeSwitch
-}
-
-// buildBuiltin makes the ports of a cloud, hub or switch node from its
-// spec's ports (GNS3's ports_mapping, in order: link endpoint 0/i is entry
-// i). Nothing is left open when it fails.
-func (h *Host) buildBuiltin(n *hostNode) error {
-	n.runner = alwaysOn{}
-	switch n.spec.NodeType {
-	case TypeCloud:
-		n.runner = cloudRunner{h: h}
-		for i, pm := range n.spec.Ports {
-			if pm.Type == proto.PortEthernet {
-				port, release, err := h.openCloudEthernet(n.spec.NodeID, i, pm)
-				if err != nil {
-					n.close()
-					return err
-				}
-				n.ports = append(n.ports, &nodePort{port: port, pkt: port, release: release})
-				continue
-			}
-			port, err := h.openCloudPort(i, pm)
-			if err != nil {
-				n.close()
-				return err
-			}
-			n.ports = append(n.ports, &nodePort{port: port, udp: port})
-		}
-	case TypeHub:
-		for i, pm := range n.spec.Ports {
-			if pm.Type != proto.PortHub {
-				return proto.Errorf(proto.CodeInvalid, "hub port %d (%s): type %q, want none", i, pm.Name, pm.Type)
-			}
-		}
-		n.sw = bridge.NewHub(len(n.spec.Ports))
-	case TypeSwitch:
-		cfg, err := switchPorts(n.spec.Ports)
-		if err != nil {
-			return err
-		}
-		if n.sw, err = bridge.NewSwitch(cfg); err != nil {
-			return proto.Errorf(proto.CodeInvalid, "%v", err)
-		}
-	}
-	if n.sw != nil {
-		for i := range n.sw.NumPorts() {
-			n.ports = append(n.ports, &nodePort{port: n.sw.Port(i)})
-		}
-	}
-	return nil
-}
-
-// openCloudPort opens one UDP port of a cloud: a socket
-// bound to lport on every address and connected to rhost:rport, so frames
-// leave from lport and only rhost:rport is heard.
-func (h *Host) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, error) {
-	if pm.Type != proto.PortUDP {
-		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%.64s): type %.32q is not supported by this agent (%q or %q)", i, pm.Name, pm.Type, proto.PortUDP, proto.PortEthernet)
-	}
-	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
-		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)
-	}
-	peer, err := h.tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
-	var port *bridge.UDPPort
-	if err == nil {
-		port, err = h.relay.openTunnel(pm.LocalPort, peer)
-	}
-	if err != nil {
-		if pe, ok := err.(*proto.Error); ok {
-			pe.Message = "cloud port " + pm.Name + ": " + pe.Message
-		}
-		return nil, err
-	}
-	return port, nil
 }
 
 // switchPorts turns a switch's ports_mapping into bridge configuration. A
@@ -153,15 +81,15 @@ func reconfigure(n *hostNode, spec proto.NodeSpec) error {
 // type, special), which the GUI's cloud dialog offers for ethernet ports.
 type cloudRunner struct {
 	alwaysOn
-	h *Host
+	log *slog.Logger
 }
 
 var _ PropertyReporter = cloudRunner{}
 
 func (c cloudRunner) Properties() map[string]any {
-	list, err := c.h.Interfaces()
+	list, err := interfaces()
 	if err != nil {
-		c.h.log.Warn("list the host's interfaces for a cloud", "err", err)
+		c.log.Warn("list the host's interfaces for a cloud", "err", err)
 		return nil
 	}
 	out := make([]any, 0, len(list))
@@ -183,3 +111,76 @@ func (alwaysOn) Status() string                               { return node.Star
 func (alwaysOn) Console() (int, string)                       { return 0, "none" }
 func (alwaysOn) CommandLine() string                          { return "" }
 func (alwaysOn) NIC(adapter, port int) (netip.AddrPort, bool) { return netip.AddrPort{}, false }
+
+// buildBuiltin makes the ports of a cloud, hub or switch node from its
+// spec's ports (GNS3's ports_mapping, in order: link endpoint 0/i is entry
+// i). Nothing is left open when it fails.
+func (ag *agentParts) buildBuiltin(n *hostNode) error {
+	n.runner = alwaysOn{}
+	switch n.spec.NodeType {
+	case TypeCloud:
+		n.runner = cloudRunner{log: ag.log}
+		for i, pm := range n.spec.Ports {
+			if pm.Type == proto.PortEthernet {
+				port, release, err := ag.openCloudEthernet(n.spec.NodeID, i, pm)
+				if err != nil {
+					n.close()
+					return err
+				}
+				n.ports = append(n.ports, &nodePort{port: port, pkt: port, release: release})
+				continue
+			}
+			port, err := ag.openCloudPort(i, pm)
+			if err != nil {
+				n.close()
+				return err
+			}
+			n.ports = append(n.ports, &nodePort{port: port, udp: port})
+		}
+	case TypeHub:
+		for i, pm := range n.spec.Ports {
+			if pm.Type != proto.PortHub {
+				return proto.Errorf(proto.CodeInvalid, "hub port %d (%s): type %q, want none", i, pm.Name, pm.Type)
+			}
+		}
+		n.sw = bridge.NewHub(len(n.spec.Ports))
+	case TypeSwitch:
+		cfg, err := switchPorts(n.spec.Ports)
+		if err != nil {
+			return err
+		}
+		if n.sw, err = bridge.NewSwitch(cfg); err != nil {
+			return proto.Errorf(proto.CodeInvalid, "%v", err)
+		}
+	}
+	if n.sw != nil {
+		for i := range n.sw.NumPorts() {
+			n.ports = append(n.ports, &nodePort{port: n.sw.Port(i)})
+		}
+	}
+	return nil
+}
+
+// openCloudPort opens one UDP port of a cloud: a socket
+// bound to lport on every address and connected to rhost:rport, so frames
+// leave from lport and only rhost:rport is heard.
+func (ag *agentParts) openCloudPort(i int, pm proto.PortMapping) (*bridge.UDPPort, error) {
+	if pm.Type != proto.PortUDP {
+		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%.64s): type %.32q is not supported by this agent (%q or %q)", i, pm.Name, pm.Type, proto.PortUDP, proto.PortEthernet)
+	}
+	if pm.LocalPort < 1 || pm.LocalPort > 65535 || pm.RemotePort < 1 || pm.RemotePort > 65535 {
+		return nil, proto.Errorf(proto.CodeInvalid, "cloud port %d (%s): lport %d and rport %d must be 1 to 65535", i, pm.Name, pm.LocalPort, pm.RemotePort)
+	}
+	peer, err := ag.tunnelPeer(proto.Tunnel{LocalPort: pm.LocalPort, RemoteHost: pm.RemoteHost, RemotePort: pm.RemotePort})
+	var port *bridge.UDPPort
+	if err == nil {
+		port, err = ag.relay.openTunnel(pm.LocalPort, peer)
+	}
+	if err != nil {
+		if pe, ok := err.(*proto.Error); ok {
+			pe.Message = "cloud port " + pm.Name + ": " + pe.Message
+		}
+		return nil, err
+	}
+	return port, nil
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 
@@ -16,13 +17,49 @@ import (
 // own uplink; refusals name it.
 const AllowUplinkFlag = "--cloud-allow-uplink"
 
+func isDefault(n *net.IPNet) bool {
+	ones, _ := n.Mask.Size()
+	return ones == 0
+}
+
+// ifaceClaims are the host interfaces clouds' ethernet ports hold, across
+// every project: one port per interface.
+type ifaceClaims struct {
+	mu   sync.Mutex     // guards held
+	held map[int]string // ifindex → holder
+}
+
+// claim records owner as the holder of interface ifindex and returns
+// "", or returns who holds it already.
+func (c *ifaceClaims) claim(ifindex int, owner string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if held, ok := c.held[ifindex]; ok {
+		return held
+	}
+	if c.held == nil {
+		c.held = map[int]string{}
+	}
+	c.held[ifindex] = owner
+	return ""
+}
+
+// release forgets owner's hold on interface ifindex.
+func (c *ifaceClaims) release(ifindex int, owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[ifindex] == owner {
+		delete(c.held, ifindex)
+	}
+}
+
 // openCloudEthernet opens a cloud's ethernet port: an AF_PACKET socket on
 // the host interface pm.Interface, promiscuous, that does not read back
 // what it sends. It refuses a name that is no interface here (404), the
 // loopback (400), a docker node's veth or an interface another cloud port
 // holds (409), and the agent's uplink unless Config.CloudAllowUplink
 // (409). release gives the interface back; call it after closing the port.
-func (h *Host) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (port *bridge.PacketPort, release func(), err error) {
+func (ag *agentParts) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (port *bridge.PacketPort, release func(), err error) {
 	name := pm.Interface
 	what := fmt.Sprintf("cloud port %d (%.64s)", i, pm.Name) // names are the client's: bounded in messages
 	if name == "" || len(name) > proto.MaxInterfaceName {
@@ -47,8 +84,8 @@ func (h *Host) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (po
 	case nodeVeth.MatchString(name):
 		return nil, nil, proto.Errorf(proto.CodeConflict, "%s: interface %q is a docker node's adapter; link the node instead", what, name)
 	}
-	if !h.cfg.CloudAllowUplink {
-		why, err := h.uplink(nl, link)
+	if !ag.cfg.CloudAllowUplink {
+		why, err := ag.uplink(nl, link)
 		if err != nil {
 			return nil, nil, proto.Errorf(proto.CodeInternal, "%s: %v", what, err)
 		}
@@ -57,11 +94,11 @@ func (h *Host) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (po
 		}
 	}
 	owner := "node " + nodeID + " " + what
-	if held := h.claimIface(a.Index, owner); held != "" {
+	if held := ag.ifaces.claim(a.Index, owner); held != "" {
 		return nil, nil, proto.Errorf(proto.CodeConflict, "%s: interface %q is already used by %s", what, name, held)
 	}
-	release = func() { h.releaseIface(a.Index, owner) }
-	port = bridge.NewPacketPort(h.cfg.SocketBuffer)
+	release = func() { ag.ifaces.release(a.Index, owner) }
+	port = bridge.NewPacketPort(ag.cfg.SocketBuffer)
 	if err := port.AttachPromiscuous(a.Index); err != nil {
 		port.Close()
 		release()
@@ -72,7 +109,7 @@ func (h *Host) openCloudEthernet(nodeID string, i int, pm proto.PortMapping) (po
 
 // uplink says why link is the agent's uplink, "" when it is not: it holds
 // a default route, or an address the agent listens or is reached at.
-func (h *Host) uplink(nl *netlink.Handle, link netlink.Link) (string, error) {
+func (ag *agentParts) uplink(nl *netlink.Handle, link netlink.Link) (string, error) {
 	idx := link.Attrs().Index
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := nl.RouteListFiltered(family, &netlink.Route{Table: 0}, 0)
@@ -85,7 +122,7 @@ func (h *Host) uplink(nl *netlink.Handle, link netlink.Link) (string, error) {
 			}
 		}
 	}
-	if len(h.cfg.AgentAddrs) == 0 {
+	if len(ag.cfg.AgentAddrs) == 0 {
 		return "", nil
 	}
 	addrs, err := nl.AddrList(link, netlink.FAMILY_ALL)
@@ -97,38 +134,9 @@ func (h *Host) uplink(nl *netlink.Handle, link netlink.Link) (string, error) {
 		if !ok {
 			continue
 		}
-		if slices.Contains(h.cfg.AgentAddrs, ip.Unmap()) {
+		if slices.Contains(ag.cfg.AgentAddrs, ip.Unmap()) {
 			return "it holds " + ip.Unmap().String() + ", the address the agent is reached at", nil
 		}
 	}
 	return "", nil
-}
-
-func isDefault(n *net.IPNet) bool {
-	ones, _ := n.Mask.Size()
-	return ones == 0
-}
-
-// claimIface records owner as the holder of interface ifindex and returns
-// "", or returns who holds it already.
-func (h *Host) claimIface(ifindex int, owner string) string {
-	h.ifaceMu.Lock()
-	defer h.ifaceMu.Unlock()
-	if held, ok := h.ifaceHeld[ifindex]; ok {
-		return held
-	}
-	if h.ifaceHeld == nil {
-		h.ifaceHeld = map[int]string{}
-	}
-	h.ifaceHeld[ifindex] = owner
-	return ""
-}
-
-// releaseIface forgets owner's hold on interface ifindex.
-func (h *Host) releaseIface(ifindex int, owner string) {
-	h.ifaceMu.Lock()
-	defer h.ifaceMu.Unlock()
-	if h.ifaceHeld[ifindex] == owner {
-		delete(h.ifaceHeld, ifindex)
-	}
 }

@@ -11,34 +11,6 @@ import (
 	"github.com/labtap/labtap/proto"
 )
 
-// DialConsole connects to a started node's telnet console, as a client of
-// it would (the web UI's console goes through here: the controller bridges
-// its WebSocket to this connection, for a remote agent too).
-func (h *Host) DialConsole(ctx context.Context, projectID, nodeID string) (net.Conn, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return nil, err
-	}
-	if st := n.runner.Status(); st != proto.StatusStarted {
-		return nil, proto.Errorf(proto.CodeConflict, "Node %s is not started", n.spec.Name)
-	}
-	port, kind := n.runner.Console()
-	if kind != "telnet" || port <= 0 {
-		return nil, proto.Errorf(proto.CodeConflict, "Node %s has no telnet console", n.spec.Name)
-	}
-	addr := h.cfg.ConsoleBind
-	if ip := net.ParseIP(addr); ip == nil || ip.IsUnspecified() {
-		addr = "127.0.0.1"
-	}
-	// Through the gate as the agent itself: the caller has been let in
-	// already (the controller checks who may open the console WebSocket).
-	c, err := h.Consoles.Dial(ctx, net.JoinHostPort(addr, strconv.Itoa(port)))
-	if err != nil {
-		return nil, proto.Errorf(proto.CodeConflict, "Cannot connect to the console of node %s: %v", n.spec.Name, err)
-	}
-	return c, nil
-}
-
 // SetConsoleAccess applies the controller's word on who may connect to
 // node consoles: the gate closed or open, grants and revocations. It
 // checks the whole body before applying any of it.
@@ -94,4 +66,28 @@ func (h *Host) SetConsoleAccess(a proto.ConsoleAccess) error {
 		h.Consoles.Grant(e.key, e.addr, e.ttl)
 	}
 	return nil
+}
+
+// dialConsole connects to a started node's telnet console, as a client of
+// it would (the web UI's console goes through here: the controller bridges
+// its WebSocket to this connection, for a remote agent too).
+func (n *hostNode) dialConsole(ctx context.Context, bind string, gate *node.ConsoleGate) (net.Conn, error) {
+	if st := n.runner.Status(); st != proto.StatusStarted {
+		return nil, proto.Errorf(proto.CodeConflict, "Node %s is not started", n.spec.Name)
+	}
+	port, kind := n.runner.Console()
+	if kind != "telnet" || port <= 0 {
+		return nil, proto.Errorf(proto.CodeConflict, "Node %s has no telnet console", n.spec.Name)
+	}
+	addr := bind
+	if ip := net.ParseIP(addr); ip == nil || ip.IsUnspecified() {
+		addr = "127.0.0.1"
+	}
+	// Through the gate as the agent itself: the caller has been let in
+	// already (the controller checks who may open the console WebSocket).
+	c, err := gate.Dial(ctx, net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeConflict, "Cannot connect to the console of node %s: %v", n.spec.Name, err)
+	}
+	return c, nil
 }

@@ -30,54 +30,22 @@ type Remover interface {
 	Remove(ctx context.Context) error
 }
 
-// dockerState is the agent's Docker Engine, when docker nodes can run here.
-type dockerState struct {
-	once   sync.Once
-	engine *docker.Engine
-	why    string // why docker nodes cannot run here; "" when they can
-}
-
 // DockerInitName is the file name of the static init given to containers
 // (agent/node/docker/init), looked up next to the agent's executable, then
 // in PATH.
 const DockerInitName = "labtap-init"
 
-// dockerEngine connects to the Docker Engine once, and tells why docker
-// nodes cannot run here when they cannot.
-func (h *Host) dockerEngine() (*docker.Engine, string) {
-	d := &h.docker
-	d.once.Do(func() {
-		if h.cfg.NoDocker {
-			d.why = "docker nodes are turned off (--docker=false)"
-			return
-		}
-		if err := docker.CheckPrivileges(); err != nil {
-			d.why = err.Error()
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		e, err := docker.Connect(ctx)
-		if err != nil {
-			d.why = err.Error()
-			return
-		}
-		d.engine = e
-	})
-	return d.engine, d.why
-}
-
 // DockerUnavailable returns why this agent cannot run docker nodes, "" when
 // it can. The agent logs it at start.
-func (h *Host) DockerUnavailable() string {
-	_, why := h.dockerEngine()
-	return why
-}
+func (h *Host) DockerUnavailable() string { return h.kinds.docker.Unavailable() }
 
 // DockerImages lists the Engine's image tags (the GUI's docker template
 // wizard).
-func (h *Host) DockerImages(ctx context.Context) ([]string, error) {
-	e, why := h.dockerEngine()
+func (h *Host) DockerImages(ctx context.Context) ([]string, error) { return h.kinds.dockerImages(ctx) }
+
+// dockerImages lists the Engine's image tags.
+func (k *runnerKinds) dockerImages(ctx context.Context) ([]string, error) {
+	e, why := k.docker.Engine()
 	if e == nil {
 		return nil, proto.Errorf(proto.CodeConflict, "docker nodes cannot run on this agent: %s", why)
 	}
@@ -91,46 +59,46 @@ func (h *Host) DockerImages(ctx context.Context) ([]string, error) {
 // cleanDocker removes the containers a killed agent left behind in a
 // project, those no longer running; running ones are adopted by their nodes
 // as they are created again.
-func (h *Host) cleanDocker(projectID string) {
-	if _, ok := h.runners["docker"]; !ok {
+func (k *runnerKinds) cleanDocker(projectID string) {
+	if !k.dockerNodes {
 		return
 	}
-	e, _ := h.dockerEngine()
+	e, _ := k.docker.Engine()
 	if e == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := e.RemoveProject(ctx, h.cfg.ComputeID, projectID, false)
+	n, err := e.RemoveProject(ctx, k.cfg.ComputeID, projectID, false)
 	if err != nil {
-		h.log.Warn("remove stale containers", "project", projectID, "err", err)
+		k.log.Warn("remove stale containers", "project", projectID, "err", err)
 	} else if n > 0 {
-		h.log.Info("removed stale containers of a previous agent", "project", projectID, "count", n)
+		k.log.Info("removed stale containers of a previous agent", "project", projectID, "count", n)
 	}
 }
 
 // removeContainers removes every container of a closed project, running
 // or not: those of nodes deleted while a previous agent was down included
 // (GNS3 removes a project's containers when it closes).
-func (h *Host) removeContainers(projectID string) {
-	if _, ok := h.runners["docker"]; !ok {
+func (k *runnerKinds) removeContainers(projectID string) {
+	if !k.dockerNodes {
 		return
 	}
-	e, _ := h.dockerEngine()
+	e, _ := k.docker.Engine()
 	if e == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := e.RemoveProject(ctx, h.cfg.ComputeID, projectID, true); err != nil {
-		h.log.Warn("remove the project's containers", "project", projectID, "err", err)
+	if _, err := e.RemoveProject(ctx, k.cfg.ComputeID, projectID, true); err != nil {
+		k.log.Warn("remove the project's containers", "project", projectID, "err", err)
 	}
 }
 
 // dockerInit finds the static init binary.
-func (h *Host) dockerInit() string {
-	if h.cfg.DockerInit != "" {
-		return h.cfg.DockerInit
+func (k *runnerKinds) dockerInit() string {
+	if k.cfg.DockerInit != "" {
+		return k.cfg.DockerInit
 	}
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), DockerInitName)
@@ -142,18 +110,18 @@ func (h *Host) dockerInit() string {
 }
 
 // newDocker builds a docker node's runner.
-func (h *Host) newDocker(ctx context.Context, env RunnerEnv) (node.Runner, error) {
-	e, why := h.dockerEngine()
+func (k *runnerKinds) newDocker(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+	e, why := k.docker.Engine()
 	if e == nil {
 		return nil, proto.Errorf(proto.CodeConflict, "docker nodes cannot run on this agent: %s", why)
 	}
-	cfg, err := h.dockerConfig(env.ProjectID, env.Spec, env.Dir)
+	cfg, err := k.dockerConfig(env.ProjectID, env.Spec, env.Dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &dockerRunner{h: h, env: env}
+	d := &dockerRunner{k: k, env: env}
 	for range env.Spec.Adapters {
-		d.ports = append(d.ports, bridge.NewPacketPort(h.cfg.SocketBuffer))
+		d.ports = append(d.ports, bridge.NewPacketPort(k.cfg.SocketBuffer))
 	}
 	cfg.Engine = e
 	cfg.OnStop = d.stopped
@@ -171,7 +139,7 @@ func (h *Host) newDocker(ctx context.Context, env RunnerEnv) (node.Runner, error
 }
 
 // dockerConfig reads a docker node's spec.
-func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (docker.Config, error) {
+func (k *runnerKinds) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (docker.Config, error) {
 	var props docker.Properties
 	if len(spec.Properties) > 0 {
 		if err := json.Unmarshal(spec.Properties, &props); err != nil {
@@ -183,7 +151,7 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 	}
 	// Before anything is removed or made: an update to an unsafe node
 	// keeps the container it had.
-	policy := dockerpolicy.Policy{Unsafe: h.cfg.DockerUnsafe}
+	policy := dockerpolicy.Policy{Unsafe: k.cfg.DockerUnsafe}
 	if err := policy.Check(dockerpolicy.Request{Node: spec.Name, Privileged: props.Privileged, CapAdd: props.CapAdd, ExtraVolumes: props.ExtraVolumes, Sysctls: props.Sysctls}); err != nil {
 		return docker.Config{}, confineError(err)
 	}
@@ -212,7 +180,7 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 	return docker.Config{
 		Variables:   vars,
 		ProjectDir:  filepath.Dir(filepath.Dir(filepath.Dir(dir))), // <project>/project-files/docker/<node>
-		ComputeID:   h.cfg.ComputeID,
+		ComputeID:   k.cfg.ComputeID,
 		ProjectID:   projectID,
 		NodeID:      spec.NodeID,
 		Name:        spec.Name,
@@ -221,10 +189,10 @@ func (h *Host) dockerConfig(projectID string, spec proto.NodeSpec, dir string) (
 		Adapters:    ads,
 		ConsoleType: consoleType,
 		Console:     console,
-		ConsoleHost: h.cfg.ConsoleBind,
-		ConsoleGate: h.Consoles.Wrap(node.ConsoleKey(projectID, spec.NodeID)),
-		InitPath:    h.dockerInit(),
-		Logger:      h.log.With("node", spec.NodeID),
+		ConsoleHost: k.cfg.ConsoleBind,
+		ConsoleGate: k.consoles.Wrap(node.ConsoleKey(projectID, spec.NodeID)),
+		InitPath:    k.dockerInit(),
+		Logger:      k.log.With("node", spec.NodeID),
 		Policy:      policy,
 	}, nil
 }
@@ -246,7 +214,7 @@ func confineError(err error) error {
 // one AF_PACKET port per adapter attached to the adapter's host end while
 // the container runs.
 type dockerRunner struct {
-	h     *Host
+	k     *runnerKinds
 	env   RunnerEnv
 	ports []*bridge.PacketPort // one per adapter
 
@@ -390,7 +358,7 @@ func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []neti
 			return proto.Errorf(proto.CodeConflict, "%s must be stopped to change %s", old.Name, strings.Join(remake, ", "))
 		}
 	}
-	cfg, err := d.h.dockerConfig(d.env.ProjectID, next, d.env.Dir)
+	cfg, err := d.k.dockerConfig(d.env.ProjectID, next, d.env.Dir)
 	if err != nil {
 		return err
 	}
@@ -401,7 +369,7 @@ func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []neti
 		d.mu.Unlock()
 		return nil
 	}
-	e, _ := d.h.dockerEngine()
+	e, _ := d.k.docker.Engine()
 	cfg.Engine, cfg.OnStop = e, d.stopped
 	if err := c.Delete(ctx); err != nil {
 		return proto.Errorf(proto.CodeConflict, "%v", err)
@@ -418,7 +386,7 @@ func (d *dockerRunner) Update(ctx context.Context, spec proto.NodeSpec, _ []neti
 		d.ports = d.ports[:len(d.ports)-1]
 	}
 	for len(d.ports) < len(spec.Adapters) {
-		d.ports = append(d.ports, bridge.NewPacketPort(d.h.cfg.SocketBuffer))
+		d.ports = append(d.ports, bridge.NewPacketPort(d.k.cfg.SocketBuffer))
 	}
 	d.mu.Unlock()
 	return nil

@@ -45,7 +45,7 @@ func TestSecurityAgentRefusesUnsafeDockerNodesWithoutItsFlag(t *testing.T) {
 	} {
 		for _, unsafe := range []bool{false, true} {
 			h := New(Config{DataDir: t.TempDir(), NoDocker: true, DockerUnsafe: unsafe})
-			_, err := h.dockerConfig("p", spec(tc.props), t.TempDir())
+			_, err := h.kinds.dockerConfig("p", spec(tc.props), t.TempDir())
 			h.Close()
 			want := tc.code
 			if unsafe {

@@ -4,6 +4,16 @@
 // builtin.go), the relays of the links between their ports with each link's
 // filters, and the captures of those links.
 //
+// The state has owners, one file each: the Host (host.go) is the registry
+// of open projects and what is agent-wide (Info, State, Statistics,
+// Metrics, console access); a call on one project (byproject.go) is
+// handed to its *project (projects.go: the locks), whose nodes (nodes.go),
+// links (link.go) and tunnel ports (tunnels.go) it owns, or to one node.
+// The parts with a job of their own are reached by name: Captures,
+// Filters, Events, Images, Consoles. Node programs are built by
+// runnerKinds (runners.go, qemu.go, docker.go); the Docker Engine and
+// QEMU are probed in their runner packages (docker.Probe, node.QemuRuns).
+//
 // Every method is safe for concurrent use and reports failures as
 // *proto.Error, whose code the API turns into an HTTP status.
 package host
@@ -11,17 +21,13 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +35,6 @@ import (
 	"github.com/labtap/labtap/agent/imagesum"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/captures"
-	"github.com/labtap/labtap/internal/confined"
 	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/proto"
 )
@@ -180,26 +185,19 @@ type Host struct {
 	ctx    context.Context // lifetime of the relay goroutines
 	cancel context.CancelFunc
 
-	ifaceMu   sync.Mutex     // guards ifaceHeld
-	ifaceHeld map[int]string // host interfaces clouds' ethernet ports hold: ifindex → holder
-
-	vpcsOnce sync.Once
-	vpcs     *node.VPCSProgram
-	vpcsErr  error
+	ifaces ifaceClaims // host interfaces clouds' ethernet ports hold
 
 	relay *sockets // the relay's UDP sockets and their receive loops
 	// carriers are the goroutines that set NICs' carriers (carrier.request).
 	carriers sync.WaitGroup
 
-	qemuOnce sync.Once // qemuOK is known
-	qemuOK   bool      // a qemu-system binary runs here
 	// probeQemu: the qemu runner is the real one, listed in node_types only
 	// where QEMU runs.
 	probeQemu bool
 
 	load loadSampler
 
-	docker dockerState // the Docker Engine, connected on first use
+	kinds *runnerKinds // the vpcs, qemu and docker runners, and the Docker Engine
 
 	tunnelAddr netip.Addr // where reserved tunnel ports are bound
 
@@ -212,7 +210,7 @@ type Host struct {
 	Filters *Filters
 	// Images serves the images folders and the QEMU wizard's facts.
 	Images *Images
-	// Events is what the controller follows (see hosts.go).
+	// Events is what the controller follows (see events.go).
 	Events *Events
 	// Captures runs the captures of links.
 	Captures *Captures
@@ -220,6 +218,28 @@ type Host struct {
 	Consoles *node.ConsoleGate
 
 	hooks hooks // tests open race windows with them
+
+	// shared is what every project uses of the above, handed to each.
+	shared *agentParts
+}
+
+// agentParts are the agent-wide parts a project works with: the relay's
+// sockets, the node runners, the captures, filters and events, the host
+// interfaces clouds hold. The Host owns them and gives every project the
+// same agentParts; a project never holds the Host.
+type agentParts struct {
+	cfg        *Config
+	log        *slog.Logger
+	runners    map[string]RunnerFactory
+	relay      *sockets
+	carriers   *sync.WaitGroup // the goroutines that set NICs' carriers
+	tunnelAddr netip.Addr
+	ifaces     *ifaceClaims
+	filters    *Filters
+	captures   *Captures
+	events     *Events
+	consoles   *node.ConsoleGate
+	hooks      *hooks
 }
 
 // hooks are called at points where tests need to act.
@@ -236,96 +256,6 @@ type hooks struct {
 	marking         func(name string)    // a capture file's .writing mark is about to be made (markWriting)
 	sync            func(*os.File) error // makes a new capture file, or its folder, durable (captures.Options.Sync); nil: fsync
 	resolving       func()               // a tunnel's remote host name is about to be looked up
-}
-
-type hostNode struct {
-	projectID string
-	spec      proto.NodeSpec
-	dir       string
-	runner    node.Runner
-	ports     []*nodePort    // see portIndex; replaced with both ops and project.mu held
-	sw        *bridge.Switch // the switch or hub the agent runs for this node, nil if none
-	ops       sync.Mutex     // serialises start, stop and update (see projects.go)
-}
-
-// nodePort is one port of a node, as the relay sees it.
-type nodePort struct {
-	port bridge.Port
-	udp  *bridge.UDPPort // the port's socket, when it is one: served and closed by the host
-	// pkt is a cloud's ethernet port, closed by the host, and release
-	// gives its interface back once it is closed.
-	pkt     *bridge.PacketPort
-	release func()
-	link    string // the link using the port, "" if none; guarded by project.mu
-	// carrier sets the NIC's carrier, for runners that are LinkSetters.
-	carrier *carrier
-}
-
-// adapters reports whether the node's ports are adapters (endpoint
-// adapter i, port 0), as every runner node's are, or the ports of adapter
-// 0 (endpoint 0/i), as the cloud's, hub's and switch's.
-func (n *hostNode) adapters() bool { return !builtin(n.spec.NodeType) }
-
-// portIndex returns the index in n.ports of link endpoint adapter/port,
-// -1 if the node has no such port.
-func (n *hostNode) portIndex(adapter, port int) int {
-	i := port
-	if n.adapters() {
-		if port != 0 {
-			return -1
-		}
-		i = adapter
-	} else if adapter != 0 {
-		return -1
-	}
-	if i < 0 || i >= len(n.ports) {
-		return -1
-	}
-	return i
-}
-
-// setCarriers gives the node's ports a carrier when its runner is a
-// LinkSetter, their goroutines owned by owner. Ports that carry no link
-// are down.
-func (n *hostNode) setCarriers(owner *sync.WaitGroup) {
-	ls, ok := n.runner.(LinkSetter)
-	if !ok {
-		return
-	}
-	for i, np := range n.ports {
-		if np.carrier == nil {
-			np.carrier = &carrier{set: func(up bool) error { return ls.SetLink(i, up) }, owner: owner}
-			if np.link == "" {
-				np.carrier.request(false)
-			}
-		}
-	}
-}
-
-// adapterCount is how many ports a runner node's spec asks for: one per
-// adapter, or one for a node type without adapters (VPCS).
-func adapterCount(spec proto.NodeSpec) int {
-	if spec.Adapters == nil {
-		return 1
-	}
-	return len(spec.Adapters)
-}
-
-// close releases what the node holds in the agent: its sockets and its
-// switch. The runner must be stopped first.
-func (n *hostNode) close() {
-	for _, p := range n.ports {
-		if p.udp != nil {
-			p.udp.Close()
-		}
-		if p.pkt != nil {
-			p.pkt.Close()
-			p.release()
-		}
-	}
-	if n.sw != nil {
-		n.sw.Close()
-	}
 }
 
 // New returns a Host. The data directory is created on first use.
@@ -369,11 +299,16 @@ func New(cfg Config) *Host {
 	}
 	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait}
 	h.tunnelAddr = tunnelAddr(cfg)
+	h.kinds = newRunnerKinds(&h.cfg, h.Consoles, h.Images, h.Events)
 	h.runners = cfg.Runners
 	if h.runners == nil {
-		h.runners = map[string]RunnerFactory{"vpcs": h.newVPCS, TypeQemu: h.newQemu, "docker": h.newDocker}
+		h.runners = h.kinds.factories()
 		h.probeQemu = true
 	}
+	_, h.kinds.dockerNodes = h.runners["docker"]
+	h.shared = &agentParts{cfg: &h.cfg, log: h.log, runners: h.runners, relay: h.relay, carriers: &h.carriers,
+		tunnelAddr: h.tunnelAddr, ifaces: &h.ifaces, filters: h.Filters, captures: h.Captures, events: h.Events,
+		consoles: h.Consoles, hooks: &h.hooks}
 	return h
 }
 
@@ -392,7 +327,7 @@ func checkID(kind, id string) error {
 func (h *Host) Info() proto.AgentInfo {
 	var types []string
 	for _, t := range []string{TypeCloud, TypeHub, TypeSwitch, "vpcs", TypeQemu} { // GNS3's order, of the types we run
-		if t == TypeQemu && h.probeQemu && !h.qemuUsable() {
+		if t == TypeQemu && h.probeQemu && !node.QemuRuns() {
 			continue // listed only where a qemu-system binary runs
 		}
 		if _, ok := h.runners[t]; ok || builtin(t) {
@@ -417,7 +352,7 @@ func (h *Host) Info() proto.AgentInfo {
 		Unavailable:     unavailable,
 		CPUPercent:      cpu,
 		MemoryPercent:   mem,
-		Capacity:        h.capacity(slices.Contains(types, TypeQemu)),
+		Capacity:        capacity(&h.cfg, h.projects.openProjects(), slices.Contains(types, TypeQemu)),
 	}
 }
 
@@ -448,12 +383,12 @@ func (h *Host) OpenProject(spec proto.ProjectSpec) error {
 			<-old.gone // its captures are still being closed
 			continue
 		}
-		p := newProject(h.cfg.DataDir, spec)
+		p := newProject(h.shared, spec)
 		h.projects.open[spec.ProjectID] = p
 		h.projects.mu.Unlock()
 		h.Captures.repairCaptures(p)
 		// Before any node of the project is created again.
-		h.cleanDocker(spec.ProjectID)
+		h.kinds.cleanDocker(spec.ProjectID)
 		close(p.opened)
 		h.log.Info("project opened", "project", spec.ProjectID)
 		return nil
@@ -479,7 +414,7 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	p.closed = true
 	var capturing []*hostCapture
 	for _, l := range p.links {
-		if c := h.removeLinkLocked(p, l); c != nil {
+		if c := p.removeLinkLocked(l); c != nil {
 			capturing = append(capturing, c)
 		}
 	}
@@ -491,8 +426,8 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 		wg.Go(func() { h.Captures.closeCapture(p, c) })
 	}
 	wg.Wait()
-	h.stopNodes(ctx, nodes)
-	h.removeContainers(projectID)
+	stopNodes(ctx, nodes, h.log)
+	h.kinds.removeContainers(projectID)
 	p.caps.nameMu.Lock()
 	if p.caps.root != nil {
 		p.caps.root.Close()
@@ -505,35 +440,6 @@ func (h *Host) CloseProject(ctx context.Context, projectID string) error {
 	close(p.gone)
 	h.log.Info("project closed", "project", projectID)
 	return nil
-}
-
-// stopNodes stops the nodes of a closed project, and closes their ports.
-func (h *Host) stopNodes(ctx context.Context, nodes []*hostNode) {
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() {
-			if po, ok := n.runner.(PowerOffer); ok { // no waiting for guests at close
-				n.ops.Lock()
-				if err := po.PowerOff(ctx); err != nil {
-					h.log.Warn("power off node", "node", n.spec.NodeID, "err", err)
-				}
-				n.ops.Unlock()
-			} else {
-				h.stopNode(ctx, n)
-			}
-			n.close()
-			h.removeNode(ctx, n)
-		})
-	}
-	wg.Wait()
-}
-
-func (h *Host) stopNode(ctx context.Context, n *hostNode) {
-	n.ops.Lock()
-	defer n.ops.Unlock()
-	if err := n.runner.Stop(ctx); err != nil {
-		h.log.Warn("stop node", "node", n.spec.NodeID, "err", err)
-	}
 }
 
 // Close ends the agent: it closes every project, then waits for all its
@@ -552,477 +458,6 @@ func (h *Host) Close() error {
 	h.relay.wg.Wait()
 	h.carriers.Wait()
 	return nil
-}
-
-// CreateNode creates a node; creating an existing node returns it
-// unchanged, but for a switch whose port types or VLANs changed, which are
-// applied in place.
-func (h *Host) CreateNode(ctx context.Context, projectID string, spec proto.NodeSpec) (proto.NodeState, error) {
-	if err := checkID("node", spec.NodeID); err != nil {
-		return proto.NodeState{}, err
-	}
-	factory, ok := h.runners[spec.NodeType]
-	if !ok && !builtin(spec.NodeType) {
-		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "node type %q is not supported by this agent", spec.NodeType)
-	}
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	if n, ok := p.nodes[spec.NodeID]; ok {
-		if n.spec.NodeType != spec.NodeType {
-			p.mu.Unlock()
-			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "node %s exists with type %s", spec.NodeID, n.spec.NodeType)
-		}
-		if !builtin(spec.NodeType) {
-			p.mu.Unlock()
-			if err := h.updateRunner(ctx, p, n, spec); err != nil {
-				return proto.NodeState{}, err
-			}
-			return h.nodeState(n), nil
-		}
-		defer p.mu.Unlock()
-		if err := reconfigure(n, spec); err != nil {
-			return proto.NodeState{}, err
-		}
-		return h.nodeState(n), nil
-	}
-	p.mu.Unlock()
-
-	n := &hostNode{
-		projectID: projectID,
-		spec:      spec,
-		dir:       filepath.Join(p.dir, "project-files", spec.NodeType, spec.NodeID),
-	}
-	if builtin(spec.NodeType) {
-		err = h.buildBuiltin(n)
-	} else {
-		err = h.buildRunner(ctx, p, n, factory)
-	}
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	if spec.NodeType == "vpcs" {
-		if err := writeStartupVPC(n.dir, spec.Name); err != nil {
-			n.close()
-			h.log.Error("write startup.vpc", "node", spec.NodeID, "err", err)
-			return proto.NodeState{}, proto.Errorf(proto.CodeInternal, "node %s: cannot write its startup.vpc", spec.NodeID)
-		}
-	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		n.close()
-		return proto.NodeState{}, notOpen(projectID)
-	}
-	if other, ok := p.nodes[spec.NodeID]; ok { // created concurrently
-		n.close()
-		return h.nodeState(other), nil
-	}
-	p.nodes[spec.NodeID] = n
-	for _, np := range n.ports {
-		if np.udp != nil {
-			h.relay.goServe(np.udp)
-		}
-	}
-	return h.nodeState(n), nil
-}
-
-// buildRunner makes a node run by a runner (an emulator process): one port
-// per adapter (endpoint adapter i, port 0), each a socket facing the NIC
-// of that adapter, unless the runner supplies its own (RelayPorter).
-func (h *Host) buildRunner(ctx context.Context, p *project, n *hostNode, factory RunnerFactory) error {
-	addrs := make([]netip.AddrPort, adapterCount(n.spec))
-	for i := range addrs {
-		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
-		if err != nil {
-			n.close()
-			return proto.Errorf(proto.CodeInternal, "node %s: %v", n.spec.NodeID, err)
-		}
-		n.ports = append(n.ports, &nodePort{port: port, udp: port})
-		addrs[i] = port.LocalAddr()
-	}
-	env := RunnerEnv{
-		ProjectID: n.projectID,
-		Spec:      n.spec,
-		Dir:       n.dir,
-		Ports:     addrs,
-		OnStop: func() {
-			// A node may stop by itself, n.ops not held (and a stop asked
-			// for holds it): the port list, which a PUT replaces, is
-			// read under project.mu.
-			p.mu.Lock()
-			ports := slices.Clone(n.ports)
-			p.mu.Unlock()
-			syncPeer(n, ports)
-			h.nodeStopped(n)
-		},
-		Logger: h.log.With("node", n.spec.NodeID),
-	}
-	if len(addrs) > 0 {
-		env.Agent = addrs[0]
-	}
-	runner, err := factory(ctx, env)
-	if err != nil {
-		n.close()
-		return asProtoError(err, proto.CodeConflict)
-	}
-	n.runner = runner
-	n.setCarriers(&h.carriers)
-	if rp, ok := runner.(RelayPorter); ok {
-		for i, port := range rp.RelayPorts() {
-			if port != nil && i < len(n.ports) {
-				n.ports[i].udp.Close()
-				n.ports[i] = &nodePort{port: port}
-			}
-		}
-	}
-	return nil
-}
-
-// updateRunner applies a changed spec to an existing runner node: its
-// adapters (ports added or removed; a removed one must carry no link) and
-// properties, which the runner takes if it is an Updater. A spec that
-// changes nothing does nothing.
-func (h *Host) updateRunner(ctx context.Context, p *project, n *hostNode, spec proto.NodeSpec) error {
-	n.ops.Lock()
-	defer n.ops.Unlock()
-	p.mu.Lock()
-	same := reflect.DeepEqual(spec.Adapters, n.spec.Adapters) && len(spec.Properties) == 0 && spec.Name == n.spec.Name
-	p.mu.Unlock()
-	if same {
-		return nil
-	}
-	u, ok := n.runner.(Updater)
-	if !ok {
-		if reflect.DeepEqual(spec.Adapters, n.spec.Adapters) {
-			return nil // nothing the runner can take
-		}
-		return proto.Errorf(proto.CodeConflict, "node %s exists with other adapters; delete it to change them", spec.NodeID)
-	}
-	want := adapterCount(spec)
-	p.mu.Lock()
-	for i := want; i < len(n.ports); i++ {
-		if l := n.ports[i].link; l != "" {
-			p.mu.Unlock()
-			return proto.Errorf(proto.CodeConflict, "adapter %d of node %s is used by link %s: delete the link first", i, spec.NodeID, l)
-		}
-	}
-	p.mu.Unlock()
-	var added []*nodePort
-	for range max(0, want-len(n.ports)) {
-		port, err := h.relay.listenUDP(bridge.UDPConfig{Local: loopbackAny})
-		if err != nil {
-			for _, np := range added {
-				np.udp.Close()
-			}
-			return proto.Errorf(proto.CodeInternal, "node %s: %v", spec.NodeID, err)
-		}
-		added = append(added, &nodePort{port: port, udp: port})
-	}
-	// The ports it keeps, then the new ones.
-	p.mu.Lock()
-	keep := min(want, len(n.ports))
-	ports := append(slices.Clone(n.ports[:keep]), added...)
-	p.mu.Unlock()
-	addrs := make([]netip.AddrPort, len(ports))
-	for i, np := range ports {
-		if np.udp != nil {
-			addrs[i] = np.udp.LocalAddr()
-		}
-	}
-	if err := u.Update(ctx, spec, addrs); err != nil {
-		for _, np := range added {
-			np.udp.Close()
-		}
-		return asProtoError(err, proto.CodeConflict)
-	}
-	if rp, ok := n.runner.(RelayPorter); ok {
-		// The runner's own ports for the adapters it has now (a docker
-		// node's AF_PACKET ports), as buildRunner takes them.
-		for i, port := range rp.RelayPorts() {
-			if port == nil || i >= len(ports) || ports[i].port == port {
-				continue
-			}
-			if ports[i].udp != nil {
-				ports[i].udp.Close()
-			}
-			added = slices.DeleteFunc(added, func(np *nodePort) bool { return np == ports[i] })
-			ports[i] = &nodePort{port: port}
-		}
-	}
-	p.mu.Lock()
-	for _, np := range n.ports[keep:] {
-		if np.udp != nil {
-			np.udp.Close()
-		}
-	}
-	n.ports = ports
-	n.spec.Adapters, n.spec.Name = spec.Adapters, spec.Name
-	n.setCarriers(&h.carriers)
-	p.mu.Unlock()
-	for _, np := range added {
-		h.relay.goServe(np.udp)
-	}
-	syncPeer(n, n.ports)
-	return nil
-}
-
-// syncPeer points the node's ports (n.ports, read under n.ops or
-// project.mu) at where the node receives each adapter's frames now: its
-// NICs while it runs, nowhere while it is stopped. It is called after
-// every start and stop, in any order, and always converges.
-func syncPeer(n *hostNode, ports []*nodePort) {
-	if n.runner == nil || builtin(n.spec.NodeType) {
-		return
-	}
-	for i, np := range ports {
-		if np.udp == nil {
-			continue // the runner's own port
-		}
-		nic, _ := n.runner.NIC(i, 0) // invalid when stopped: frames are dropped
-		np.udp.SetPeer(nic)
-	}
-}
-
-func (h *Host) nodeState(n *hostNode) proto.NodeState {
-	console, kind := n.runner.Console()
-	var props map[string]any
-	if pr, ok := n.runner.(PropertyReporter); ok {
-		props = pr.Properties()
-	}
-	return proto.NodeState{
-		Properties:    props,
-		NodeID:        n.spec.NodeID,
-		Status:        n.runner.Status(),
-		Console:       console,
-		ConsoleHost:   h.cfg.ConsoleHost,
-		ConsoleType:   kind,
-		CommandLine:   n.runner.CommandLine(),
-		NodeDirectory: n.dir,
-	}
-}
-
-func (h *Host) node(projectID, nodeID string) (*hostNode, error) {
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer p.mu.Unlock()
-	n, ok := p.nodes[nodeID]
-	if !ok {
-		return nil, proto.Errorf(proto.CodeNotFound, "node %s does not exist on this agent", nodeID)
-	}
-	return n, nil
-}
-
-// NodeFile reads a regular file of a node's directory (confined to it):
-// a link, FIFO or device a node's process made there is refused at once,
-// and a read answers within confined.ReadTimeout.
-func (h *Host) NodeFile(projectID, nodeID, name string) ([]byte, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return nil, err
-	}
-	data, err := confined.Read(context.Background(), n.dir, name, proto.MaxNodeFile)
-	return data, fileError(name, err)
-}
-
-// WriteNodeFile replaces a file of a node's directory (confined to it),
-// atomically; a started VPCS reads startup.vpc at its next start.
-func (h *Host) WriteNodeFile(projectID, nodeID, name string, data []byte) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if len(data) > proto.MaxNodeFile {
-		return proto.Errorf(proto.CodeInvalid, "file over %d bytes", proto.MaxNodeFile)
-	}
-	if err := os.MkdirAll(n.dir, 0o755); err != nil {
-		return err
-	}
-	return fileError(name, confined.Write(n.dir, name, data, 0o644))
-}
-
-// writeStartupVPC gives a new VPCS the startup.vpc GNS3 writes, which
-// names the PC, unless it has one (a node created again, an imported or
-// copied node, a user's edit). Clients' config editors open it; VPCS runs
-// it at start.
-func writeStartupVPC(dir, name string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	f, err := root.OpenFile("startup.vpc", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// One word of printable ASCII, as VPCS takes a name.
-	word := strings.Map(func(r rune) rune {
-		if r > ' ' && r < 0x7f {
-			return r
-		}
-		return -1
-	}, name)
-	_, err = fmt.Fprintf(f, "set pcname %s\n", word)
-	return errors.Join(err, f.Close())
-}
-
-// fileError words a node file failure for the client, naming the file as
-// the client did, never the agent's paths.
-func fileError(name string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, os.ErrNotExist):
-		return proto.Errorf(proto.CodeNotFound, "File %s doesn't exist", name)
-	case errors.Is(err, confined.ErrIsDir):
-		return proto.Errorf(proto.CodeInvalid, "%s is a directory", name)
-	case errors.Is(err, confined.ErrTooLarge):
-		return proto.Errorf(proto.CodeInvalid, "File %s is over %d bytes", name, proto.MaxNodeFile)
-	case errors.Is(err, confined.ErrNotRegular):
-		return proto.Errorf(proto.CodeConflict, "%s is not a regular file", name)
-	case errors.Is(err, confined.ErrTimeout):
-		return proto.Errorf(proto.CodeConflict, "File %s could not be read in time", name)
-	case errors.Is(err, confined.ErrBadPath):
-		return proto.Errorf(proto.CodeInvalid, "Invalid file path %q", name)
-	}
-	return proto.Errorf(proto.CodeConflict, "Cannot access %s: outside the node's directory or unreadable", name)
-}
-
-// consoleResetter is a runner whose console can drop its clients.
-type consoleResetter interface {
-	ResetConsole()
-}
-
-// ResetConsole disconnects every client of a node's console; a node
-// without one is left as it is.
-func (h *Host) ResetConsole(projectID, nodeID string) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	if r, ok := n.runner.(consoleResetter); ok {
-		r.ResetConsole()
-	}
-	return nil
-}
-
-// Node returns a node's state.
-func (h *Host) Node(projectID, nodeID string) (proto.NodeState, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	return h.nodeState(n), nil
-}
-
-// SetNodeStatus starts or stops a node and returns its new state. Asking
-// for the status a node already has succeeds and changes nothing.
-func (h *Host) SetNodeStatus(ctx context.Context, projectID, nodeID, status string) (proto.NodeState, error) {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return proto.NodeState{}, err
-	}
-	switch status {
-	case proto.StatusStarted:
-		n.ops.Lock()
-		err := n.runner.Start(ctx)
-		syncPeer(n, n.ports)
-		n.ops.Unlock()
-		if err != nil {
-			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
-		}
-	case proto.StatusStopped:
-		h.stopNode(ctx, n)
-		n.ops.Lock() // the port list is replaced under it
-		syncPeer(n, n.ports)
-		n.ops.Unlock()
-	case proto.StatusSuspended:
-		sr, ok := n.runner.(Suspender)
-		if !ok {
-			return proto.NodeState{}, proto.Errorf(proto.CodeConflict, "Suspend is not supported by %s nodes", n.spec.NodeType)
-		}
-		n.ops.Lock()
-		err := sr.Suspend(ctx)
-		n.ops.Unlock()
-		if err != nil {
-			return proto.NodeState{}, asProtoError(err, proto.CodeConflict)
-		}
-	default:
-		return proto.NodeState{}, proto.Errorf(proto.CodeInvalid, "status %q: want %q or %q", status, proto.StatusStarted, proto.StatusStopped)
-	}
-	return h.nodeState(n), nil
-}
-
-// DeleteNode stops a node, removes the links on its ports and forgets it.
-// Its directory stays. Deleting an unknown node does nothing.
-func (h *Host) DeleteNode(ctx context.Context, projectID, nodeID string) error {
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return err
-	}
-	n, ok := p.nodes[nodeID]
-	var capturing []*hostCapture
-	if ok {
-		for _, np := range n.ports {
-			if l, linked := p.links[np.link]; linked {
-				if c := h.removeLinkLocked(p, l); c != nil {
-					capturing = append(capturing, c)
-				}
-			}
-		}
-		delete(p.nodes, nodeID)
-	}
-	p.mu.Unlock()
-	for _, c := range capturing {
-		h.Captures.closeCapture(p, c)
-	}
-	if !ok {
-		return nil
-	}
-	h.stopNode(ctx, n)
-	n.close()
-	h.removeNode(ctx, n)
-	return nil
-}
-
-// removeNode removes what a forgotten node's runner made outside the agent.
-func (h *Host) removeNode(ctx context.Context, n *hostNode) {
-	if r, ok := n.runner.(Remover); ok {
-		if err := r.Remove(ctx); err != nil {
-			h.log.Warn("remove node", "node", n.spec.NodeID, "err", err)
-		}
-	}
-}
-
-func (h *Host) newVPCS(ctx context.Context, env RunnerEnv) (node.Runner, error) {
-	h.vpcsOnce.Do(func() { h.vpcs, h.vpcsErr = node.FindVPCS(ctx, h.cfg.VPCS) })
-	if h.vpcsErr != nil {
-		return nil, h.vpcsErr
-	}
-	return node.NewVPCS(node.VPCSConfig{
-		Program:      h.vpcs,
-		Dir:          env.Dir,
-		MACIndex:     env.Spec.MACIndex,
-		Name:         env.Spec.Name,
-		Agent:        env.Agent,
-		ConsoleHost:  h.cfg.ConsoleBind,
-		ConsolePorts: h.cfg.ConsolePorts,
-		DeniedPorts:  h.cfg.ProtectedPorts,
-		ConsoleGate:  h.Consoles.Wrap(node.ConsoleKey(env.ProjectID, env.Spec.NodeID)),
-		Sandbox:      h.cfg.Sandbox,
-		Logger:       env.Logger,
-		OnStop:       env.OnStop,
-	})
 }
 
 // asProtoError keeps a *proto.Error as it is and gives any other error the

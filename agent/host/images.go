@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/labtap/labtap/agent/imagesum"
+	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/atomicfile"
 	"github.com/labtap/labtap/proto"
 )
@@ -235,7 +236,7 @@ func (im *Images) QemuImgBinaries(ctx context.Context) []proto.QemuBinary {
 			continue
 		}
 		seen[real] = true
-		if v, err := qemuImgVersion(ctx, p); err == nil {
+		if v, err := node.QemuImgVersion(ctx, p); err == nil {
 			out = append(out, proto.QemuBinary{Path: p, Version: v})
 		}
 	}

@@ -14,7 +14,10 @@ import (
 // Interfaces lists the network interfaces of the agent's network
 // namespace (its host's, unless it runs in a container), sorted by name,
 // for the GUI's cloud node dialog.
-func (h *Host) Interfaces() ([]proto.HostInterface, error) {
+func (h *Host) Interfaces() ([]proto.HostInterface, error) { return interfaces() }
+
+// interfaces lists the interfaces of the agent's network namespace.
+func interfaces() ([]proto.HostInterface, error) {
 	nl, err := netlink.NewHandle()
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInternal, "list interfaces: %v", err)

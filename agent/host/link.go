@@ -35,91 +35,6 @@ type compiledBPF struct {
 	progs    [][]bpf.RawInstruction
 }
 
-// PutLink creates a link's relay, or updates the filters and suspend state
-// of an existing one. The new filter chain is checked and built completely
-// (BPF expressions compiled) before it replaces the old one, in one step; a
-// bad filter changes nothing. A link's endpoints cannot change: a spec with
-// other endpoints for an existing link is a conflict.
-func (h *Host) PutLink(projectID string, spec proto.LinkSpec) error {
-	if err := checkID("link", spec.LinkID); err != nil {
-		return err
-	}
-	if spec.DataLinkType == "" {
-		spec.DataLinkType = capspec.DefaultDataLinkType
-	}
-	var cached compiledBPF
-	exists := false
-	if p, err := h.projects.lockProject(projectID); err == nil {
-		if l, ok := p.links[spec.LinkID]; ok {
-			cached, exists = l.bpf, true
-		}
-		p.mu.Unlock()
-	}
-	// Compiling may take a while: not under the lock.
-	progs, err := h.Filters.compileBPF(spec, cached)
-	if err != nil {
-		return err
-	}
-	filters, err := newFilters(spec, progs.progs)
-	if err != nil {
-		return err
-	}
-	// Nor is resolving a new link's tunnel hosts (a DNS lookup).
-	var peers [2]netip.AddrPort
-	if !exists {
-		if peers, err = h.tunnelPeers(spec); err != nil {
-			return err
-		}
-	}
-
-	p, err := h.projects.lockProject(projectID)
-	if err != nil {
-		return err
-	}
-	if l, ok := p.links[spec.LinkID]; ok {
-		defer p.mu.Unlock()
-		if !sameEnds(l.spec, spec) {
-			return proto.Errorf(proto.CodeConflict, "link %s exists with other endpoints", spec.LinkID)
-		}
-		l.spec, l.bpf = spec, progs
-		l.relay.SetFilters(filters)
-		for _, np := range l.ends {
-			if np != nil {
-				np.carrier.request(!spec.Suspend)
-			}
-		}
-		return nil
-	}
-	if exists {
-		// Deleted since it was looked at: made anew, its tunnel hosts
-		// resolved first.
-		p.mu.Unlock()
-		return h.PutLink(projectID, spec)
-	}
-	defer p.mu.Unlock()
-	l := &hostLink{spec: spec, bpf: progs}
-	ends, err := h.endsLocked(p, l, peers)
-	if err != nil {
-		for _, t := range l.tunnels {
-			t.Close()
-		}
-		return err
-	}
-	for _, np := range l.ends {
-		if np != nil {
-			np.link = spec.LinkID
-			np.carrier.request(!spec.Suspend)
-		}
-	}
-	for _, t := range l.tunnels {
-		h.relay.goServe(t)
-	}
-	l.relay = bridge.NewLink(ends[0], ends[1], filters)
-	p.links[spec.LinkID] = l
-	h.log.Info("link up", "project", projectID, "link", spec.LinkID)
-	return nil
-}
-
 // compileBPF compiles the link's bpf filter expressions for its data link
 // type, reusing the previous programs when neither changed and programs
 // compiled before (a Filters.Check, another link). An expression libpcap
@@ -247,12 +162,115 @@ func newFilters(spec proto.LinkSpec, progs [][]bpf.RawInstruction) (*bridge.Filt
 	return filters, nil
 }
 
+func sameEnds(a, b proto.LinkSpec) bool {
+	same := func(x, y proto.Endpoint) bool {
+		if (x.Tunnel == nil) != (y.Tunnel == nil) {
+			return false
+		}
+		if x.Tunnel != nil && *x.Tunnel != *y.Tunnel {
+			return false
+		}
+		return x.NodeID == y.NodeID && x.Adapter == y.Adapter && x.Port == y.Port
+	}
+	return same(a.A, b.A) && same(a.B, b.B)
+}
+
+// putLink creates a link's relay, or updates the filters and suspend state
+// of an existing one. The new filter chain is checked and built completely
+// (BPF expressions compiled) before it replaces the old one, in one step; a
+// bad filter changes nothing. A link's endpoints cannot change: a spec with
+// other endpoints for an existing link is a conflict.
+func (p *project) putLink(spec proto.LinkSpec) error {
+	if spec.DataLinkType == "" {
+		spec.DataLinkType = capspec.DefaultDataLinkType
+	}
+	var cached compiledBPF
+	exists := false
+	if err := p.lock(); err == nil {
+		if l, ok := p.links[spec.LinkID]; ok {
+			cached, exists = l.bpf, true
+		}
+		p.mu.Unlock()
+	}
+	progs, filters, peers, err := p.ag.prepareLink(spec, cached, exists)
+	if err != nil {
+		return err
+	}
+	if err := p.lock(); err != nil {
+		return err
+	}
+	if l, ok := p.links[spec.LinkID]; ok {
+		defer p.mu.Unlock()
+		if !sameEnds(l.spec, spec) {
+			return proto.Errorf(proto.CodeConflict, "link %s exists with other endpoints", spec.LinkID)
+		}
+		l.spec, l.bpf = spec, progs
+		l.relay.SetFilters(filters)
+		for _, np := range l.ends {
+			if np != nil {
+				np.carrier.request(!spec.Suspend)
+			}
+		}
+		return nil
+	}
+	if exists {
+		// Deleted since it was looked at: made anew, its tunnel hosts
+		// resolved first.
+		p.mu.Unlock()
+		return p.putLink(spec)
+	}
+	defer p.mu.Unlock()
+	l := &hostLink{spec: spec, bpf: progs}
+	ends, err := p.endsLocked(l, peers)
+	if err != nil {
+		for _, t := range l.tunnels {
+			t.Close()
+		}
+		return err
+	}
+	for _, np := range l.ends {
+		if np != nil {
+			np.link = spec.LinkID
+			np.carrier.request(!spec.Suspend)
+		}
+	}
+	for _, t := range l.tunnels {
+		p.ag.relay.goServe(t)
+	}
+	l.relay = bridge.NewLink(ends[0], ends[1], filters)
+	p.links[spec.LinkID] = l
+	p.ag.log.Info("link up", "project", p.id, "link", spec.LinkID)
+	return nil
+}
+
+// prepareLink does what a link PUT does before it takes the project's
+// lock: compiling its filters (which may take a while; cached is what the
+// link has, when it exists) and, for a new link, resolving its tunnel
+// hosts (a DNS lookup). spec.DataLinkType must be set.
+func (ag *agentParts) prepareLink(spec proto.LinkSpec, cached compiledBPF, exists bool) (compiledBPF, *bridge.Filters, [2]netip.AddrPort, error) {
+	var peers [2]netip.AddrPort
+	progs, err := ag.filters.compileBPF(spec, cached)
+	if err != nil {
+		return progs, nil, peers, err
+	}
+	filters, err := newFilters(spec, progs.progs)
+	if err != nil {
+		return progs, nil, peers, err
+	}
+	if !exists {
+		if peers, err = ag.tunnelPeers(spec); err != nil {
+			return progs, nil, peers, err
+		}
+	}
+	return progs, filters, peers, nil
+}
+
 // endsLocked returns the two ports a new link joins; peers are its tunnel
 // ends' remote ends, resolved (tunnelPeers). p.mu must be held.
-func (h *Host) endsLocked(p *project, l *hostLink, peers [2]netip.AddrPort) ([2]bridge.Port, error) {
+func (p *project) endsLocked(l *hostLink, peers [2]netip.AddrPort) ([2]bridge.Port, error) {
 	var ends [2]bridge.Port
 	for i, ep := range []proto.Endpoint{l.spec.A, l.spec.B} {
-		port, np, err := h.endPortLocked(p, l, ep, peers[i])
+		port, np, err := p.endPortLocked(l, ep, peers[i])
 		if err != nil {
 			return ends, err
 		}
@@ -267,9 +285,9 @@ func (h *Host) endsLocked(p *project, l *hostLink, peers [2]netip.AddrPort) ([2]
 
 // endPortLocked returns the port of one endpoint: a node's port, which must
 // be free, or a new tunnel end owned by l, facing peer. p.mu must be held.
-func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint, peer netip.AddrPort) (bridge.Port, *nodePort, error) {
+func (p *project) endPortLocked(l *hostLink, ep proto.Endpoint, peer netip.AddrPort) (bridge.Port, *nodePort, error) {
 	if ep.Tunnel != nil {
-		t, err := h.tunnelEndLocked(p, *ep.Tunnel, peer)
+		t, err := p.tunnelEndLocked(*ep.Tunnel, peer)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -294,72 +312,18 @@ func (h *Host) endPortLocked(p *project, l *hostLink, ep proto.Endpoint, peer ne
 // tunnelEndLocked returns a tunnel end: the socket reserved on its local
 // port, now facing peer (the remote end, resolved), or a new one. p.mu must
 // be held.
-func (h *Host) tunnelEndLocked(p *project, t proto.Tunnel, peer netip.AddrPort) (*bridge.UDPPort, error) {
+func (p *project) tunnelEndLocked(t proto.Tunnel, peer netip.AddrPort) (*bridge.UDPPort, error) {
 	if t.LocalPort > 0 {
 		if port := p.takeReservationLocked(t.LocalPort, peer); port != nil {
 			return port, nil
 		}
 	}
-	return h.relay.openTunnel(t.LocalPort, peer)
+	return p.ag.relay.openTunnel(t.LocalPort, peer)
 }
 
-// tunnelPeers checks a link's endpoints and resolves the remote ends of
-// its tunnel ends (zero for a node's port). It may look a host name up:
-// no lock may be held.
-func (h *Host) tunnelPeers(spec proto.LinkSpec) ([2]netip.AddrPort, error) {
-	var peers [2]netip.AddrPort
-	for i, ep := range []proto.Endpoint{spec.A, spec.B} {
-		if ep.Tunnel == nil {
-			continue
-		}
-		if ep.NodeID != "" {
-			return peers, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
-		}
-		peer, err := h.tunnelPeer(*ep.Tunnel)
-		if err != nil {
-			return peers, err
-		}
-		peers[i] = peer
-	}
-	return peers, nil
-}
-
-// tunnelPeer resolves the remote end of a tunnel. It may look a host name
-// up: no lock may be held.
-func (h *Host) tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
-	if t.LocalPort < 0 || t.LocalPort > 65535 || t.RemotePort <= 0 || t.RemotePort > 65535 {
-		return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
-	}
-	addr, err := netip.ParseAddr(t.RemoteHost)
-	if err != nil {
-		if h.hooks.resolving != nil {
-			h.hooks.resolving()
-		}
-		ips, lerr := net.DefaultResolver.LookupNetIP(context.Background(), "ip", t.RemoteHost)
-		if lerr != nil || len(ips) == 0 {
-			return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel remote host %q: %v", t.RemoteHost, lerr)
-		}
-		addr = ips[0]
-	}
-	return netip.AddrPortFrom(addr.Unmap(), uint16(t.RemotePort)), nil
-}
-
-func sameEnds(a, b proto.LinkSpec) bool {
-	same := func(x, y proto.Endpoint) bool {
-		if (x.Tunnel == nil) != (y.Tunnel == nil) {
-			return false
-		}
-		if x.Tunnel != nil && *x.Tunnel != *y.Tunnel {
-			return false
-		}
-		return x.NodeID == y.NodeID && x.Adapter == y.Adapter && x.Port == y.Port
-	}
-	return same(a.A, b.A) && same(a.B, b.B)
-}
-
-// Link returns the state of a link's relay: its counters and its ends.
-func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
-	p, l, err := h.projects.lockLink(projectID, linkID)
+// link returns the state of a link's relay: its counters and its ends.
+func (p *project) link(linkID string) (proto.LinkState, error) {
+	l, err := p.lockLink(linkID)
 	if err != nil {
 		return proto.LinkState{}, err
 	}
@@ -388,20 +352,20 @@ func (h *Host) Link(projectID, linkID string) (proto.LinkState, error) {
 	return st, nil
 }
 
-// DeleteLink stops a link's relay and capture (the capture file stays
+// deleteLink stops a link's relay and capture (the capture file stays
 // valid) and closes its tunnels. Deleting an unknown link does nothing.
-func (h *Host) DeleteLink(projectID, linkID string) error {
-	p, err := h.projects.lockProject(projectID)
+func (p *project) deleteLink(linkID string) error {
+	err := p.lock()
 	if err != nil {
 		return err
 	}
 	var c *hostCapture
 	if l, ok := p.links[linkID]; ok {
-		c = h.removeLinkLocked(p, l)
+		c = p.removeLinkLocked(l)
 	}
 	p.mu.Unlock()
 	if c != nil {
-		h.Captures.closeCapture(p, c)
+		p.ag.captures.closeCapture(p, c)
 	}
 	return nil
 }
@@ -409,9 +373,9 @@ func (h *Host) DeleteLink(projectID, linkID string) error {
 // removeLinkLocked tears a link down and returns its capture, if it was
 // capturing, for the caller to close with closeCapture once p.mu is
 // released. p.mu must be held.
-func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
+func (p *project) removeLinkLocked(l *hostLink) *hostCapture {
 	l.relay.Close()
-	c := h.Captures.detachCapture(p, l)
+	c := p.ag.captures.detachCapture(p, l)
 	for _, t := range l.tunnels {
 		t.Close()
 	}
@@ -422,6 +386,47 @@ func (h *Host) removeLinkLocked(p *project, l *hostLink) *hostCapture {
 		}
 	}
 	delete(p.links, l.spec.LinkID)
-	h.log.Info("link down", "project", p.id, "link", l.spec.LinkID)
+	p.ag.log.Info("link down", "project", p.id, "link", l.spec.LinkID)
 	return c
+}
+
+// tunnelPeers checks a link's endpoints and resolves the remote ends of
+// its tunnel ends (zero for a node's port). It may look a host name up:
+// no lock may be held.
+func (ag *agentParts) tunnelPeers(spec proto.LinkSpec) ([2]netip.AddrPort, error) {
+	var peers [2]netip.AddrPort
+	for i, ep := range []proto.Endpoint{spec.A, spec.B} {
+		if ep.Tunnel == nil {
+			continue
+		}
+		if ep.NodeID != "" {
+			return peers, proto.Errorf(proto.CodeInvalid, "an endpoint is a node port or a tunnel, not both")
+		}
+		peer, err := ag.tunnelPeer(*ep.Tunnel)
+		if err != nil {
+			return peers, err
+		}
+		peers[i] = peer
+	}
+	return peers, nil
+}
+
+// tunnelPeer resolves the remote end of a tunnel. It may look a host name
+// up: no lock may be held.
+func (ag *agentParts) tunnelPeer(t proto.Tunnel) (netip.AddrPort, error) {
+	if t.LocalPort < 0 || t.LocalPort > 65535 || t.RemotePort <= 0 || t.RemotePort > 65535 {
+		return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel ports out of range: %d -> %d", t.LocalPort, t.RemotePort)
+	}
+	addr, err := netip.ParseAddr(t.RemoteHost)
+	if err != nil {
+		if ag.hooks.resolving != nil {
+			ag.hooks.resolving()
+		}
+		ips, lerr := net.DefaultResolver.LookupNetIP(context.Background(), "ip", t.RemoteHost)
+		if lerr != nil || len(ips) == 0 {
+			return netip.AddrPort{}, proto.Errorf(proto.CodeInvalid, "tunnel remote host %q: %v", t.RemoteHost, lerr)
+		}
+		addr = ips[0]
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(t.RemotePort)), nil
 }

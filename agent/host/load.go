@@ -134,16 +134,17 @@ func (h *Host) Statistics() proto.Statistics {
 }
 
 // capacity is the host's room for nodes, which the controller places
-// nodes by. qemu says QEMU nodes run here (KVM is only tested then).
-func (h *Host) capacity(qemu bool) *proto.Capacity {
+// nodes by, with the nodes of the open projects. qemu says QEMU nodes run
+// here (KVM is only tested then).
+func capacity(cfg *Config, open []*project, qemu bool) *proto.Capacity {
 	m := node.Meminfo()
 	c := &proto.Capacity{
 		CPUs:            runtime.NumCPU(),
 		MemoryTotal:     m["MemTotal:"],
 		MemoryAvailable: m["MemAvailable:"],
-		KVM:             qemu && h.cfg.QemuAccel != "tcg" && (h.cfg.QemuAccel == "kvm" || kvmUsable()),
+		KVM:             qemu && cfg.QemuAccel != "tcg" && (cfg.QemuAccel == "kvm" || kvmUsable()),
 	}
-	dir := h.cfg.DataDir
+	dir := cfg.DataDir
 	if dir == "" {
 		dir = "."
 	}
@@ -152,7 +153,7 @@ func (h *Host) capacity(qemu bool) *proto.Capacity {
 		c.DiskFree = int64(fs.Bavail) * fs.Bsize
 	}
 	var runners []node.Runner
-	for _, p := range h.projects.openProjects() {
+	for _, p := range open {
 		p.mu.Lock()
 		for _, n := range p.nodes {
 			c.Nodes++

@@ -20,78 +20,6 @@ const (
 
 var errCopyTooLarge = errors.New("node directory too large to copy")
 
-// CopyNodeDir copies every regular file and directory of a node's
-// directory into another node's of the same project (GNS3's compute
-// duplicate: what labtap does not model travels with the copy, a VPCS's
-// startup.vpc, a QEMU node's disks). Both directories are opened as roots,
-// so nothing outside them is read or written; links, devices and FIFOs
-// are skipped. Each file is written beside its name and renamed into
-// place once whole.
-func (h *Host) CopyNodeDir(projectID, fromID, toID string) error {
-	from, err := h.node(projectID, fromID)
-	if err != nil {
-		return err
-	}
-	to, err := h.node(projectID, toID)
-	if err != nil {
-		return err
-	}
-	if fromID == toID {
-		return proto.Errorf(proto.CodeInvalid, "a node cannot be copied onto itself")
-	}
-	if err := os.MkdirAll(to.dir, 0o755); err != nil {
-		return proto.Errorf(proto.CodeConflict, "Cannot create the node's directory: %v", err)
-	}
-	src, err := os.OpenRoot(from.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // nothing written yet
-	}
-	if err != nil {
-		return proto.Errorf(proto.CodeConflict, "Cannot read the node's directory: %v", err)
-	}
-	defer src.Close()
-	dst, err := os.OpenRoot(to.dir)
-	if err != nil {
-		return proto.Errorf(proto.CodeConflict, "Cannot create the node's directory: %v", err)
-	}
-	defer dst.Close()
-	var total int64
-	entries := 0
-	err = fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == "." {
-			return nil
-		}
-		if entries++; entries > maxCopyEntries {
-			return errCopyTooLarge
-		}
-		switch {
-		case d.IsDir():
-			return dst.MkdirAll(p, 0o755)
-		case !d.Type().IsRegular():
-			h.log.Warn("duplicate: skipped what is not a regular file", "project", projectID, "node", fromID, "path", p)
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += info.Size(); total > maxCopyBytes {
-			return errCopyTooLarge
-		}
-		return copyInRoots(src, dst, p, info.Mode().Perm())
-	})
-	if errors.Is(err, errCopyTooLarge) {
-		return proto.Errorf(proto.CodeInvalid, "The node's directory is over %d files or %d bytes: not copied", maxCopyEntries, int64(maxCopyBytes))
-	}
-	if err != nil {
-		return proto.Errorf(proto.CodeConflict, "Cannot copy the node's files: %s", pathlessErr(err))
-	}
-	return nil
-}
-
 // copyInRoots copies file p of src to p in dst, durably.
 func copyInRoots(src, dst *os.Root, p string, perm fs.FileMode) error {
 	// The walk saw a regular file, but a node's process may have put a
@@ -122,4 +50,77 @@ func pathlessErr(err error) string {
 		return pe.Op + ": " + pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// copyNodeDir copies every regular file and directory of a node's
+// directory into another node's of the same project (GNS3's compute
+// duplicate: what labtap does not model travels with the copy, a VPCS's
+// startup.vpc, a QEMU node's disks). Both directories are opened as roots,
+// so nothing outside them is read or written; links, devices and FIFOs
+// are skipped. Each file is written beside its name and renamed into
+// place once whole.
+func (p *project) copyNodeDir(fromID, toID string) error {
+	from, err := p.node(fromID)
+	if err != nil {
+		return err
+	}
+	to, err := p.node(toID)
+	if err != nil {
+		return err
+	}
+	if fromID == toID {
+		return proto.Errorf(proto.CodeInvalid, "a node cannot be copied onto itself")
+	}
+	if err := os.MkdirAll(to.dir, 0o755); err != nil {
+		return proto.Errorf(proto.CodeConflict, "Cannot create the node's directory: %v", err)
+	}
+	src, err := os.OpenRoot(from.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing written yet
+	}
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "Cannot read the node's directory: %v", err)
+	}
+	defer src.Close()
+	dst, err := os.OpenRoot(to.dir)
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "Cannot create the node's directory: %v", err)
+	}
+	defer dst.Close()
+	var total int64
+	entries := 0
+	log, projectID := p.ag.log, p.id
+	err = fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == "." {
+			return nil
+		}
+		if entries++; entries > maxCopyEntries {
+			return errCopyTooLarge
+		}
+		switch {
+		case d.IsDir():
+			return dst.MkdirAll(p, 0o755)
+		case !d.Type().IsRegular():
+			log.Warn("duplicate: skipped what is not a regular file", "project", projectID, "node", fromID, "path", p)
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total += info.Size(); total > maxCopyBytes {
+			return errCopyTooLarge
+		}
+		return copyInRoots(src, dst, p, info.Mode().Perm())
+	})
+	if errors.Is(err, errCopyTooLarge) {
+		return proto.Errorf(proto.CodeInvalid, "The node's directory is over %d files or %d bytes: not copied", maxCopyEntries, int64(maxCopyBytes))
+	}
+	if err != nil {
+		return proto.Errorf(proto.CodeConflict, "Cannot copy the node's files: %s", pathlessErr(err))
+	}
+	return nil
 }

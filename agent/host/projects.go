@@ -32,7 +32,7 @@ import (
 // The Host's parts keep leaf locks, held with no other and never across
 // slow work: Filters' cache (not held while compiling), Events' followers,
 // a docker node's runner (dockerRunner.mu) and each port's carrier. The
-// Docker Engine is connected to once (dockerState.once): the first calls
+// Docker Engine is connected to once (docker.Probe): the first calls
 // that need it wait for that, up to its 3 s timeout.
 
 // projectTable is the projects the agent has open.
@@ -43,8 +43,11 @@ type projectTable struct {
 	closed  bool                // the agent is ending: no project opens
 }
 
+// project is one open project: its topology, behind its own lock, and the
+// calls on it (nodes.go, link.go, tunnels.go).
 type project struct {
 	id, dir string
+	ag      *agentParts // the agent-wide parts it works with
 	// opened is closed once the project is ready: crash leftovers
 	// repaired and stale containers removed. Calls on the project wait
 	// for it, so none sees it half-opened.
@@ -79,11 +82,12 @@ type projectCaptures struct {
 	byLink map[string]*hostCapture
 }
 
-func newProject(dataDir string, spec proto.ProjectSpec) *project {
-	dir := filepath.Join(dataDir, "projects", spec.ProjectID)
+func newProject(ag *agentParts, spec proto.ProjectSpec) *project {
+	dir := filepath.Join(ag.cfg.DataDir, "projects", spec.ProjectID)
 	return &project{
 		id:       spec.ProjectID,
 		dir:      dir,
+		ag:       ag,
 		opened:   make(chan struct{}),
 		gone:     make(chan struct{}),
 		name:     spec.Name,
@@ -163,27 +167,58 @@ func (t *projectTable) lockProject(id string) (*project, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.lock(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// lock takes p.mu, unless the project was closed meanwhile; the caller
+// unlocks it.
+func (p *project) lock() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, notOpen(id)
+		return notOpen(p.id)
 	}
-	return p, nil
+	return nil
+}
+
+// lockLink returns a link of the project with p.mu held; the caller
+// unlocks it.
+func (p *project) lockLink(linkID string) (*hostLink, error) {
+	if err := p.lock(); err != nil {
+		return nil, err
+	}
+	l, ok := p.links[linkID]
+	if !ok {
+		p.mu.Unlock()
+		return nil, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
+	}
+	return l, nil
 }
 
 // lockLink returns a link of an open project with p.mu held; the caller
 // unlocks it.
 func (t *projectTable) lockLink(projectID, linkID string) (*project, *hostLink, error) {
-	p, err := t.lockProject(projectID)
+	p, err := t.project(projectID)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, ok := p.links[linkID]
-	if !ok {
-		p.mu.Unlock()
-		return nil, nil, proto.Errorf(proto.CodeNotFound, "link %s does not exist on this agent", linkID)
+	l, err := p.lockLink(linkID)
+	if err != nil {
+		return nil, nil, err
 	}
 	return p, l, nil
+}
+
+// node returns a node of an open project.
+func (t *projectTable) node(projectID, nodeID string) (*hostNode, error) {
+	p, err := t.project(projectID)
+	if err != nil {
+		return nil, err
+	}
+	return p.node(nodeID)
 }
 
 // openProjects lists the projects open now.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,7 +86,7 @@ func QemuBinaries(ctx context.Context, archs []string) []QemuBinary {
 				continue
 			}
 		}
-		v, err := qemuVersion(ctx, b)
+		v, err := node.QemuVersion(ctx, b)
 		if err != nil {
 			continue
 		}
@@ -96,44 +95,11 @@ func QemuBinaries(ctx context.Context, archs []string) []QemuBinary {
 	return out
 }
 
-// qemuVersion runs bin -version and returns its version number.
-func qemuVersion(ctx context.Context, bin string) (string, error) {
-	out, err := exec.CommandContext(ctx, bin, "-version").Output()
-	if err != nil {
-		return "", err
-	}
-	return versionIn(bin, out)
-}
-
-// versionIn finds the number after "version" in bin's version output.
-func versionIn(bin string, out []byte) (string, error) {
-	f := strings.Fields(string(out))
-	for i, w := range f {
-		if w == "version" && i+1 < len(f) {
-			return f[i+1], nil
-		}
-	}
-	return "", fmt.Errorf("%s: no version in %q", bin, out)
-}
-
-// qemuUsable reports whether a qemu-system binary runs here, once.
-func (h *Host) qemuUsable() bool {
-	h.qemuOnce.Do(func() {
-		for _, b := range node.QemuBinaries() {
-			if _, err := qemuVersion(context.Background(), b); err == nil {
-				h.qemuOK = true
-				return
-			}
-		}
-	})
-	return h.qemuOK
-}
-
 // KVMProblem says why QEMU nodes run under TCG though QemuAccel is "auto"
 // (node.KVMProblem: KVM's self-test, run once): nil where KVM passes it,
 // where the accelerator was named (kvm, tcg), or where no QEMU runs.
 func (h *Host) KVMProblem() error {
-	if (h.cfg.QemuAccel != "" && h.cfg.QemuAccel != "auto") || (h.probeQemu && !h.qemuUsable()) {
+	if (h.cfg.QemuAccel != "" && h.cfg.QemuAccel != "auto") || (h.probeQemu && !node.QemuRuns()) {
 		return nil
 	}
 	return node.KVMProblem()
@@ -143,7 +109,7 @@ func (h *Host) KVMProblem() error {
 func kvmUsable() bool { return node.KVMProblem() == nil }
 
 // runtimeDir is the private folder of a node's sockets.
-func (h *Host) runtimeDir(nodeID string) string {
+func runtimeDir(nodeID string) string {
 	base := os.Getenv("XDG_RUNTIME_DIR")
 	if base == "" {
 		base = filepath.Join(os.TempDir(), fmt.Sprintf("labtap-%d", os.Getuid()))
@@ -170,7 +136,7 @@ func (r qemuRunner) Update(_ context.Context, spec proto.NodeSpec, ports []netip
 	return r.Qemu.Update(spec.Properties, qemuAdapters(spec, ports))
 }
 
-func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) {
+func (k *runnerKinds) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) {
 	var props node.QemuProps
 	if err := props.Merge(env.Spec.Properties); err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -181,19 +147,19 @@ func (h *Host) newQemu(ctx context.Context, env RunnerEnv) (node.Runner, error) 
 		NodeID: env.Spec.NodeID, Name: env.Spec.Name,
 		ProjectID: projectID, ProjectDir: projectDir,
 		Dir:         env.Dir,
-		RuntimeDir:  h.runtimeDir(env.Spec.NodeID),
-		ImagesDir:   h.Images.ImagesDir(TypeQemu),
-		ImageSums:   h.Images.sums,
-		ConsoleHost: h.cfg.ConsoleBind,
-		ConsoleGate: h.Consoles.Wrap(node.ConsoleKey(projectID, env.Spec.NodeID)),
-		Accel:       h.cfg.QemuAccel,
+		RuntimeDir:  runtimeDir(env.Spec.NodeID),
+		ImagesDir:   k.images.ImagesDir(TypeQemu),
+		ImageSums:   k.images.sums,
+		ConsoleHost: k.cfg.ConsoleBind,
+		ConsoleGate: k.consoles.Wrap(node.ConsoleKey(projectID, env.Spec.NodeID)),
+		Accel:       k.cfg.QemuAccel,
 		Props:       props,
 		Adapters:    qemuAdapters(env.Spec, env.Ports),
-		Sandbox:     h.cfg.Sandbox,
+		Sandbox:     k.cfg.Sandbox,
 		Logger:      env.Logger,
 		OnStop:      env.OnStop,
 		OnWarning: func(msg string) {
-			h.Events.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
+			k.events.publish(proto.Event{Kind: proto.EventNodeWarning, ProjectID: projectID, NodeID: env.Spec.NodeID, Message: msg})
 		},
 	})
 	if err != nil {

@@ -124,16 +124,6 @@ func qemuImgBinary() (string, error) {
 	return img, nil
 }
 
-// qemuImgVersion runs img --version (qemu-img has no -version, which
-// QEMU itself takes) and returns its version number.
-func qemuImgVersion(ctx context.Context, img string) (string, error) {
-	out, err := exec.CommandContext(ctx, img, "--version").Output()
-	if err != nil {
-		return "", err
-	}
-	return versionIn(img, out)
-}
-
 // onOff accepts GNS3's "on"/"off" option values.
 func onOff(name, v string) error {
 	if v != "" && v != "on" && v != "off" {
@@ -254,24 +244,6 @@ type diskResizer interface {
 	ResizeDisk(ctx context.Context, drive string, extendMB int) error
 }
 
-// ResizeDisk grows a disk of a stopped QEMU node (GNS3's resize_disk).
-func (h *Host) ResizeDisk(ctx context.Context, projectID, nodeID string, r proto.ResizeDisk) error {
-	n, err := h.node(projectID, nodeID)
-	if err != nil {
-		return err
-	}
-	dr, ok := n.runner.(diskResizer)
-	if !ok {
-		return proto.Errorf(proto.CodeConflict, "%s nodes have no disks to resize", n.spec.NodeType)
-	}
-	n.ops.Lock()
-	defer n.ops.Unlock()
-	if err := dr.ResizeDisk(ctx, r.DriveName, r.Extend); err != nil {
-		return asProtoError(err, proto.CodeConflict)
-	}
-	return nil
-}
-
 // ImageFile opens an image for reading (the web UI reads an appliance
 // file back after uploading it); names starting with "." or leaving the
 // folder are refused.
@@ -293,4 +265,18 @@ func (im *Images) ImageFile(nodeType, rel string) (*os.File, error) {
 		return nil, proto.Errorf(proto.CodeNotFound, "Image %s doesn't exist", rel)
 	}
 	return f, nil
+}
+
+// resizeDisk grows a disk of a stopped QEMU node (GNS3's resize_disk).
+func (n *hostNode) resizeDisk(ctx context.Context, r proto.ResizeDisk) error {
+	dr, ok := n.runner.(diskResizer)
+	if !ok {
+		return proto.Errorf(proto.CodeConflict, "%s nodes have no disks to resize", n.spec.NodeType)
+	}
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	if err := dr.ResizeDisk(ctx, r.DriveName, r.Extend); err != nil {
+		return asProtoError(err, proto.CodeConflict)
+	}
+	return nil
 }
