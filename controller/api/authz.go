@@ -183,6 +183,7 @@ var permissions = map[Route]permission{
 	{"POST", pV2(pNode + "/console/reset")}:          on("Node.Console", pNode),
 	{"GET", pV2(pNode + "/console/ws")}:              on("Node.Console", pNode),
 	{"POST", pV2(pNode + "/duplicate")}:              on("Node.Allocate", pNode),
+	{"POST", pV2(pNode + "/move")}:                   on("Node.Modify", pNode), // labtap's: a change of the node
 	{"GET", pV2(pNode + "/files/{path:.+}")}:         on("Node.Audit", pNode),
 	{"POST", pV2(pNode + "/files/{path:.+}")}:        on("Node.Modify", pNode),
 

@@ -175,13 +175,35 @@ func (h computeRoutes) deleteCompute(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
-// drain drains (on) or undrains a compute.
+// drainJSON is a drain's answer when it moved nodes: the compute, and
+// what moving its nodes off did.
+type drainJSON struct {
+	computeJSON
+	Moved []project.MovedNode `json:"moved"`
+	Left  []project.LeftNode  `json:"left"`
+}
+
+// drain drains (on) or undrains a compute. A drain with {"move": true}
+// also moves every stopped node off it (placement picks where) and
+// answers what moved and what was left, and why.
 func (h computeRoutes) drain(on bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		var req struct {
+			Move bool `json:"move"`
+		}
+		if on {
+			if err := h.decode(c, "compute_drain", &req); err != nil {
+				return err
+			}
+		}
 		cp, err := h.computes.SetDraining(c.Params("compute_id"), on)
 		if err != nil {
 			return err
 		}
-		return c.JSON(h.computeJSONOf(cp))
+		if !req.Move {
+			return c.JSON(h.computeJSONOf(cp))
+		}
+		rep := h.projects.Nodes.MoveOff(c.UserContext(), cp.ID)
+		return c.JSON(drainJSON{h.computeJSONOf(cp), rep.Moved, rep.Left})
 	}
 }

@@ -34,7 +34,7 @@ var routeDocs = map[string]routeDoc{
 	"GET /v2/computes/{compute_id}":                                   {"Get a compute", "", 200, "compute", []int{404}},
 	"PUT /v2/computes/{compute_id}":                                   {"Change a compute", "compute_update", 200, "compute", []int{400, 404, 409, 413}},
 	"DELETE /v2/computes/{compute_id}":                                {"Forget a compute, closing its projects (204 even if unknown)", "", 204, "", []int{409}},
-	"POST /v2/computes/{compute_id}/drain":                            {"labtap: drain a compute: it takes no new nodes (placement skips it; a node asked of it is 409); its nodes run on", "", 200, "compute", []int{404}},
+	"POST /v2/computes/{compute_id}/drain":                            {"labtap: drain a compute: it takes no new nodes (placement skips it; a node asked of it is 409); its nodes run on. With {\"move\": true}, every stopped node of the opened projects is moved off by placement, and the answer adds moved and left (running nodes and failed moves, each with its reason)", "compute_drain", 200, "compute", []int{400, 404}},
 	"POST /v2/computes/{compute_id}/undrain":                          {"labtap: undrain a compute: it takes new nodes again", "", 200, "compute", []int{404}},
 	"GET /v2/computes/{compute_id}/network/interfaces":                {"List the network interfaces of a compute's host, sorted by name (the cloud node dialog); special marks loopback, bridges and veths", "", 200, "host_interfaces", []int{404, 409}},
 	"GET /v2/compute/network/interfaces":                              {"The web UI's list of the local compute's host interfaces", "", 200, "host_interfaces", []int{404, 409}},
