@@ -101,6 +101,8 @@ var permissions = map[Route]permission{
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
 	{"POST", "/v2/computes/{compute_id}/drain"}:                  on("Compute.Modify", pCompute), // labtap's: a change of the compute
 	{"POST", "/v2/computes/{compute_id}/undrain"}:                on("Compute.Modify", pCompute),
+	{"GET", "/v2/computes/{compute_id}/nodes"}:                   on("Compute.Audit", pCompute),  // labtap's: lists only the nodes the caller may audit
+	{"POST", "/v2/computes/{compute_id}/recover"}:                on("Compute.Modify", pCompute), // labtap's: like a drain with move
 	{"GET", "/v2/computes/{compute_id}/docker/images"}:           on("Image.Audit", "/images"),
 	{"GET", "/v2/computes/{compute_id}/network/interfaces"}:      on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/qemu/images"}:             on("Image.Audit", "/images"),

@@ -175,6 +175,34 @@ func (h computeRoutes) deleteCompute(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
+// nodesOn lists the nodes of opened projects on a compute that the
+// caller may audit.
+func (h computeRoutes) nodesOn(c *fiber.Ctx) error {
+	nodes, err := h.projects.Nodes.OnCompute(c.Params("compute_id"))
+	if err != nil {
+		return err
+	}
+	nodes = slices.DeleteFunc(nodes, func(n project.PlacedNode) bool {
+		return !h.allowed(c, "Node.Audit", "/projects/"+n.ProjectID+"/nodes/"+n.NodeID)
+	})
+	return c.JSON(nodes)
+}
+
+// recoverNodes recreates the nodes of a lost compute elsewhere.
+func (h computeRoutes) recoverNodes(c *fiber.Ctx) error {
+	var req struct {
+		Start bool `json:"start"`
+	}
+	if err := h.decode(c, "compute_recover", &req); err != nil {
+		return err
+	}
+	rep, err := h.projects.Nodes.Recover(c.UserContext(), c.Params("compute_id"), req.Start)
+	if err != nil {
+		return err
+	}
+	return c.JSON(rep)
+}
+
 // drainJSON is a drain's answer when it moved nodes: the compute, and
 // what moving its nodes off did.
 type drainJSON struct {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/labtap/labtap/capspec"
 )
 
 // movedFiles are the files of a node's directory that a move copies to
@@ -45,11 +48,13 @@ func (s *Nodes) Move(ctx context.Context, projectID, nodeID, computeID string) (
 		return MoveResult{}, err
 	}
 	defer st.unlock(&err)
-	return s.moveLocked(ctx, st, projectID, nodeID, computeID)
+	return s.moveLocked(ctx, st, projectID, nodeID, computeID, false)
 }
 
-// moveLocked is Move with st.ops held.
-func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, computeID string) (MoveResult, error) {
+// moveLocked is Move with st.ops held. lost is a move off a compute that
+// is gone (Recover): nothing is read from it or deleted there, and the
+// node's status there does not matter.
+func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, computeID string, lost bool) (MoveResult, error) {
 	st.mu.RLock()
 	n, err := st.nodeLocked(nodeID)
 	var node Node
@@ -75,7 +80,13 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 	if err != nil {
 		return MoveResult{}, err
 	}
-	if err := s.checkMove(node, links); err != nil {
+	if lost {
+		for i := range links {
+			if links[i].Capture.Active { // it ran on the lost compute, or lost its peer
+				links[i].Capture.end(capspec.State{})
+			}
+		}
+	} else if err := s.checkMove(node, links); err != nil {
 		return MoveResult{}, err
 	}
 	from := node.ComputeID
@@ -106,9 +117,11 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 			s.core.log.Warn("remove the copy of a node whose move failed", "node", nodeID, "compute", computeID, "err", derr)
 		}
 	}
-	if err := s.copyFiles(ctx, node, computeID); err != nil {
-		dropCopy()
-		return MoveResult{}, err
+	if !lost {
+		if err := s.copyFiles(ctx, node, computeID); err != nil {
+			dropCopy()
+			return MoveResult{}, err
+		}
 	}
 	moved.applyRuntime(rt)
 
@@ -128,13 +141,20 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 		}
 		return out
 	}
+	// unwire takes a link down, on every compute but a lost one.
+	unwire := func(ctx context.Context, l Link) error {
+		if lost {
+			l.Computes = slices.DeleteFunc(slices.Clone(l.Computes), func(c string) bool { return c == from })
+		}
+		return s.links.unwire(ctx, &l)
+	}
 	undo := func() {
 		bg := context.WithoutCancel(ctx)
 		for i, nl := range rewired {
 			if !links[i].Wired || len(links[i].Endpoints) != 2 {
 				continue
 			}
-			if err := s.links.unwire(bg, &nl); err != nil {
+			if err := unwire(bg, nl); err != nil {
 				s.core.log.Warn("undo a moved link", "link", nl.ID, "err", err)
 			}
 			old := links[i]
@@ -151,7 +171,7 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 			rewired = append(rewired, l)
 			continue
 		}
-		if err := s.links.unwire(ctx, &l); err != nil {
+		if err := unwire(ctx, l); err != nil {
 			undo()
 			return MoveResult{}, err
 		}
@@ -189,7 +209,9 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 
 	// 3. The old copy goes: the project no longer names it, so a failure
 	// leaves only files behind on the old compute, which is said.
-	if derr := s.core.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), from, projectID, nodeID); derr != nil && !isNotFound(derr) {
+	if lost {
+		// Nothing to delete.
+	} else if derr := s.core.cfg.Computes.DeleteNode(context.WithoutCancel(ctx), from, projectID, nodeID); derr != nil && !isNotFound(derr) {
 		s.core.log.Warn("delete the old copy of a moved node", "node", nodeID, "compute", from, "err", derr)
 		s.core.emitLog(st, fmt.Sprintf("Node %s moved to %s; its old copy on %s could not be deleted: %v", node.Name, computeID, from, derr))
 	}
@@ -299,20 +321,127 @@ func (s *Nodes) MoveOff(ctx context.Context, computeID string) DrainReport {
 			if n.ComputeID != computeID {
 				continue
 			}
-			left := LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: n.Status}
 			res, err := s.Move(ctx, p.ID, n.ID, ComputeAuto)
 			if err != nil {
-				var e *Error
-				if errors.As(err, &e) {
-					left.Reason = e.Msg
-				} else {
-					left.Reason = err.Error()
-				}
-				rep.Left = append(rep.Left, left)
+				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: n.Status, Reason: reason(err)})
 				continue
 			}
 			rep.Moved = append(rep.Moved, MovedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
 		}
 	}
 	return rep
+}
+
+// Recover restarts elsewhere, by placement, every node the opened
+// projects have on a compute that is gone (not connected): each is
+// created anew on another compute from the project's entry for it (its
+// properties, name, MAC, console type) and its links are wired to it
+// there; with start, it is started. What only the lost compute held is
+// lost: the node's directory there (a VPCS's startup.vpc, a docker
+// container's changes, a QEMU disk's overlay) and the capture files on
+// its disk; a capture on one of its links ends. A node that cannot be
+// placed or created stays on the lost compute in the project, as it
+// was, and is reported. A connected compute is refused: drain it with
+// move instead, which keeps the nodes' files.
+func (s *Nodes) Recover(ctx context.Context, computeID string, start bool) (DrainReport, error) {
+	placer, ok := s.core.cfg.Computes.(Placer)
+	if !ok {
+		return DrainReport{}, errorf(ErrConflict, "Computes here cannot be recovered from")
+	}
+	if !s.core.cfg.Computes.Exists(computeID) {
+		return DrainReport{}, computeNotFound(computeID)
+	}
+	for _, r := range placer.Rooms() {
+		if r.ID == computeID && r.Connected {
+			return DrainReport{}, errorf(ErrConflict, "Compute %s is connected: drain it with move to move its nodes with their files", computeID)
+		}
+	}
+	rep := DrainReport{Moved: []MovedNode{}, Left: []LeftNode{}}
+	for _, p := range s.core.all() {
+		if p.Status != Opened {
+			continue
+		}
+		nodes, err := s.List(p.ID)
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			if n.ComputeID != computeID {
+				continue
+			}
+			res, err := s.recoverOne(ctx, p.ID, n.ID, computeID)
+			if err != nil {
+				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: n.Status, Reason: reason(err)})
+				continue
+			}
+			if start && !isAlwaysRunning(n.Type) {
+				if _, err := s.Start(ctx, p.ID, n.ID); err != nil {
+					rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: res.Node.Status,
+						Reason: "recreated on " + res.Node.ComputeID + " but not started: " + reason(err)})
+				}
+			}
+			rep.Moved = append(rep.Moved, MovedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
+		}
+	}
+	s.core.log.Info("nodes of a lost compute recovered", "compute", computeID, "recreated", len(rep.Moved), "left", len(rep.Left))
+	return rep, nil
+}
+
+// recoverOne moves one node off a lost compute, if it is still there.
+func (s *Nodes) recoverOne(ctx context.Context, projectID, nodeID, lost string) (_ MoveResult, err error) {
+	st, err := s.core.lockOpened(projectID)
+	if err != nil {
+		return MoveResult{}, err
+	}
+	defer st.unlock(&err)
+	if n, err := s.Get(projectID, nodeID); err != nil || n.ComputeID != lost {
+		return MoveResult{}, errorf(ErrConflict, "Node %s is no longer on compute %s", nodeID, lost)
+	}
+	res, err := s.moveLocked(ctx, st, projectID, nodeID, ComputeAuto, true)
+	if err == nil {
+		s.core.emitLog(st, fmt.Sprintf("Node %s was recreated on compute %s: compute %s is lost, and with it the node's files there", res.Node.Name, res.Node.ComputeID, lost))
+	}
+	return res, err
+}
+
+// reason is an error's message for a client.
+func reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
+}
+
+// PlacedNode is a node of an opened project, as a compute holds it.
+type PlacedNode struct {
+	ProjectID string `json:"project_id"`
+	NodeID    string `json:"node_id"`
+	Name      string `json:"name"`
+	NodeType  string `json:"node_type"`
+	Status    string `json:"status"`
+}
+
+// OnCompute lists the nodes the opened projects have on a compute (a
+// lost one's: what Recover would recreate elsewhere), project by project.
+func (s *Nodes) OnCompute(computeID string) ([]PlacedNode, error) {
+	if !s.core.cfg.Computes.Exists(computeID) {
+		return nil, computeNotFound(computeID)
+	}
+	out := []PlacedNode{}
+	for _, p := range s.core.all() {
+		if p.Status != Opened {
+			continue
+		}
+		nodes, err := s.List(p.ID)
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			if n.ComputeID == computeID {
+				out = append(out, PlacedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, NodeType: n.Type, Status: n.Status})
+			}
+		}
+	}
+	return out, nil
 }
