@@ -26,7 +26,7 @@ func TestAVPCSMovesBetweenTwoAgentsWithItsStartupConfigAndLinkAndADrainEmptiesAn
 	const secret = "move-secret"
 	c := startControllerWith(t, t.TempDir(), []string{"LABTAP_SECRET=" + secret}, "--no-local-agent")
 	a1 := startAgent(t, "agent1", "127.0.0.2", secret, c.url)
-	startAgent(t, "agent2", "127.0.0.3", secret, c.url)
+	a2 := startAgent(t, "agent2", "127.0.0.3", secret, c.url)
 	c.waitCompute("agent1", true, 20*time.Second)
 	c.waitCompute("agent2", true, 20*time.Second)
 
@@ -162,6 +162,56 @@ func TestAVPCSMovesBetweenTwoAgentsWithItsStartupConfigAndLinkAndADrainEmptiesAn
 	setAddresses(t, []*pc{pc2})
 	if n := pc2.ping(t, "10.0.0.1", 2); n == 0 {
 		t.Fatal("no ping after a failed move")
+	}
+
+	// agent1 comes back and agent2 is lost: its nodes are reported, and
+	// one call recreates and starts them on agent1. Their files on
+	// agent2 are lost with it (PC1 needs its address again).
+	a1.start()
+	c.waitCompute("agent1", true, 20*time.Second)
+	c.call("POST", "/v2/projects/"+lab.projectID+"/nodes/"+pc1.node.NodeID+"/move", nil, 400, nil)
+	c.call("POST", "/v2/computes/agent2/recover", nil, 409, nil) // connected: drain it with move
+	a2.kill(syscall.SIGKILL)
+	c.waitCompute("agent2", false, 20*time.Second)
+	var onLost []struct {
+		NodeID string `json:"node_id"`
+		Status string `json:"status"`
+	}
+	c.call("GET", "/v2/computes/agent2/nodes", nil, 200, &onLost)
+	if len(onLost) != 2 {
+		t.Fatalf("nodes reported on the lost agent: %+v", onLost)
+	}
+	var recovered struct {
+		Moved []struct {
+			ComputeID string `json:"compute_id"`
+		} `json:"moved"`
+		Left []struct {
+			Reason string `json:"reason"`
+		} `json:"left"`
+	}
+	c.call("POST", "/v2/computes/agent2/recover", map[string]any{"start": true}, 200, &recovered)
+	if len(recovered.Moved) != 2 || len(recovered.Left) != 0 || recovered.Moved[0].ComputeID != "agent1" {
+		t.Fatalf("recover: %+v", recovered)
+	}
+	c.call("GET", "/v2/computes/agent2/nodes", nil, 200, &onLost)
+	if len(onLost) != 0 {
+		t.Fatalf("nodes still on the lost agent: %+v", onLost)
+	}
+	for _, p := range []*pc{pc1, pc2} {
+		c.call("GET", base+"/nodes/"+p.node.NodeID, nil, 200, &p.node)
+		if p.node.Status != "started" || p.node.ConsoleHost != "127.0.0.2" {
+			t.Fatalf("recovered node: %+v", p.node)
+		}
+		con, err := node.DialConsole(t.Context(), net.JoinHostPort(p.node.ConsoleHost, fmt.Sprint(p.node.Console)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { con.Close() })
+		p.con = con
+	}
+	setAddresses(t, []*pc{pc1, pc2})
+	if icmp := pingCaptured(); icmp < 4 {
+		t.Fatalf("capture on the recovered link holds %d ICMP frames", icmp)
 	}
 }
 

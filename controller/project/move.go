@@ -151,13 +151,15 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 	undo := func() {
 		bg := context.WithoutCancel(ctx)
 		for i, nl := range rewired {
-			if !links[i].Wired || len(links[i].Endpoints) != 2 {
-				continue
-			}
-			if err := unwire(bg, nl); err != nil {
-				s.core.log.Warn("undo a moved link", "link", nl.ID, "err", err)
+			if nl.Wired {
+				if err := unwire(bg, nl); err != nil {
+					s.core.log.Warn("undo a moved link", "link", nl.ID, "err", err)
+				}
 			}
 			old := links[i]
+			if !old.Wired || len(old.Endpoints) != 2 {
+				continue
+			}
 			again := old
 			again.Wired, again.Computes, again.Tunnel = false, nil, nil
 			if err := s.links.wire(bg, &again, nodesOf(old, node)); err != nil {
@@ -166,17 +168,35 @@ func (s *Nodes) moveLocked(ctx context.Context, st *state, projectID, nodeID, co
 		}
 		dropCopy()
 	}
+	// peerLost: a link whose other end is on the lost compute too; it
+	// is wired when that node is recovered.
+	peerLost := func(l Link) bool {
+		for _, ep := range l.Endpoints {
+			if p, ok := peers[ep.NodeID]; ok && p.ComputeID == from {
+				return true
+			}
+		}
+		return false
+	}
 	for _, l := range links {
-		if !l.Wired || len(l.Endpoints) != 2 {
+		// A link left unwired by the recovery of its other end is wired
+		// with this one's.
+		if len(l.Endpoints) != 2 || !l.Wired && !lost {
 			rewired = append(rewired, l)
 			continue
 		}
-		if err := unwire(ctx, l); err != nil {
-			undo()
-			return MoveResult{}, err
+		if l.Wired {
+			if err := unwire(ctx, l); err != nil {
+				undo()
+				return MoveResult{}, err
+			}
 		}
 		nl := l
 		nl.Wired, nl.Computes, nl.Tunnel = false, nil, nil
+		if lost && peerLost(l) {
+			rewired = append(rewired, nl)
+			continue
+		}
 		if err := s.links.wire(ctx, &nl, nodesOf(l, moved)); err != nil {
 			// This link is down on both sides: wire it back too.
 			rewired = append(rewired, nl)
