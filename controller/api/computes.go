@@ -212,12 +212,14 @@ type drainJSON struct {
 }
 
 // drain drains (on) or undrains a compute. A drain with {"move": true}
-// also moves every stopped node off it (placement picks where) and
+// also moves every stopped node off it (placement picks where; with
+// "restart": true, started nodes too, stopped and started again) and
 // answers what moved and what was left, and why.
 func (h computeRoutes) drain(on bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		var req struct {
-			Move bool `json:"move"`
+			Move    bool `json:"move"`
+			Restart bool `json:"restart"`
 		}
 		if on {
 			if err := h.decode(c, "compute_drain", &req); err != nil {
@@ -231,7 +233,7 @@ func (h computeRoutes) drain(on bool) fiber.Handler {
 		if !req.Move {
 			return c.JSON(h.computeJSONOf(cp))
 		}
-		rep := h.projects.Nodes.MoveOff(c.UserContext(), cp.ID)
+		rep := h.projects.Nodes.MoveOff(c.UserContext(), cp.ID, req.Restart)
 		return c.JSON(drainJSON{h.computeJSONOf(cp), rep.Moved, rep.Left})
 	}
 }

@@ -324,10 +324,12 @@ type LeftNode struct {
 }
 
 // MoveOff moves every stopped node of the opened projects off a compute,
-// by placement (a draining compute takes none). Running nodes stay and
-// are reported, as are the nodes whose move failed (each of those stays
-// whole where it was). Nodes of closed projects are not on any compute.
-func (s *Nodes) MoveOff(ctx context.Context, computeID string) DrainReport {
+// by placement (a draining compute takes none). Started nodes stay and
+// are reported, unless restart: then each is stopped, moved and started
+// again on its new compute (started again where it was if its move
+// fails). The nodes whose move failed are reported too, each whole where
+// it was. Nodes of closed projects are not on any compute.
+func (s *Nodes) MoveOff(ctx context.Context, computeID string, restart bool) DrainReport {
 	rep := DrainReport{Moved: []MovedNode{}, Left: []LeftNode{}}
 	for _, p := range s.core.all() {
 		if p.Status != Opened {
@@ -341,12 +343,42 @@ func (s *Nodes) MoveOff(ctx context.Context, computeID string) DrainReport {
 			if n.ComputeID != computeID {
 				continue
 			}
+			left := func(status string, err error) {
+				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: status, Reason: reason(err)})
+			}
+			bounce := restart && n.Status != Stopped && !isAlwaysRunning(n.Type)
+			if bounce {
+				// What would refuse the move refuses it before the stop.
+				links, _ := s.links.OfNode(p.ID, n.ID)
+				stopped := n
+				stopped.Status = Stopped
+				if err := s.checkMove(stopped, links); err != nil {
+					left(n.Status, err)
+					continue
+				}
+				if _, err := s.Stop(ctx, p.ID, n.ID); err != nil {
+					left(n.Status, err)
+					continue
+				}
+			}
 			res, err := s.Move(ctx, p.ID, n.ID, ComputeAuto)
 			if err != nil {
-				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: n.Status, Reason: reason(err)})
+				status := n.Status
+				if bounce {
+					if _, serr := s.Start(ctx, p.ID, n.ID); serr != nil {
+						status = Stopped
+						err = fmt.Errorf("%s; and it could not be started again: %s", reason(err), reason(serr))
+					}
+				}
+				left(status, err)
 				continue
 			}
 			rep.Moved = append(rep.Moved, MovedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
+			if bounce {
+				if _, err := s.Start(ctx, p.ID, n.ID); err != nil {
+					left(Stopped, fmt.Errorf("moved to %s but not started: %s", res.Node.ComputeID, reason(err)))
+				}
+			}
 		}
 	}
 	return rep

@@ -103,3 +103,42 @@ func TestAMovedNodesLinkIsTunnelledAndMovesBack(t *testing.T) {
 		t.Fatalf("move while capturing: %v", err)
 	}
 }
+
+// placingComputes are fakeComputes whose two computes are connected and
+// take every node: placement can run.
+type placingComputes struct{ *fakeComputes }
+
+func (placingComputes) Rooms() []ComputeRoom {
+	types := []string{"vpcs", TypeSwitch, TypeHub, TypeCloud}
+	return []ComputeRoom{{ID: "local", Connected: true, NodeTypes: types}, {ID: "remote", Connected: true, NodeTypes: types}}
+}
+func (placingComputes) Draining(string) bool { return false }
+
+// Moving nodes off a compute leaves a started node there, unless asked to
+// restart it: then it is stopped, moved and started on the other compute.
+func TestMovingNodesOffAComputeRestartsStartedOnesOnlyWhenAsked(t *testing.T) {
+	f := newFixture(t)
+	f.svc = NewService(Config{ProjectsDir: t.TempDir(), Computes: placingComputes{f.computes}, Store: f.store, Events: f.events})
+	p, err := f.svc.CreateProject(t.Context(), ProjectCreate{Name: "lab", Settings: DefaultSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.project = p
+	a, b := f.node(t, "PC1"), f.node(t, "PC2")
+	f.link(t, a, b)
+	if _, err := f.svc.Nodes.Start(t.Context(), p.ID, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.svc.Nodes.MoveOff(t.Context(), "local", false)
+	if len(rep.Moved) != 1 || rep.Moved[0].NodeID != b.ID || rep.Moved[0].ComputeID != "remote" || len(rep.Left) != 1 || rep.Left[0].NodeID != a.ID {
+		t.Fatalf("move off without restart: %+v", rep)
+	}
+	rep = f.svc.Nodes.MoveOff(t.Context(), "local", true)
+	if len(rep.Moved) != 1 || rep.Moved[0].NodeID != a.ID || len(rep.Left) != 0 {
+		t.Fatalf("move off with restart: %+v", rep)
+	}
+	got, _ := f.svc.Nodes.Get(p.ID, a.ID)
+	if got.ComputeID != "remote" || got.Status != Started {
+		t.Fatalf("restarted node: %s on %s", got.Status, got.ComputeID)
+	}
+}
