@@ -461,6 +461,8 @@ func (a *API) register(app *fiber.App) {
 	a.handle(app, "POST", rJoinTokens, a.newJoinToken)
 	a.handle(app, "POST", compute+"/drain", cmr.drain(true))
 	a.handle(app, "POST", compute+"/undrain", cmr.drain(false))
+	a.handle(app, "GET", compute+"/nodes", cmr.nodesOn)
+	a.handle(app, "POST", compute+"/recover", cmr.recoverNodes)
 	a.handle(app, "GET", compute+"/docker/images", cmr.dockerImages)
 	a.handle(app, "GET", compute+"/network/interfaces", cmr.interfaces)
 	a.handle(app, "GET", "/v2/compute/network/interfaces", cmr.interfaces)

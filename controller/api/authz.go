@@ -101,6 +101,8 @@ var permissions = map[Route]permission{
 	{"DELETE", "/v2/computes/{compute_id}"}:                      on("Compute.Allocate", pCompute),
 	{"POST", "/v2/computes/{compute_id}/drain"}:                  on("Compute.Modify", pCompute), // labtap's: a change of the compute
 	{"POST", "/v2/computes/{compute_id}/undrain"}:                on("Compute.Modify", pCompute),
+	{"GET", "/v2/computes/{compute_id}/nodes"}:                   on("Compute.Audit", pCompute),  // labtap's: lists only the nodes the caller may audit
+	{"POST", "/v2/computes/{compute_id}/recover"}:                on("Compute.Modify", pCompute), // labtap's: like a drain with move
 	{"GET", "/v2/computes/{compute_id}/docker/images"}:           on("Image.Audit", "/images"),
 	{"GET", "/v2/computes/{compute_id}/network/interfaces"}:      on("Compute.Audit", pCompute),
 	{"GET", "/v2/computes/{compute_id}/qemu/images"}:             on("Image.Audit", "/images"),
@@ -183,6 +185,7 @@ var permissions = map[Route]permission{
 	{"POST", pV2(pNode + "/console/reset")}:          on("Node.Console", pNode),
 	{"GET", pV2(pNode + "/console/ws")}:              on("Node.Console", pNode),
 	{"POST", pV2(pNode + "/duplicate")}:              on("Node.Allocate", pNode),
+	{"POST", pV2(pNode + "/move")}:                   on("Node.Modify", pNode), // labtap's: a change of the node
 	{"GET", pV2(pNode + "/files/{path:.+}")}:         on("Node.Audit", pNode),
 	{"POST", pV2(pNode + "/files/{path:.+}")}:        on("Node.Modify", pNode),
 

@@ -175,13 +175,65 @@ func (h computeRoutes) deleteCompute(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
-// drain drains (on) or undrains a compute.
+// nodesOn lists the nodes of opened projects on a compute that the
+// caller may audit.
+func (h computeRoutes) nodesOn(c *fiber.Ctx) error {
+	nodes, err := h.projects.Nodes.OnCompute(c.Params("compute_id"))
+	if err != nil {
+		return err
+	}
+	nodes = slices.DeleteFunc(nodes, func(n project.PlacedNode) bool {
+		return !h.allowed(c, "Node.Audit", "/projects/"+n.ProjectID+"/nodes/"+n.NodeID)
+	})
+	return c.JSON(nodes)
+}
+
+// recoverNodes recreates the nodes of a lost compute elsewhere.
+func (h computeRoutes) recoverNodes(c *fiber.Ctx) error {
+	var req struct {
+		Start bool `json:"start"`
+	}
+	if err := h.decode(c, "compute_recover", &req); err != nil {
+		return err
+	}
+	rep, err := h.projects.Nodes.Recover(c.UserContext(), c.Params("compute_id"), req.Start)
+	if err != nil {
+		return err
+	}
+	return c.JSON(rep)
+}
+
+// drainJSON is a drain's answer when it moved nodes: the compute, and
+// what moving its nodes off did.
+type drainJSON struct {
+	computeJSON
+	Moved []project.MovedNode `json:"moved"`
+	Left  []project.LeftNode  `json:"left"`
+}
+
+// drain drains (on) or undrains a compute. A drain with {"move": true}
+// also moves every stopped node off it (placement picks where; with
+// "restart": true, started nodes too, stopped and started again) and
+// answers what moved and what was left, and why.
 func (h computeRoutes) drain(on bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		var req struct {
+			Move    bool `json:"move"`
+			Restart bool `json:"restart"`
+		}
+		if on {
+			if err := h.decode(c, "compute_drain", &req); err != nil {
+				return err
+			}
+		}
 		cp, err := h.computes.SetDraining(c.Params("compute_id"), on)
 		if err != nil {
 			return err
 		}
-		return c.JSON(h.computeJSONOf(cp))
+		if !req.Move {
+			return c.JSON(h.computeJSONOf(cp))
+		}
+		rep := h.projects.Nodes.MoveOff(c.UserContext(), cp.ID, req.Restart)
+		return c.JSON(drainJSON{h.computeJSONOf(cp), rep.Moved, rep.Left})
 	}
 }

@@ -36,6 +36,7 @@ func (a *API) registerGUI(app *fiber.App) {
 	a.handle(app, "POST", project+"/nodes/console/reset", nodeRoutes{a.resource()}.resetConsoles)
 	a.handle(app, "POST", project+"/nodes/{node_id}/console/reset", nodeRoutes{a.resource()}.resetConsole)
 	a.handle(app, "POST", project+"/nodes/{node_id}/duplicate", nodeRoutes{a.resource()}.duplicateNode)
+	a.handle(app, "POST", project+"/nodes/{node_id}/move", nodeRoutes{a.resource()}.moveNode)
 	a.handleStream(app, "GET", rConsoleWS, a.consoleWS())
 	a.handle(app, "GET", project+"/nodes/{node_id}/files/{path:.+}", fr.getNodeFile)
 	a.handle(app, "POST", project+"/nodes/{node_id}/files/{path:.+}", fr.postNodeFile)
@@ -94,6 +95,7 @@ var guiRouteDocs = map[string]routeDoc{
 	"POST /v2/projects/{project_id}/nodes/console/reset":             {"Disconnect every client of every started node's console", "", 204, "", []int{403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/console/reset":   {"Disconnect every client of a node's console", "", 204, "", []int{403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/duplicate":       {"Copy a stopped node (VPCS: with its startup.vpc) at x, y, z; links are not copied", "node_duplicate", 201, "node", bodyErrs},
+	"POST /v2/projects/{project_id}/nodes/{node_id}/move":            {"labtap: move a stopped node (a switch or hub may run) to another compute, or \"auto\" (placement): its files (VPCS: startup.vpc) go with it and its links are wired again; refused while one of its links captures; a failure leaves it where it was", "node_move", 200, "node", bodyErrs},
 	"GET /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}":  {"Read a file of the node's directory (VPCS: startup.vpc); paths stay inside it", "", 200, "file", []int{400, 403, 404, 409}},
 	"POST /v2/projects/{project_id}/nodes/{node_id}/files/{path:.+}": {"Write a file of the node's directory (raw body, 512 KiB at most); VPCS reads startup.vpc at start", "raw", 201, "", []int{400, 403, 404, 409, 413}},
 	"GET " + rConsoleWS:                                      {"WebSocket to a started node's telnet console, through its agent (binary frames out; text or binary in)", "", 101, "", []int{403, 404, 409}},
@@ -137,6 +139,8 @@ var guiSchemas = map[string]string{
 	"template": `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1}},
 		"required": ["name", "template_type"]}`,
 	"template_update": `{"type": "object"}`,
+	"node_move": `{"type": "object", "properties": {"compute_id": {"type": "string", "minLength": 1, "maxLength": 255}},
+		"required": ["compute_id"], "additionalProperties": false}`,
 	"node_duplicate": `{"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
 		"required": ["x", "y"], "additionalProperties": false}`,
 	"gns3vm": `{"type": "object", "properties": {

@@ -191,6 +191,21 @@ func (h nodeRoutes) resetConsole(c *fiber.Ctx) error {
 	return noContent(c)
 }
 
+// moveNode moves a node to another compute (or "auto").
+func (h nodeRoutes) moveNode(c *fiber.Ctx) error {
+	var r struct {
+		ComputeID string `json:"compute_id"`
+	}
+	if err := h.decode(c, "node_move", &r); err != nil {
+		return err
+	}
+	res, err := h.projects.Nodes.Move(c.UserContext(), c.Params("project_id"), c.Params("node_id"), r.ComputeID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(nodeFrom(res.Node))
+}
+
 func (h nodeRoutes) duplicateNode(c *fiber.Ctx) error {
 	var r struct {
 		X, Y, Z int

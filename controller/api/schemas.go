@@ -148,7 +148,9 @@ var schemaSources = map[string]string{
 	"compute_create": `{"type": "object", "properties": ` + computeProperties + `,
 		"required": ["protocol", "host", "port"], "additionalProperties": false}`,
 
-	"compute_update": `{"type": "object", "properties": ` + computeProperties + `, "additionalProperties": false}`,
+	"compute_drain":   `{"type": "object", "properties": {"move": {"type": "boolean"}, "restart": {"type": "boolean"}}, "additionalProperties": false}`,
+	"compute_recover": `{"type": "object", "properties": {"start": {"type": "boolean"}}, "additionalProperties": false}`,
+	"compute_update":  `{"type": "object", "properties": ` + computeProperties + `, "additionalProperties": false}`,
 
 	"template_create": `{"type": "object",
 		"properties": {

@@ -191,6 +191,12 @@ func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 // placeNode picks the compute of a node created with no compute or
 // ComputeAuto, and logs why. st.ops must be held.
 func (s *core) placeNode(st *state, projectID, name, nodeType string, props map[string]any) (string, error) {
+	return s.placeNodeOff(st, projectID, name, nodeType, props, "")
+}
+
+// placeNodeOff is placeNode for a node that must leave compute except (a
+// move): that compute is not considered.
+func (s *core) placeNodeOff(st *state, projectID, name, nodeType string, props map[string]any, except string) (string, error) {
 	placer, ok := s.cfg.Computes.(Placer)
 	if !ok {
 		return "", errorf(ErrInvalid, "Node %s: compute_id is required here", name)
@@ -209,7 +215,11 @@ func (s *core) placeNode(st *state, projectID, name, nodeType string, props map[
 		other.mu.RUnlock()
 	}
 	s.mu.RUnlock()
-	d, err := place(placer.Rooms(), r)
+	rooms := placer.Rooms()
+	if except != "" {
+		rooms = slices.DeleteFunc(rooms, func(c ComputeRoom) bool { return c.ID == except })
+	}
+	d, err := place(rooms, r)
 	if err != nil {
 		s.log.Info("node not placed", "project", projectID, "node", name, "type", nodeType, "policy", r.policy, "err", err)
 		return "", err
