@@ -32,7 +32,7 @@ func needTshark(t *testing.T, cfg Config) *View {
 }
 
 // bgpKeepalive is a BGP KEEPALIVE from 10.0.0.1 to 10.0.0.2's port 179.
-func bgpKeepalive(t *testing.T) []byte {
+func bgpKeepalive(t testing.TB) []byte {
 	t.Helper()
 	a, b := net.HardwareAddr{0, 0x50, 0x79, 0x66, 0x68, 0}, net.HardwareAddr{0, 0x50, 0x79, 0x66, 0x68, 1}
 	ip := &layers.IPv4{Version: 4, TTL: 1, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{10, 0, 0, 1}, DstIP: net.IP{10, 0, 0, 2}}
