@@ -29,10 +29,15 @@ const (
 	DefaultMaxRecords = 1_000_000
 	// tsharkCheckTimeout bounds tshark's check of a display filter.
 	tsharkCheckTimeout = 20 * time.Second
-	// maxPending bounds the frames read but not yet answered by tshark
-	// that a feed keeps; past it the oldest go (tshark answered them long
-	// ago, or its display filter dropped them).
-	maxPending = 8192
+	// maxPending and maxPendingBytes bound the frames read but not yet
+	// answered by tshark that a feed keeps; past either the oldest half go
+	// (tshark answered them long ago, or its display filter dropped them:
+	// the pipe to tshark holds far less).
+	maxPending      = 8192
+	maxPendingBytes = 32 << 20
+	// maxChecks bounds the filter checks that run tshark at once; more
+	// wait their turn (within their request's time).
+	maxChecks = 4
 	// maxTsharkLine bounds one line of tshark's output.
 	maxTsharkLine = 64 << 10
 )
@@ -55,6 +60,8 @@ type tshark struct {
 	prlimit string
 	timeout time.Duration
 	memory  int64
+
+	checks chan struct{} // a slot per check running
 
 	mu      sync.Mutex
 	checked map[string]string // display filter → tshark's complaint ("": valid)
@@ -129,6 +136,12 @@ func (t *tshark) runCheck(ctx context.Context, expr string) (string, error) {
 	limit := min(t.timeout, tsharkCheckTimeout)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	select {
+	case t.checks <- struct{}{}:
+		defer func() { <-t.checks }()
+	case <-ctx.Done():
+		return "", fmt.Errorf("tshark is busy checking other filters: %w", ctx.Err())
+	}
 	var header bytes.Buffer
 	pcapgo.NewWriter(&header).WriteFileHeader(65535, layers.LinkTypeEthernet)
 	cmd := t.command(ctx, "-r", "-", "-n", "-Y", expr)
@@ -182,15 +195,25 @@ type pendingFrame struct {
 type pendingQueue struct {
 	mu     sync.Mutex
 	frames []pendingFrame
+	bytes  int
 }
 
 func (q *pendingQueue) push(f pendingFrame) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.frames) >= maxPending {
-		q.frames = append(q.frames[:0], q.frames[len(q.frames)-maxPending/2:]...)
+	if len(q.frames) >= maxPending || q.bytes+len(f.data) > maxPendingBytes {
+		// Down to half of both bounds, oldest first.
+		i := 0
+		for i < len(q.frames) && (len(q.frames)-i > maxPending/2 || q.bytes+len(f.data) > maxPendingBytes/2) {
+			q.bytes -= len(q.frames[i].data)
+			i++
+		}
+		n := copy(q.frames, q.frames[i:])
+		clear(q.frames[n:]) // let the dropped frames' bytes go
+		q.frames = q.frames[:n]
 	}
 	q.frames = append(q.frames, f)
+	q.bytes += len(f.data)
 }
 
 // take removes the frames before fed and returns the one numbered fed.
@@ -201,13 +224,20 @@ func (q *pendingQueue) take(fed int) (pendingFrame, bool) {
 	for i < len(q.frames) && q.frames[i].fed < fed {
 		i++
 	}
-	q.frames = q.frames[i:]
-	if len(q.frames) == 0 || q.frames[0].fed != fed {
-		return pendingFrame{}, false
+	if i < len(q.frames) && q.frames[i].fed == fed {
+		i++
 	}
-	f := q.frames[0]
-	q.frames = q.frames[1:]
-	return f, true
+	dropped := q.frames[:i]
+	for _, d := range dropped {
+		q.bytes -= len(d.data)
+	}
+	var f pendingFrame
+	found := i > 0 && dropped[i-1].fed == fed
+	if found {
+		f = dropped[i-1]
+	}
+	q.frames = q.frames[i:]
+	return f, found
 }
 
 // tsharkFields are the columns asked of tshark, in this order; Info last,

@@ -217,3 +217,28 @@ func TestTsharkIsBoundedInTimeAndMemory(t *testing.T) {
 		t.Errorf("a feed in 16 MiB: end %q, %d rows", end, len(rows))
 	}
 }
+
+func TestPendingFramesAreBoundedInCountAndBytes(t *testing.T) {
+	var q pendingQueue
+	for i := 1; i <= 3*maxPending; i++ {
+		q.push(pendingFrame{fed: i, data: make([]byte, 16)})
+		if len(q.frames) > maxPending {
+			t.Fatalf("%d frames pending", len(q.frames))
+		}
+	}
+	big := make([]byte, 1<<20)
+	for i := 1; i <= 100; i++ {
+		q.push(pendingFrame{fed: 3*maxPending + i, data: big})
+		if q.bytes > maxPendingBytes {
+			t.Fatalf("%d bytes pending", q.bytes)
+		}
+	}
+	// The newest are still there; taking one drops those before it.
+	last := 3*maxPending + 100
+	if f, ok := q.take(last - 1); !ok || f.fed != last-1 || len(q.frames) != 1 || q.bytes != len(big) {
+		t.Fatalf("take: %v %d, %d left holding %d bytes", ok, f.fed, len(q.frames), q.bytes)
+	}
+	if _, ok := q.take(last - 5); ok {
+		t.Fatal("took a frame already dropped")
+	}
+}

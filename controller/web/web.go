@@ -74,7 +74,8 @@ func New(cfg Config) *View {
 	}
 	v := &View{log: cfg.Logger, deadline: cfg.FilterDeadline, maxRecords: cmp.Or(cfg.MaxRecords, DefaultMaxRecords)}
 	if cfg.Tshark != "" {
-		v.tshark = &tshark{path: cfg.Tshark, timeout: cmp.Or(cfg.TsharkTimeout, DefaultTsharkTimeout), memory: cmp.Or(cfg.TsharkMemory, DefaultTsharkMemory)}
+		v.tshark = &tshark{path: cfg.Tshark, timeout: cmp.Or(cfg.TsharkTimeout, DefaultTsharkTimeout), memory: cmp.Or(cfg.TsharkMemory, DefaultTsharkMemory),
+			checks: make(chan struct{}, maxChecks)}
 		if p, err := exec.LookPath("prlimit"); err == nil {
 			v.tshark.prlimit = p
 		}
