@@ -440,7 +440,7 @@ func run(args []string) error {
 		// The import streams to disk: its bound is a disk's, not memory's.
 		MaxImportSize: o.MaxImportSize,
 		Context:       streamCtx,
-		View:          web.New(web.Config{FilterDeadline: o.FilterDeadline, Logger: log.With("component", "web")}),
+		View:          web.New(web.Config{FilterDeadline: o.FilterDeadline, Tshark: web.LookTshark(), Logger: log.With("component", "web")}),
 		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{reg, agents}, promhttp.HandlerOpts{}),
 		Requests:      metrics.NewHTTP(reg),
 		Audit:         audit,

@@ -17,8 +17,9 @@ type View interface {
 	Page() []byte
 	// Asset returns a file of the page (script, style) and its media type.
 	Asset(name string) (data []byte, contentType string, ok bool)
-	// CheckFilter reports whether a display filter is valid (it compiles,
-	// within link filters' budget); the error is for the user.
+	// CheckFilter reports whether a display filter is valid (tshark takes
+	// it, or it compiles within link filters' budget); the error is for
+	// the user.
 	CheckFilter(ctx context.Context, expr string) error
 	// Feed writes the decoded rows of the capture stream pcap that pass the
 	// filter as Server-Sent Events, calling flush after each, until the

@@ -48,9 +48,10 @@ func (c *filterCache) put(key string, prog []bpf.RawInstruction) {
 // filter is a compiled display filter: a protocol match on the decoded
 // rows, or a BPF program run on the raw frames. The zero filter passes all.
 type filter struct {
-	proto  string // a Row.Protocol or a layer of Row.Layers to find
-	negate bool
-	vm     *bpf.VM
+	display string // a Wireshark display filter, for tshark's -Y
+	proto   string // a Row.Protocol or a layer of Row.Layers to find
+	negate  bool
+	vm      *bpf.VM
 }
 
 // protocols are the names a filter may give alone, and what they match in
@@ -64,7 +65,8 @@ var protocols = map[string]string{
 	"igmp": "IGMP", "ospf": "OSPF", "gre": "GRE", "vrrp": "VRRP", "ntp": "NTP", "sctp": "SCTP",
 }
 
-// compileFilter compiles expr: "" passes everything; a protocol name
+// compileFilter compiles expr: "" passes everything; where the View has
+// tshark, a display filter tshark takes is tshark's (-Y); a protocol name
 // (optionally after "!" or "not "), a protocol match; anything else, a
 // tcpdump expression compiled with libpcap for link type lt, with link
 // filters' budget (pcapfilter.CompileAll: in a child process killed at the
@@ -79,6 +81,26 @@ func (v *View) compileFilter(ctx context.Context, expr string, lt layers.LinkTyp
 	if expr == "" {
 		return &filter{}, nil
 	}
+	if v.tshark != nil {
+		// Wireshark's display-filter language first; what it refuses may
+		// still be a tcpdump expression (the filters of the view before
+		// tshark), else tshark's message says what is wrong.
+		refused, err := v.tshark.checkDisplay(ctx, expr)
+		switch {
+		case err != nil:
+			return nil, err
+		case refused == "":
+			return &filter{display: expr}, nil
+		}
+		f, err := v.compileBPF(ctx, expr, lt)
+		if err != nil {
+			if errors.Is(err, pcapfilter.ErrTooComplex) {
+				return nil, err
+			}
+			return nil, errors.New(refused)
+		}
+		return f, nil
+	}
 	word, negate := strings.ToLower(expr), false
 	if rest, ok := strings.CutPrefix(word, "!"); ok {
 		word, negate = strings.TrimSpace(rest), true
@@ -88,6 +110,12 @@ func (v *View) compileFilter(ctx context.Context, expr string, lt layers.LinkTyp
 	if layer, ok := protocols[word]; ok {
 		return &filter{proto: layer, negate: negate}, nil
 	}
+	return v.compileBPF(ctx, expr, lt)
+}
+
+// compileBPF compiles the tcpdump expression expr for link type lt, as
+// compileFilter says.
+func (v *View) compileBPF(ctx context.Context, expr string, lt layers.LinkType) (*filter, error) {
 	key := fmt.Sprint(int(lt), "\x00", expr)
 	prog, ok := v.cache.get(key)
 	if !ok {

@@ -2,7 +2,9 @@
 // embedded page (plain HTML, CSS and JavaScript, no build step, nothing
 // fetched from elsewhere) that lists projects and their links and shows a
 // capture as a live packet list, and the feed behind it, which decodes a
-// capture stream into rows with gopacket's layers.
+// capture stream into rows: with tshark where the controller has it
+// (every protocol Wireshark knows, and Wireshark's display filters), else
+// with gopacket's layers.
 //
 // The page gets everything from the /v2 API; the feed is Server-Sent
 // Events: "info" (the capture's format), then "rows" events, each a JSON
@@ -12,6 +14,7 @@ package web
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/binary"
@@ -21,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"os/exec"
 	"path"
 	"time"
 
@@ -34,9 +38,11 @@ var static embed.FS
 
 // View serves the page and the packet feeds. It is safe for concurrent use.
 type View struct {
-	log      *slog.Logger
-	deadline time.Duration
-	cache    filterCache
+	log        *slog.Logger
+	deadline   time.Duration
+	cache      filterCache
+	tshark     *tshark // nil: gopacket decodes alone
+	maxRecords int
 }
 
 // Config configures a View.
@@ -44,6 +50,19 @@ type Config struct {
 	// FilterDeadline bounds the compile of a display filter, as
 	// pcapfilter.CompileAll's deadline (0: pcapfilter.DefaultDeadline).
 	FilterDeadline time.Duration
+	// Tshark is the tshark program that decodes the feeds' frames and
+	// takes Wireshark's display filters (LookTshark finds it in PATH);
+	// "" leaves both to gopacket and tcpdump expressions.
+	Tshark string
+	// TsharkTimeout bounds one tshark process, a feed's or a filter
+	// check's (0: DefaultTsharkTimeout).
+	TsharkTimeout time.Duration
+	// TsharkMemory is tshark's address-space limit in bytes (0:
+	// DefaultTsharkMemory).
+	TsharkMemory int64
+	// MaxRecords is how many records of a capture one feed reads at most;
+	// past it the feed ends, saying so (0: DefaultMaxRecords).
+	MaxRecords int
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -53,7 +72,23 @@ func New(cfg Config) *View {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &View{log: cfg.Logger, deadline: cfg.FilterDeadline}
+	v := &View{log: cfg.Logger, deadline: cfg.FilterDeadline, maxRecords: cmp.Or(cfg.MaxRecords, DefaultMaxRecords)}
+	if cfg.Tshark != "" {
+		v.tshark = &tshark{path: cfg.Tshark, timeout: cmp.Or(cfg.TsharkTimeout, DefaultTsharkTimeout), memory: cmp.Or(cfg.TsharkMemory, DefaultTsharkMemory),
+			checks: make(chan struct{}, maxChecks)}
+		if p, err := exec.LookPath("prlimit"); err == nil {
+			v.tshark.prlimit = p
+		}
+	}
+	return v
+}
+
+// Decoder names what decodes the feeds' frames: "tshark" or "gopacket".
+func (v *View) Decoder() string {
+	if v.tshark != nil {
+		return "tshark"
+	}
+	return "gopacket"
 }
 
 // Page is the HTML page: the same for "/" and for a link's view, which the
@@ -77,10 +112,12 @@ func (v *View) Asset(name string) ([]byte, string, bool) {
 }
 
 // CheckFilter reports whether expr is a display filter the feed accepts:
-// empty, a protocol name, or a tcpdump expression libpcap compiles (for
+// empty, a Wireshark display filter tshark takes (where the View has
+// tshark), a protocol name, or a tcpdump expression libpcap compiles (for
 // Ethernet; the feed compiles it again for the capture's link type) within
-// link filters' budget. The error is meant for the user: libpcap's message,
-// or "too complex" (matching pcapfilter.ErrTooComplex).
+// link filters' budget. The error is meant for the user: tshark's message
+// where the View has tshark, else libpcap's, or "too complex" (matching
+// pcapfilter.ErrTooComplex).
 func (v *View) CheckFilter(ctx context.Context, expr string) error {
 	_, err := v.compileFilter(ctx, expr, layers.LinkTypeEthernet)
 	return err
@@ -114,7 +151,8 @@ func (v *View) Feed(ctx context.Context, pcap io.ReadCloser, expr string, out io
 		writeEvent(w, "end", map[string]string{"reason": err.Error()})
 		return err
 	}
-	if err := writeEvent(w, "info", map[string]any{"format": src.format, "link_type": src.linkType.String(), "filter": expr}); err != nil {
+	info := map[string]any{"format": src.format, "link_type": src.linkType.String(), "filter": expr, "decoder": v.Decoder()}
+	if err := writeEvent(w, "info", info); err != nil {
 		return err
 	}
 	rows := make(chan Row, batchRows)
@@ -122,7 +160,11 @@ func (v *View) Feed(ctx context.Context, pcap io.ReadCloser, expr string, out io
 	decodeErr := make(chan error, 1)
 	go func() {
 		defer close(rows)
-		decodeErr <- src.decode(f, rows, quit)
+		if v.tshark != nil {
+			decodeErr <- v.decodeTshark(ctx, src, f, rows, quit, br)
+			return
+		}
+		decodeErr <- src.decode(f, rows, quit, v.maxRecords)
 	}()
 	defer func() {
 		close(quit)
@@ -239,10 +281,13 @@ func openCapture(r *bufio.Reader) (*capture, error) {
 }
 
 // decode reads records until the stream ends or quit is closed, and sends
-// the rows that pass f.
-func (c *capture) decode(f *filter, rows chan<- Row, quit <-chan struct{}) error {
+// the rows that pass f, at most maxRecords records.
+func (c *capture) decode(f *filter, rows chan<- Row, quit <-chan struct{}, maxRecords int) error {
 	var first time.Time
 	for no := 1; ; no++ {
+		if no > maxRecords {
+			return recordLimit(maxRecords)
+		}
 		data, ci, err := c.read()
 		if err != nil {
 			return err

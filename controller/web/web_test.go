@@ -21,7 +21,7 @@ import (
 
 // frames returns an ARP request and an ICMP echo request, as VPCS sends
 // them.
-func frames(t *testing.T) [][]byte {
+func frames(t testing.TB) [][]byte {
 	t.Helper()
 	a, b := net.HardwareAddr{0, 0x50, 0x79, 0x66, 0x68, 0}, net.HardwareAddr{0, 0x50, 0x79, 0x66, 0x68, 1}
 	ser := func(ls ...gopacket.SerializableLayer) []byte {

@@ -359,7 +359,7 @@ function handleEvent(text) {
   switch (event) {
     case "info":
       $("filter").className = state.filter ? "valid" : "";
-      message(`${v.format}, ${v.link_type}` + (v.filter ? `, filter: ${v.filter}` : ""));
+      message(`${v.format}, ${v.link_type}, decoded by ${v.decoder || "gopacket"}` + (v.filter ? `, filter: ${v.filter}` : ""));
       break;
     case "rows":
       state.received += v.length;
