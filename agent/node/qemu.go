@@ -18,103 +18,7 @@ import (
 	"time"
 
 	"github.com/digitalocean/go-qemu/qmp"
-	"github.com/labtap/labtap/agent/imagesum"
-	"github.com/labtap/labtap/internal/sandbox"
 )
-
-// QemuAdapter is one NIC of a QEMU node.
-type QemuAdapter struct {
-	MAC   string // e.g. 0c:47:9c:97:00:00
-	Model string // QEMU -device model (e1000, virtio-net-pci, ...)
-	// Agent is the agent's UDP address facing this adapter: QEMU sends the
-	// adapter's frames there.
-	Agent netip.AddrPort
-}
-
-// QemuConfig configures a QEMU node. The properties are GNS3's, already
-// checked by the controller; the runner checks what touches the host
-// again (options, image paths).
-type QemuConfig struct {
-	NodeID, Name string
-	// ProjectID and ProjectDir are for the %project-id% and %project-path%
-	// substitutions of options.
-	ProjectID, ProjectDir string
-	// Dir is the node's folder: qemu.log and the disks' overlays.
-	Dir string
-	// RuntimeDir is a private (0700) folder for the console and QMP
-	// sockets; it is created and removed by the runner.
-	RuntimeDir string
-	// ImagesDir is where relative image names are found.
-	ImagesDir string
-	// ImageSums gives the md5 sums of the images (<image>_md5sum); nil
-	// leaves them null.
-	ImageSums *imagesum.Sums
-	// Sandbox confines QEMU, swtpm and cpulimit (sandbox.Sandbox.Command);
-	// nil runs them unconfined, with a scrubbed environment.
-	Sandbox *sandbox.Sandbox
-	// ConsoleHost is where the console (telnet or VNC) listens.
-	ConsoleHost string
-	// ConsoleGate, when set, wraps the telnet console's listener (a
-	// ConsoleGate bound to the node: ConsoleGate.Wrap).
-	ConsoleGate func(net.Listener) net.Listener
-	// Accel is "auto" (KVM where its self-test passes, see KVMProblem,
-	// else TCG), "kvm" or "tcg".
-	Accel    string
-	Props    QemuProps
-	Adapters []QemuAdapter
-	Logger   *slog.Logger
-	// OnStop is called each time the process ends, asked to or not.
-	OnStop func()
-	// OnWarning tells the users of the node something in words (the
-	// controller shows it as a log.warning notification).
-	OnWarning func(msg string)
-}
-
-// QemuProps are the GNS3 2.2 properties of a QEMU node the runner uses,
-// under GNS3's names.
-type QemuProps struct {
-	QemuPath          string `json:"qemu_path"`
-	Platform          string `json:"platform"`
-	RAM               int    `json:"ram"`
-	CPUs              int    `json:"cpus"`
-	BootPriority      string `json:"boot_priority"`
-	HDA               string `json:"hda_disk_image"`
-	HDB               string `json:"hdb_disk_image"`
-	HDC               string `json:"hdc_disk_image"`
-	HDD               string `json:"hdd_disk_image"`
-	HDAInterface      string `json:"hda_disk_interface"`
-	HDBInterface      string `json:"hdb_disk_interface"`
-	HDCInterface      string `json:"hdc_disk_interface"`
-	HDDInterface      string `json:"hdd_disk_interface"`
-	CDROM             string `json:"cdrom_image"`
-	BIOS              string `json:"bios_image"`
-	Initrd            string `json:"initrd"`
-	Kernel            string `json:"kernel_image"`
-	KernelCommandLine string `json:"kernel_command_line"`
-	LinkedClone       *bool  `json:"linked_clone"`
-	OnClose           string `json:"on_close"`
-	Options           string `json:"options"`
-	ConsoleType       string `json:"console_type"`
-	ReplicateLinks    *bool  `json:"replicate_network_connection_state"`
-	TPM               bool   `json:"tpm"`
-	UEFI              bool   `json:"uefi"`
-	CreateConfigDisk  bool   `json:"create_config_disk"`
-	CPUThrottling     int    `json:"cpu_throttling"`
-	ProcessPriority   string `json:"process_priority"`
-}
-
-// Merge applies the members present in a JSON object of properties (a
-// node PUT sends only the changed ones).
-func (p *QemuProps) Merge(raw []byte) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	// Nulls leave members as they are; numbers must be integers.
-	if err := json.Unmarshal(raw, p); err != nil {
-		return fmt.Errorf("qemu properties: %w", err)
-	}
-	return nil
-}
 
 // Qemu runs a QEMU virtual machine: one process, each NIC a UDP tunnel to
 // the agent (-netdev socket), the serial console and QMP on unix sockets in
@@ -158,28 +62,37 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 		cfg.OnWarning = func(string) {}
 	}
 	q := &Qemu{cfg: cfg, log: cfg.Logger, links: make([]bool, len(cfg.Adapters))}
-	bin, err := q.resolveBinary()
+	bin, err := resolveQemuBinary(cfg.Props)
 	if err != nil {
 		return nil, err
 	}
 	q.binary = bin
-	if _, err := q.options(); err != nil {
+	if _, err := q.setup().options(); err != nil {
 		return nil, err
 	}
-	if err := q.checkImageNames(cfg.Props); err != nil {
+	images := qemuImages(cfg.ImagesDir)
+	if err := images.checkNames(cfg.Props); err != nil {
 		return nil, err
 	}
 	if err := q.pickConsole(); err != nil {
 		return nil, err
 	}
-	q.md5s = q.imageMD5s()
+	q.md5s = images.md5s(cfg.Props, cfg.ImageSums)
 	return q, nil
+}
+
+// setup is what a start is made from now. The caller holds q.ops (or
+// owns q alone).
+func (q *Qemu) setup() qemuSetup {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return qemuSetup{cfg: q.cfg, binary: q.binary, console: q.console}
 }
 
 // pickConsole picks the console port: any free port for telnet, one from
 // 5900 up for VNC (the display number is the port minus 5900).
 func (q *Qemu) pickConsole() error {
-	switch q.consoleType() {
+	switch q.cfg.Props.consoleType() {
 	case "none":
 		q.console = 0
 		return nil
@@ -203,13 +116,6 @@ func (q *Qemu) pickConsole() error {
 	return nil
 }
 
-func (q *Qemu) consoleType() string {
-	if t := q.cfg.Props.ConsoleType; t != "" {
-		return t
-	}
-	return "telnet"
-}
-
 // Status returns Started, Stopped or Suspended.
 func (q *Qemu) Status() string {
 	q.mu.Lock()
@@ -227,7 +133,7 @@ func (q *Qemu) Status() string {
 func (q *Qemu) Console() (int, string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.console, q.consoleType()
+	return q.console, q.cfg.Props.consoleType()
 }
 
 // CommandLine returns the running command, "" while stopped.
@@ -277,20 +183,20 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	if running && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
-	if _, err := QemuOptions(next.Options, q.optionVars()); err != nil {
+	if _, err := QemuOptions(next.Options, q.setup().optionVars()); err != nil {
 		return err
 	}
-	if err := q.checkImageNames(next); err != nil {
+	images := qemuImages(q.cfg.ImagesDir)
+	if err := images.checkNames(next); err != nil {
+		return err
+	}
+	bin, err := resolveQemuBinary(next)
+	if err != nil {
 		return err
 	}
 	old := q.cfg
 	q.cfg.Props, q.cfg.Adapters = next, adapters
-	bin, err := q.resolveBinary()
-	if err != nil {
-		q.cfg = old
-		return err
-	}
-	md5s := q.imageMD5s()
+	md5s := images.md5s(next, q.cfg.ImageSums)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.binary, q.md5s = bin, md5s
@@ -315,15 +221,10 @@ func (q *Qemu) SetLink(adapter int, up bool) error {
 	q.links[adapter] = up
 	p := q.proc
 	q.mu.Unlock()
-	if p == nil || !q.replicate() {
+	if p == nil || !q.cfg.Props.replicate() {
 		return nil
 	}
 	return setLink(p.mon, adapter, up)
-}
-
-func (q *Qemu) replicate() bool {
-	r := q.cfg.Props.ReplicateLinks
-	return r == nil || *r
 }
 
 func setLink(mon *qmp.SocketMonitor, adapter int, up bool) error {
@@ -394,6 +295,8 @@ func (q *Qemu) Suspend(ctx context.Context) error {
 // launch builds the command, starts QEMU paused (-S), connects the console
 // and QMP, sets the links' state and lets the VM run.
 func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
+	s := q.setup()
+	pr := s.cfg.Props
 	if err := os.MkdirAll(q.cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
@@ -407,11 +310,11 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	qmpSock := filepath.Join(q.cfg.RuntimeDir, "qmp.sock")
 	os.Remove(conSock)
 	os.Remove(qmpSock)
-	accel, warn := q.accel()
+	accel, warn := s.accel()
 	if warn != "" {
 		q.cfg.OnWarning(warn)
 	}
-	if warn := ramWarning(q.cfg.Name, q.ram()); warn != "" {
+	if warn := ramWarning(q.cfg.Name, pr.ramMB()); warn != "" {
 		q.cfg.OnWarning(warn)
 	}
 	var helpers []*child
@@ -421,20 +324,19 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		}
 	}
 	var extra []string
-	if q.cfg.Props.TPM {
-		tpm, sock, err := q.startTPM(ctx, q.sandboxSpec(accel))
+	if pr.TPM {
+		tpm, tpmArgs, err := qemuTPM{dir: s.cfg.Dir, runtimeDir: s.cfg.RuntimeDir, sandbox: s.cfg.Sandbox}.start(ctx, s.sandboxSpec(accel))
 		if err != nil {
 			return nil, err
 		}
 		helpers = append(helpers, tpm)
-		extra = append(extra, "-chardev", "socket,id=chrtpm,path="+commas(sock),
-			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
+		extra = append(extra, tpmArgs...)
 	}
-	args, nics, err := q.buildArgs(accel, conSock, qmpSock)
-	if err == nil && q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
+	args, nics, err := s.args(accel, conSock, qmpSock)
+	if err == nil && pr.CreateConfigDisk && pr.HDD == "" {
 		var img string
-		if img, err = q.buildConfigDisk(ctx); err == nil {
-			iface := q.cfg.Props.HDDInterface
+		if img, err = qemuConfigDisk(s.cfg.Dir).build(ctx); err == nil {
+			iface := pr.HDDInterface
 			if iface == "" || iface == "none" {
 				iface = "ide"
 			}
@@ -445,7 +347,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		endHelpers()
 		return nil, err
 	}
-	args = append(args, q.savedStateArgs(ctx)...)
+	args = append(args, s.disks().savedStateArgs(ctx)...)
 	args = append(args, extra...)
 	logPath := filepath.Join(q.cfg.Dir, "qemu.log")
 	logf, err := os.Create(logPath)
@@ -453,11 +355,11 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		endHelpers()
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
+	cmdline := strings.Join(append([]string{s.binary}, args...), " ")
 	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
-	spec := q.sandboxSpec(accel)
-	spec.Nice = niceOf(q.cfg.Props.ProcessPriority) // from the start, as QEMU's own user may lower it
-	cmd, err := q.cfg.Sandbox.Command(spec, q.binary, args...)
+	spec := s.sandboxSpec(accel)
+	spec.Nice = niceOf(pr.ProcessPriority) // from the start, as QEMU's own user may lower it
+	cmd, err := q.cfg.Sandbox.Command(spec, s.binary, args...)
 	if err != nil {
 		logf.Close()
 		endHelpers()
@@ -474,7 +376,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if err != nil {
 		logf.Close()
 		endHelpers()
-		return nil, fmt.Errorf("Could not start QEMU %s: %v", q.binary, err)
+		return nil, fmt.Errorf("Could not start QEMU %s: %v", s.binary, err)
 	}
 	fail := func(err error) (*qemuProc, error) {
 		// QEMU that refuses its arguments exits by itself: let it say why.
@@ -489,21 +391,21 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		for _, h := range p.helpers {
 			h.end(time.Second)
 		}
-		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", q.binary, err, q.logText())
+		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", s.binary, err, q.logText())
 	}
 	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
 		return fail(err)
 	}
-	if err := q.checkOpenedFiles(p.mon.Run); err != nil {
+	if err := s.disks().checkOpened(p.mon.Run); err != nil {
 		return fail(err)
 	}
 	// Paused still: the priority is set on every thread QEMU has, and the
 	// threads it makes later inherit it.
-	if err := renice(p.pid(), niceOf(q.cfg.Props.ProcessPriority)); err != nil {
-		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, q.cfg.Props.ProcessPriority, err))
+	if err := renice(p.pid(), niceOf(pr.ProcessPriority)); err != nil {
+		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, pr.ProcessPriority, err))
 	}
-	if q.cfg.Props.CPUThrottling > 0 {
-		t, err := q.startThrottle(p.pid(), q.sandboxSpec(accel))
+	if pr.CPUThrottling > 0 {
+		t, err := startThrottle(s.cfg.Sandbox, s.sandboxSpec(accel), p.pid(), pr.CPUThrottling)
 		if err != nil {
 			return fail(err)
 		}
@@ -512,7 +414,7 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	q.mu.Lock()
 	links := append([]bool(nil), q.links...)
 	q.mu.Unlock()
-	if q.replicate() {
+	if pr.replicate() {
 		for i, up := range links {
 			if !up {
 				if err := setLink(p.mon, i, false); err != nil {
@@ -560,7 +462,7 @@ func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string
 			}
 		}
 	}
-	if q.consoleType() == "telnet" {
+	if q.cfg.Props.consoleType() == "telnet" {
 		var c net.Conn
 		err := retry("console socket", func() (err error) {
 			c, err = net.Dial("unix", conSock)
@@ -617,12 +519,6 @@ func (q *Qemu) ResetConsole() {
 	}
 }
 
-// accel picks the accelerator, and the warning to give when a VM runs
-// without KVM though KVM was not ruled out (chooseAccel).
-func (q *Qemu) accel() (accel, warning string) {
-	return chooseAccel(q.cfg.Name, q.cfg.Accel, q.cfg.Props.Options, KVMProblem)
-}
-
 // logText is qemu.log without its first line (the command), bounded.
 func (q *Qemu) logText() string {
 	data, _ := os.ReadFile(filepath.Join(q.cfg.Dir, "qemu.log"))
@@ -649,7 +545,7 @@ func (q *Qemu) reap(p *qemuProc) {
 		h.end(time.Second)
 	}
 	if q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
-		if err := q.exportConfigDisk(); err != nil {
+		if err := qemuConfigDisk(q.cfg.Dir).export(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: %v", q.cfg.Name, err))
 		}
 	}
@@ -708,7 +604,7 @@ func (q *Qemu) stop(ctx context.Context, mode string) error {
 			t.Stop()
 		}
 	case mode == "save_vm_state" && p.mon != nil:
-		if err := q.saveState(p); err != nil {
+		if err := saveState(p); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: could not save the VM state: %v", q.cfg.Name, err))
 		}
 	}
