@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/digitalocean/go-qemu/qmp"
 )
 
 // Qemu runs a QEMU virtual machine: one process, each NIC a UDP tunnel to
@@ -36,18 +32,6 @@ type Qemu struct {
 	binary  string // resolved qemu_path
 	paused  bool
 	md5s    map[string]any // <image>_md5sum members
-}
-
-type qemuProc struct {
-	*child
-	cmdline string
-	nics    []netip.AddrPort // where QEMU listens, per adapter
-	mon     *qmp.SocketMonitor
-	con     net.Conn // the serial chardev, nil for VNC
-	console *consoleServer
-	helpers []*child // swtpm, cpulimit: ended once QEMU is gone
-	reaped  chan struct{}
-	err     error // the process's exit status, once exited
 }
 
 // NewQemu prepares a QEMU node; nothing runs until Start.
@@ -224,20 +208,8 @@ func (q *Qemu) SetLink(adapter int, up bool) error {
 	if p == nil || !q.cfg.Props.replicate() {
 		return nil
 	}
-	return setLink(p.mon, adapter, up)
+	return p.mon.setLink(adapter, up)
 }
-
-func setLink(mon *qmp.SocketMonitor, adapter int, up bool) error {
-	cmd, _ := json.Marshal(map[string]any{"execute": "set_link", "arguments": map[string]any{"name": fmt.Sprintf("gns3-%d", adapter), "up": up}})
-	if _, err := mon.Run(cmd); err != nil {
-		return fmt.Errorf("qemu: set_link gns3-%d: %w", adapter, err)
-	}
-	return nil
-}
-
-// startTimeout bounds how long QEMU may take to open its sockets: under
-// TCG on a busy host it can take seconds.
-const startTimeout = 60 * time.Second
 
 // Start runs QEMU and returns once its console and QMP answer and the VM
 // runs. A QEMU that fails to start is an error carrying its own message.
@@ -250,7 +222,7 @@ func (q *Qemu) Start(ctx context.Context) error {
 	q.mu.Unlock()
 	if p != nil {
 		if paused {
-			if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+			if err := p.mon.execute("cont"); err != nil {
 				return fmt.Errorf("qemu: resume: %w", err)
 			}
 			q.mu.Lock()
@@ -283,7 +255,7 @@ func (q *Qemu) Suspend(ctx context.Context) error {
 	if p == nil {
 		return fmt.Errorf("%q is not running", q.cfg.Name)
 	}
-	if _, err := p.mon.Run([]byte(`{"execute": "stop"}`)); err != nil {
+	if err := p.mon.execute("stop"); err != nil {
 		return fmt.Errorf("qemu: suspend: %w", err)
 	}
 	q.mu.Lock()
@@ -379,24 +351,17 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		return nil, fmt.Errorf("Could not start QEMU %s: %v", s.binary, err)
 	}
 	fail := func(err error) (*qemuProc, error) {
-		// QEMU that refuses its arguments exits by itself: let it say why.
-		select {
-		case <-p.exited:
-		case <-time.After(3 * time.Second):
-		}
-		p.end(0)
-		if p.console != nil {
-			p.console.Close()
-		}
-		for _, h := range p.helpers {
-			h.end(time.Second)
-		}
-		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", s.binary, err, q.logText())
+		p.abort()
+		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", s.binary, err, qemuLogText(s.cfg.Dir))
 	}
-	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
+	var listen func() (net.Listener, error)
+	if pr.consoleType() == "telnet" {
+		listen = q.listenConsole
+	}
+	if err := p.connect(ctx, conSock, qmpSock, listen); err != nil {
 		return fail(err)
 	}
-	if err := s.disks().checkOpened(p.mon.Run); err != nil {
+	if err := s.disks().checkOpened(p.mon.run); err != nil {
 		return fail(err)
 	}
 	// Paused still: the priority is set on every thread QEMU has, and the
@@ -417,13 +382,13 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if pr.replicate() {
 		for i, up := range links {
 			if !up {
-				if err := setLink(p.mon, i, false); err != nil {
+				if err := p.mon.setLink(i, false); err != nil {
 					return fail(err)
 				}
 			}
 		}
 	}
-	if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+	if err := p.mon.execute("cont"); err != nil {
 		return fail(err)
 	}
 	q.mu.Lock()
@@ -434,67 +399,6 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		"sandbox", q.cfg.Sandbox.Layers().String(), "uid", q.cfg.Sandbox.UID(q.cfg.Dir))
 	return p, nil
 }
-
-// connect waits for QEMU's sockets and connects to them: the serial
-// console first (the VM is paused, so nothing it prints is lost), then QMP.
-func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	// QEMU creates a socket's file (bind) a moment before it listens:
-	// until then a connection is refused, and is tried again.
-	retry := func(what string, dial func() error) error {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			err := dial()
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			select {
-			case <-p.exited:
-				return fmt.Errorf("QEMU exited: %v", p.err)
-			case <-ctx.Done():
-				return fmt.Errorf("QEMU opened no %s within %v", what, startTimeout)
-			case <-tick.C:
-			}
-		}
-	}
-	if q.cfg.Props.consoleType() == "telnet" {
-		var c net.Conn
-		err := retry("console socket", func() (err error) {
-			c, err = net.Dial("unix", conSock)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		p.con = c
-		ln, err := q.listenConsole()
-		if err != nil {
-			c.Close()
-			return err
-		}
-		p.console = serveConsoleWith(ln, c, nil, ConsoleOptions{Replay: qemuReplayBytes, KeepBang: true})
-	}
-	return retry("QMP socket", func() error {
-		mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
-		if err != nil {
-			return err
-		}
-		if err := mon.Connect(); err != nil {
-			return fmt.Errorf("QMP: %w", err)
-		}
-		p.mon = mon
-		return nil
-	})
-}
-
-// qemuReplayBytes is how much console output a new telnet client gets
-// first: enough for a whole boot log.
-const qemuReplayBytes = 256 << 10
 
 // listenConsole binds the telnet console port, or another one when someone
 // took it while the node was stopped.
@@ -519,31 +423,10 @@ func (q *Qemu) ResetConsole() {
 	}
 }
 
-// logText is qemu.log without its first line (the command), bounded.
-func (q *Qemu) logText() string {
-	data, _ := os.ReadFile(filepath.Join(q.cfg.Dir, "qemu.log"))
-	if i := bytes.Index(data, []byte("Execution log:\n")); i >= 0 {
-		data = data[i+len("Execution log:\n"):]
-	}
-	data = bytes.TrimSpace(data)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return string(data)
-}
-
 // reap waits for the process to end, then marks the node stopped.
 func (q *Qemu) reap(p *qemuProc) {
 	<-p.exited
-	if p.console != nil {
-		p.console.Close()
-	}
-	if p.mon != nil {
-		p.mon.Disconnect()
-	}
-	for _, h := range p.helpers {
-		h.end(time.Second)
-	}
+	p.release()
 	if q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
 		if err := qemuConfigDisk(q.cfg.Dir).export(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: %v", q.cfg.Name, err))
@@ -594,7 +477,7 @@ func (q *Qemu) stop(ctx context.Context, mode string) error {
 	}
 	switch {
 	case mode == "shutdown_signal" && p.mon != nil:
-		if _, err := p.mon.Run([]byte(`{"execute": "system_powerdown"}`)); err == nil {
+		if err := p.mon.execute("system_powerdown"); err == nil {
 			t := time.NewTimer(powerdownWait)
 			select {
 			case <-p.exited:
@@ -604,7 +487,7 @@ func (q *Qemu) stop(ctx context.Context, mode string) error {
 			t.Stop()
 		}
 	case mode == "save_vm_state" && p.mon != nil:
-		if err := saveState(p); err != nil {
+		if err := p.mon.saveState(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: could not save the VM state: %v", q.cfg.Name, err))
 		}
 	}

@@ -3,12 +3,9 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // A QEMU node's saved VM state (on_close save_vm_state), kept in its
@@ -72,28 +69,6 @@ func (d qemuDisks) savedStateArgs(ctx context.Context) []string {
 	}
 	if found && d.props.OnClose == "save_vm_state" {
 		return []string{"-loadvm", savedState}
-	}
-	return nil
-}
-
-// saveState pauses the VM and saves its state into its qcow2 disks
-// (HMP savevm through QMP: QEMU 7.2 has no QMP command of its own for it
-// outside jobs). QEMU words its failures in the command's reply.
-func saveState(p *qemuProc) error {
-	if _, err := p.mon.Run([]byte(`{"execute": "stop"}`)); err != nil {
-		return err
-	}
-	cmd, _ := json.Marshal(map[string]any{"execute": "human-monitor-command", "arguments": map[string]any{"command-line": "savevm " + savedState}})
-	raw, err := p.mon.Run(cmd)
-	if err != nil {
-		return err
-	}
-	var reply struct {
-		Return string `json:"return"`
-	}
-	_ = json.Unmarshal(raw, &reply)
-	if s := strings.TrimSpace(reply.Return); s != "" {
-		return errors.New(s)
 	}
 	return nil
 }
