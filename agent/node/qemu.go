@@ -73,6 +73,23 @@ func (q *Qemu) setup() qemuSetup {
 	return qemuSetup{cfg: q.cfg, binary: q.binary, console: q.console}
 }
 
+// current returns the running QEMU (nil while stopped) and whether it is
+// paused.
+func (q *Qemu) current() (p *qemuProc, paused bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.proc, q.paused
+}
+
+// setPaused records that p is paused or runs, unless it is gone.
+func (q *Qemu) setPaused(p *qemuProc, paused bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.proc == p {
+		q.paused = paused
+	}
+}
+
 // pickConsole picks the console port: any free port for telnet, one from
 // 5900 up for VNC (the display number is the port minus 5900).
 func (q *Qemu) pickConsole() error {
@@ -161,10 +178,8 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	if err := next.Merge(props); err != nil {
 		return err
 	}
-	q.mu.Lock()
-	running := q.proc != nil
-	q.mu.Unlock()
-	if running && len(adapters) != len(q.cfg.Adapters) {
+	running, _ := q.current()
+	if running != nil && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
 	if _, err := QemuOptions(next.Options, q.setup().optionVars()); err != nil {
@@ -187,7 +202,7 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	links := make([]bool, len(adapters))
 	copy(links, q.links)
 	q.links = links
-	if !running && old.Props.ConsoleType != next.ConsoleType {
+	if running == nil && old.Props.ConsoleType != next.ConsoleType {
 		return q.pickConsole()
 	}
 	return nil
@@ -217,17 +232,12 @@ func (q *Qemu) SetLink(adapter int, up bool) error {
 func (q *Qemu) Start(ctx context.Context) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p, paused := q.proc, q.paused
-	q.mu.Unlock()
-	if p != nil {
+	if p, paused := q.current(); p != nil {
 		if paused {
 			if err := p.mon.execute("cont"); err != nil {
 				return fmt.Errorf("qemu: resume: %w", err)
 			}
-			q.mu.Lock()
-			q.paused = false
-			q.mu.Unlock()
+			q.setPaused(p, false)
 		}
 		return nil
 	}
@@ -249,18 +259,14 @@ func (q *Qemu) Start(ctx context.Context) error {
 func (q *Qemu) Suspend(ctx context.Context) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
+	p, _ := q.current()
 	if p == nil {
 		return fmt.Errorf("%q is not running", q.cfg.Name)
 	}
 	if err := p.mon.execute("stop"); err != nil {
 		return fmt.Errorf("qemu: suspend: %w", err)
 	}
-	q.mu.Lock()
-	q.paused = true
-	q.mu.Unlock()
+	q.setPaused(p, true)
 	return nil
 }
 
@@ -415,10 +421,7 @@ func (q *Qemu) listenConsole() (net.Listener, error) {
 // ResetConsole disconnects the telnet console's clients; the VM keeps
 // running and the replay buffer is kept.
 func (q *Qemu) ResetConsole() {
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
-	if p != nil && p.console != nil {
+	if p, _ := q.current(); p != nil && p.console != nil {
 		p.console.dropClients()
 	}
 }
@@ -469,9 +472,7 @@ func (q *Qemu) PowerOff(ctx context.Context) error {
 func (q *Qemu) stop(ctx context.Context, mode string) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
+	p, _ := q.current()
 	if p == nil {
 		return nil
 	}

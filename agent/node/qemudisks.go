@@ -240,10 +240,7 @@ func (d qemuDisks) resize(ctx context.Context, drive string, extendMB int) error
 func (q *Qemu) ResizeDisk(ctx context.Context, drive string, extendMB int) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	running := q.proc != nil
-	q.mu.Unlock()
-	if running {
+	if p, _ := q.current(); p != nil {
 		return fmt.Errorf("Cannot resize %s while the VM is running", drive)
 	}
 	return q.setup().disks().resize(ctx, drive, extendMB)
