@@ -311,14 +311,10 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		extra = append(extra, tpmArgs...)
 	}
 	args, nics, err := s.args(accel, conSock, qmpSock)
-	if err == nil && pr.CreateConfigDisk && pr.HDD == "" {
-		var img string
-		if img, err = qemuConfigDisk(s.cfg.Dir).build(ctx); err == nil {
-			iface := pr.HDDInterface
-			if iface == "" || iface == "none" {
-				iface = "ide"
-			}
-			args = append(args, "-drive", fmt.Sprintf("file=%s,if=%s,index=3,media=disk,id=drive3,format=raw", commas(img), iface))
+	if err == nil && pr.configDisk() {
+		var disk []string
+		if disk, err = qemuConfigDisk(s.cfg.Dir).args(ctx, pr.HDDInterface); err == nil {
+			args = append(args, disk...)
 		}
 	}
 	if err != nil {
@@ -430,7 +426,7 @@ func (q *Qemu) ResetConsole() {
 func (q *Qemu) reap(p *qemuProc) {
 	<-p.exited
 	p.release()
-	if q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
+	if q.cfg.Props.configDisk() {
 		if err := qemuConfigDisk(q.cfg.Dir).export(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: %v", q.cfg.Name, err))
 		}

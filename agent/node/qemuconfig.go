@@ -129,3 +129,7 @@ func (p QemuProps) ramMB() int {
 	}
 	return p.RAM
 }
+
+// configDisk reports whether the node gets a config disk: create_config_disk
+// set and no hdd image in its place.
+func (p QemuProps) configDisk() bool { return p.CreateConfigDisk && p.HDD == "" }

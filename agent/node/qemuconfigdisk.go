@@ -80,6 +80,19 @@ func (c qemuConfigDisk) build(ctx context.Context) (string, error) {
 	return img, nil
 }
 
+// args builds the config disk and gives it to QEMU as hdd (index 3) on
+// the interface iface (hdd_disk_interface; ide when it names none).
+func (c qemuConfigDisk) args(ctx context.Context, iface string) ([]string, error) {
+	img, err := c.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if iface == "" || iface == "none" {
+		iface = "ide"
+	}
+	return []string{"-drive", fmt.Sprintf("file=%s,if=%s,index=3,media=disk,id=drive3,format=raw", commas(img), iface)}, nil
+}
+
 // export copies the config disk's files back to configs/ once
 // the VM is gone (what the guest wrote there is kept).
 func (c qemuConfigDisk) export() error {
