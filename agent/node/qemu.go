@@ -19,6 +19,16 @@ import (
 // Qemu runs a QEMU virtual machine: one process, each NIC a UDP tunnel to
 // the agent (-netdev socket), the serial console and QMP on unix sockets in
 // a private folder; the agent serves the serial console as telnet.
+//
+// Qemu itself is the node's lifecycle (start, suspend, stop, update, the
+// console port and the links' state). Each part of a run has its own type
+// and file: the configuration and property defaults (qemuconfig.go), what
+// one start is made from and its command line (qemuSetup, qemuargs.go),
+// the images (qemuimages.go), the disks (qemudisks.go, qemuchain.go), the
+// saved state (qemusavedstate.go), the config disk (qemuconfigdisk.go),
+// swtpm (qemutpm.go), OVMF (qemuuefi.go), priority and cpulimit
+// (qemupriority.go), the sandbox (qemusandbox.go), QMP (qemuqmp.go) and
+// the process with its console and QMP connections (qemuproc.go).
 type Qemu struct {
 	cfg QemuConfig
 	log *slog.Logger

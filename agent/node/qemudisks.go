@@ -28,7 +28,7 @@ type qemuDisks struct {
 	warn   func(msg string)
 }
 
-// diskArgs gives the -drive options of hda to hdd. The guest writes to an
+// args gives the -drive options of hda to hdd. The guest writes to an
 // overlay in the node's folder (qcow2 backed by the image: a linked
 // clone), or to a full copy there when linked_clone is false: the base
 // image is never written. Each disk is given as an explicit chain the
