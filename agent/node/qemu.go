@@ -305,34 +305,15 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if warn := ramWarning(q.cfg.Name, pr.ramMB()); warn != "" {
 		q.cfg.OnWarning(warn)
 	}
-	var helpers []*child
+	args, nics, helpers, err := s.command(ctx, accel, conSock, qmpSock)
+	if err != nil {
+		return nil, err
+	}
 	endHelpers := func() {
 		for _, h := range helpers {
 			h.end(time.Second)
 		}
 	}
-	var extra []string
-	if pr.TPM {
-		tpm, tpmArgs, err := qemuTPM{dir: s.cfg.Dir, runtimeDir: s.cfg.RuntimeDir, sandbox: s.cfg.Sandbox}.start(ctx, s.sandboxSpec(accel))
-		if err != nil {
-			return nil, err
-		}
-		helpers = append(helpers, tpm)
-		extra = append(extra, tpmArgs...)
-	}
-	args, nics, err := s.args(accel, conSock, qmpSock)
-	if err == nil && pr.configDisk() {
-		var disk []string
-		if disk, err = qemuConfigDisk(s.cfg.Dir).args(ctx, pr.HDDInterface); err == nil {
-			args = append(args, disk...)
-		}
-	}
-	if err != nil {
-		endHelpers()
-		return nil, err
-	}
-	args = append(args, s.disks().savedStateArgs(ctx)...)
-	args = append(args, extra...)
 	logPath := filepath.Join(q.cfg.Dir, "qemu.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

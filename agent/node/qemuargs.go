@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // qemuSetup is what one start of a QEMU node is made from: the node's
@@ -25,6 +27,39 @@ func (s qemuSetup) images() qemuImages { return qemuImages(s.cfg.ImagesDir) }
 // disks are the node's disks as its properties say.
 func (s qemuSetup) disks() qemuDisks {
 	return qemuDisks{images: s.images(), dir: s.cfg.Dir, props: s.cfg.Props, binary: s.binary, node: s.cfg.Name, warn: s.cfg.OnWarning}
+}
+
+// command gives QEMU's whole command line for one start: its arguments
+// (args), the config disk, the saved state to resume, and the TPM, whose
+// swtpm it starts (the helpers it returns, none when it fails). It also
+// returns, per adapter, the UDP address QEMU listens on.
+func (s qemuSetup) command(ctx context.Context, accel, conSock, qmpSock string) ([]string, []netip.AddrPort, []*child, error) {
+	pr := s.cfg.Props
+	var helpers []*child
+	var extra []string
+	if pr.TPM {
+		tpm, tpmArgs, err := qemuTPM{dir: s.cfg.Dir, runtimeDir: s.cfg.RuntimeDir, sandbox: s.cfg.Sandbox}.start(ctx, s.sandboxSpec(accel))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		helpers = append(helpers, tpm)
+		extra = append(extra, tpmArgs...)
+	}
+	args, nics, err := s.args(accel, conSock, qmpSock)
+	if err == nil && pr.configDisk() {
+		var disk []string
+		if disk, err = qemuConfigDisk(s.cfg.Dir).args(ctx, pr.HDDInterface); err == nil {
+			args = append(args, disk...)
+		}
+	}
+	if err != nil {
+		for _, h := range helpers {
+			h.end(time.Second)
+		}
+		return nil, nil, nil, err
+	}
+	args = append(args, s.disks().savedStateArgs(ctx)...)
+	return append(args, extra...), nics, helpers, nil
 }
 
 // args builds QEMU's arguments in the order GNS3 2.2 builds them, with labtap's changes: -accel, the console and QMP on unix
