@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,109 +14,21 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/digitalocean/go-qemu/qmp"
-	"github.com/labtap/labtap/agent/imagesum"
-	"github.com/labtap/labtap/internal/sandbox"
 )
-
-// QemuAdapter is one NIC of a QEMU node.
-type QemuAdapter struct {
-	MAC   string // e.g. 0c:47:9c:97:00:00
-	Model string // QEMU -device model (e1000, virtio-net-pci, ...)
-	// Agent is the agent's UDP address facing this adapter: QEMU sends the
-	// adapter's frames there.
-	Agent netip.AddrPort
-}
-
-// QemuConfig configures a QEMU node. The properties are GNS3's, already
-// checked by the controller; the runner checks what touches the host
-// again (options, image paths).
-type QemuConfig struct {
-	NodeID, Name string
-	// ProjectID and ProjectDir are for the %project-id% and %project-path%
-	// substitutions of options.
-	ProjectID, ProjectDir string
-	// Dir is the node's folder: qemu.log and the disks' overlays.
-	Dir string
-	// RuntimeDir is a private (0700) folder for the console and QMP
-	// sockets; it is created and removed by the runner.
-	RuntimeDir string
-	// ImagesDir is where relative image names are found.
-	ImagesDir string
-	// ImageSums gives the md5 sums of the images (<image>_md5sum); nil
-	// leaves them null.
-	ImageSums *imagesum.Sums
-	// Sandbox confines QEMU, swtpm and cpulimit (sandbox.Sandbox.Command);
-	// nil runs them unconfined, with a scrubbed environment.
-	Sandbox *sandbox.Sandbox
-	// ConsoleHost is where the console (telnet or VNC) listens.
-	ConsoleHost string
-	// ConsoleGate, when set, wraps the telnet console's listener (a
-	// ConsoleGate bound to the node: ConsoleGate.Wrap).
-	ConsoleGate func(net.Listener) net.Listener
-	// Accel is "auto" (KVM where its self-test passes, see KVMProblem,
-	// else TCG), "kvm" or "tcg".
-	Accel    string
-	Props    QemuProps
-	Adapters []QemuAdapter
-	Logger   *slog.Logger
-	// OnStop is called each time the process ends, asked to or not.
-	OnStop func()
-	// OnWarning tells the users of the node something in words (the
-	// controller shows it as a log.warning notification).
-	OnWarning func(msg string)
-}
-
-// QemuProps are the GNS3 2.2 properties of a QEMU node the runner uses,
-// under GNS3's names.
-type QemuProps struct {
-	QemuPath          string `json:"qemu_path"`
-	Platform          string `json:"platform"`
-	RAM               int    `json:"ram"`
-	CPUs              int    `json:"cpus"`
-	BootPriority      string `json:"boot_priority"`
-	HDA               string `json:"hda_disk_image"`
-	HDB               string `json:"hdb_disk_image"`
-	HDC               string `json:"hdc_disk_image"`
-	HDD               string `json:"hdd_disk_image"`
-	HDAInterface      string `json:"hda_disk_interface"`
-	HDBInterface      string `json:"hdb_disk_interface"`
-	HDCInterface      string `json:"hdc_disk_interface"`
-	HDDInterface      string `json:"hdd_disk_interface"`
-	CDROM             string `json:"cdrom_image"`
-	BIOS              string `json:"bios_image"`
-	Initrd            string `json:"initrd"`
-	Kernel            string `json:"kernel_image"`
-	KernelCommandLine string `json:"kernel_command_line"`
-	LinkedClone       *bool  `json:"linked_clone"`
-	OnClose           string `json:"on_close"`
-	Options           string `json:"options"`
-	ConsoleType       string `json:"console_type"`
-	ReplicateLinks    *bool  `json:"replicate_network_connection_state"`
-	TPM               bool   `json:"tpm"`
-	UEFI              bool   `json:"uefi"`
-	CreateConfigDisk  bool   `json:"create_config_disk"`
-	CPUThrottling     int    `json:"cpu_throttling"`
-	ProcessPriority   string `json:"process_priority"`
-}
-
-// Merge applies the members present in a JSON object of properties (a
-// node PUT sends only the changed ones).
-func (p *QemuProps) Merge(raw []byte) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	// Nulls leave members as they are; numbers must be integers.
-	if err := json.Unmarshal(raw, p); err != nil {
-		return fmt.Errorf("qemu properties: %w", err)
-	}
-	return nil
-}
 
 // Qemu runs a QEMU virtual machine: one process, each NIC a UDP tunnel to
 // the agent (-netdev socket), the serial console and QMP on unix sockets in
 // a private folder; the agent serves the serial console as telnet.
+//
+// Qemu itself is the node's lifecycle (start, suspend, stop, update, the
+// console port and the links' state). Each part of a run has its own type
+// and file: the configuration and property defaults (qemuconfig.go), what
+// one start is made from and its command line (qemuSetup, qemuargs.go),
+// the images (qemuimages.go), the disks (qemudisks.go, qemuchain.go), the
+// saved state (qemusavedstate.go), the config disk (qemuconfigdisk.go),
+// swtpm (qemutpm.go), OVMF (qemuuefi.go), priority and cpulimit
+// (qemupriority.go), the sandbox (qemusandbox.go), QMP (qemuqmp.go) and
+// the process with its console and QMP connections (qemuproc.go).
 type Qemu struct {
 	cfg QemuConfig
 	log *slog.Logger
@@ -134,18 +44,6 @@ type Qemu struct {
 	md5s    map[string]any // <image>_md5sum members
 }
 
-type qemuProc struct {
-	*child
-	cmdline string
-	nics    []netip.AddrPort // where QEMU listens, per adapter
-	mon     *qmp.SocketMonitor
-	con     net.Conn // the serial chardev, nil for VNC
-	console *consoleServer
-	helpers []*child // swtpm, cpulimit: ended once QEMU is gone
-	reaped  chan struct{}
-	err     error // the process's exit status, once exited
-}
-
 // NewQemu prepares a QEMU node; nothing runs until Start.
 func NewQemu(cfg QemuConfig) (*Qemu, error) {
 	if cfg.Logger == nil {
@@ -158,28 +56,54 @@ func NewQemu(cfg QemuConfig) (*Qemu, error) {
 		cfg.OnWarning = func(string) {}
 	}
 	q := &Qemu{cfg: cfg, log: cfg.Logger, links: make([]bool, len(cfg.Adapters))}
-	bin, err := q.resolveBinary()
+	bin, err := resolveQemuBinary(cfg.Props)
 	if err != nil {
 		return nil, err
 	}
 	q.binary = bin
-	if _, err := q.options(); err != nil {
+	if _, err := q.setup().options(); err != nil {
 		return nil, err
 	}
-	if err := q.checkImageNames(cfg.Props); err != nil {
+	images := qemuImages(cfg.ImagesDir)
+	if err := images.checkNames(cfg.Props); err != nil {
 		return nil, err
 	}
 	if err := q.pickConsole(); err != nil {
 		return nil, err
 	}
-	q.md5s = q.imageMD5s()
+	q.md5s = images.md5s(cfg.Props, cfg.ImageSums)
 	return q, nil
+}
+
+// setup is what a start is made from now. The caller holds q.ops (or
+// owns q alone).
+func (q *Qemu) setup() qemuSetup {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return qemuSetup{cfg: q.cfg, binary: q.binary, console: q.console}
+}
+
+// current returns the running QEMU (nil while stopped) and whether it is
+// paused.
+func (q *Qemu) current() (p *qemuProc, paused bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.proc, q.paused
+}
+
+// setPaused records that p is paused or runs, unless it is gone.
+func (q *Qemu) setPaused(p *qemuProc, paused bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.proc == p {
+		q.paused = paused
+	}
 }
 
 // pickConsole picks the console port: any free port for telnet, one from
 // 5900 up for VNC (the display number is the port minus 5900).
 func (q *Qemu) pickConsole() error {
-	switch q.consoleType() {
+	switch q.cfg.Props.consoleType() {
 	case "none":
 		q.console = 0
 		return nil
@@ -203,13 +127,6 @@ func (q *Qemu) pickConsole() error {
 	return nil
 }
 
-func (q *Qemu) consoleType() string {
-	if t := q.cfg.Props.ConsoleType; t != "" {
-		return t
-	}
-	return "telnet"
-}
-
 // Status returns Started, Stopped or Suspended.
 func (q *Qemu) Status() string {
 	q.mu.Lock()
@@ -227,7 +144,7 @@ func (q *Qemu) Status() string {
 func (q *Qemu) Console() (int, string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.console, q.consoleType()
+	return q.console, q.cfg.Props.consoleType()
 }
 
 // CommandLine returns the running command, "" while stopped.
@@ -271,33 +188,31 @@ func (q *Qemu) Update(props []byte, adapters []QemuAdapter) error {
 	if err := next.Merge(props); err != nil {
 		return err
 	}
-	q.mu.Lock()
-	running := q.proc != nil
-	q.mu.Unlock()
-	if running && len(adapters) != len(q.cfg.Adapters) {
+	running, _ := q.current()
+	if running != nil && len(adapters) != len(q.cfg.Adapters) {
 		return fmt.Errorf("%q must be stopped to change its number of adapters", q.cfg.Name)
 	}
-	if _, err := QemuOptions(next.Options, q.optionVars()); err != nil {
+	if _, err := QemuOptions(next.Options, q.setup().optionVars()); err != nil {
 		return err
 	}
-	if err := q.checkImageNames(next); err != nil {
+	images := qemuImages(q.cfg.ImagesDir)
+	if err := images.checkNames(next); err != nil {
+		return err
+	}
+	bin, err := resolveQemuBinary(next)
+	if err != nil {
 		return err
 	}
 	old := q.cfg
 	q.cfg.Props, q.cfg.Adapters = next, adapters
-	bin, err := q.resolveBinary()
-	if err != nil {
-		q.cfg = old
-		return err
-	}
-	md5s := q.imageMD5s()
+	md5s := images.md5s(next, q.cfg.ImageSums)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.binary, q.md5s = bin, md5s
 	links := make([]bool, len(adapters))
 	copy(links, q.links)
 	q.links = links
-	if !running && old.Props.ConsoleType != next.ConsoleType {
+	if running == nil && old.Props.ConsoleType != next.ConsoleType {
 		return q.pickConsole()
 	}
 	return nil
@@ -315,28 +230,11 @@ func (q *Qemu) SetLink(adapter int, up bool) error {
 	q.links[adapter] = up
 	p := q.proc
 	q.mu.Unlock()
-	if p == nil || !q.replicate() {
+	if p == nil || !q.cfg.Props.replicate() {
 		return nil
 	}
-	return setLink(p.mon, adapter, up)
+	return p.mon.setLink(adapter, up)
 }
-
-func (q *Qemu) replicate() bool {
-	r := q.cfg.Props.ReplicateLinks
-	return r == nil || *r
-}
-
-func setLink(mon *qmp.SocketMonitor, adapter int, up bool) error {
-	cmd, _ := json.Marshal(map[string]any{"execute": "set_link", "arguments": map[string]any{"name": fmt.Sprintf("gns3-%d", adapter), "up": up}})
-	if _, err := mon.Run(cmd); err != nil {
-		return fmt.Errorf("qemu: set_link gns3-%d: %w", adapter, err)
-	}
-	return nil
-}
-
-// startTimeout bounds how long QEMU may take to open its sockets: under
-// TCG on a busy host it can take seconds.
-const startTimeout = 60 * time.Second
 
 // Start runs QEMU and returns once its console and QMP answer and the VM
 // runs. A QEMU that fails to start is an error carrying its own message.
@@ -344,17 +242,12 @@ const startTimeout = 60 * time.Second
 func (q *Qemu) Start(ctx context.Context) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p, paused := q.proc, q.paused
-	q.mu.Unlock()
-	if p != nil {
+	if p, paused := q.current(); p != nil {
 		if paused {
-			if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+			if err := p.mon.execute("cont"); err != nil {
 				return fmt.Errorf("qemu: resume: %w", err)
 			}
-			q.mu.Lock()
-			q.paused = false
-			q.mu.Unlock()
+			q.setPaused(p, false)
 		}
 		return nil
 	}
@@ -376,24 +269,22 @@ func (q *Qemu) Start(ctx context.Context) error {
 func (q *Qemu) Suspend(ctx context.Context) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
+	p, _ := q.current()
 	if p == nil {
 		return fmt.Errorf("%q is not running", q.cfg.Name)
 	}
-	if _, err := p.mon.Run([]byte(`{"execute": "stop"}`)); err != nil {
+	if err := p.mon.execute("stop"); err != nil {
 		return fmt.Errorf("qemu: suspend: %w", err)
 	}
-	q.mu.Lock()
-	q.paused = true
-	q.mu.Unlock()
+	q.setPaused(p, true)
 	return nil
 }
 
 // launch builds the command, starts QEMU paused (-S), connects the console
 // and QMP, sets the links' state and lets the VM run.
 func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
+	s := q.setup()
+	pr := s.cfg.Props
 	if err := os.MkdirAll(q.cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
@@ -407,57 +298,33 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	qmpSock := filepath.Join(q.cfg.RuntimeDir, "qmp.sock")
 	os.Remove(conSock)
 	os.Remove(qmpSock)
-	accel, warn := q.accel()
+	accel, warn := s.accel()
 	if warn != "" {
 		q.cfg.OnWarning(warn)
 	}
-	if warn := ramWarning(q.cfg.Name, q.ram()); warn != "" {
+	if warn := ramWarning(q.cfg.Name, pr.ramMB()); warn != "" {
 		q.cfg.OnWarning(warn)
 	}
-	var helpers []*child
+	args, nics, helpers, err := s.command(ctx, accel, conSock, qmpSock)
+	if err != nil {
+		return nil, err
+	}
 	endHelpers := func() {
 		for _, h := range helpers {
 			h.end(time.Second)
 		}
 	}
-	var extra []string
-	if q.cfg.Props.TPM {
-		tpm, sock, err := q.startTPM(ctx, q.sandboxSpec(accel))
-		if err != nil {
-			return nil, err
-		}
-		helpers = append(helpers, tpm)
-		extra = append(extra, "-chardev", "socket,id=chrtpm,path="+commas(sock),
-			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
-	}
-	args, nics, err := q.buildArgs(accel, conSock, qmpSock)
-	if err == nil && q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
-		var img string
-		if img, err = q.buildConfigDisk(ctx); err == nil {
-			iface := q.cfg.Props.HDDInterface
-			if iface == "" || iface == "none" {
-				iface = "ide"
-			}
-			args = append(args, "-drive", fmt.Sprintf("file=%s,if=%s,index=3,media=disk,id=drive3,format=raw", commas(img), iface))
-		}
-	}
-	if err != nil {
-		endHelpers()
-		return nil, err
-	}
-	args = append(args, q.savedStateArgs(ctx)...)
-	args = append(args, extra...)
 	logPath := filepath.Join(q.cfg.Dir, "qemu.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		endHelpers()
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	cmdline := strings.Join(append([]string{q.binary}, args...), " ")
+	cmdline := strings.Join(append([]string{s.binary}, args...), " ")
 	fmt.Fprintf(logf, "Start QEMU with %s\n\nExecution log:\n", cmdline)
-	spec := q.sandboxSpec(accel)
-	spec.Nice = niceOf(q.cfg.Props.ProcessPriority) // from the start, as QEMU's own user may lower it
-	cmd, err := q.cfg.Sandbox.Command(spec, q.binary, args...)
+	spec := s.sandboxSpec(accel)
+	spec.Nice = niceOf(pr.ProcessPriority) // from the start, as QEMU's own user may lower it
+	cmd, err := q.cfg.Sandbox.Command(spec, s.binary, args...)
 	if err != nil {
 		logf.Close()
 		endHelpers()
@@ -474,36 +341,29 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	if err != nil {
 		logf.Close()
 		endHelpers()
-		return nil, fmt.Errorf("Could not start QEMU %s: %v", q.binary, err)
+		return nil, fmt.Errorf("Could not start QEMU %s: %v", s.binary, err)
 	}
 	fail := func(err error) (*qemuProc, error) {
-		// QEMU that refuses its arguments exits by itself: let it say why.
-		select {
-		case <-p.exited:
-		case <-time.After(3 * time.Second):
-		}
-		p.end(0)
-		if p.console != nil {
-			p.console.Close()
-		}
-		for _, h := range p.helpers {
-			h.end(time.Second)
-		}
-		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", q.binary, err, q.logText())
+		p.abort()
+		return p, fmt.Errorf("Could not start QEMU %s: %v\n%s", s.binary, err, qemuLogText(s.cfg.Dir))
 	}
-	if err := q.connect(ctx, p, conSock, qmpSock); err != nil {
+	var listen func() (net.Listener, error)
+	if pr.consoleType() == "telnet" {
+		listen = q.listenConsole
+	}
+	if err := p.connect(ctx, conSock, qmpSock, listen); err != nil {
 		return fail(err)
 	}
-	if err := q.checkOpenedFiles(p.mon.Run); err != nil {
+	if err := s.disks().checkOpened(p.mon.run); err != nil {
 		return fail(err)
 	}
 	// Paused still: the priority is set on every thread QEMU has, and the
 	// threads it makes later inherit it.
-	if err := renice(p.pid(), niceOf(q.cfg.Props.ProcessPriority)); err != nil {
-		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, q.cfg.Props.ProcessPriority, err))
+	if err := renice(p.pid(), niceOf(pr.ProcessPriority)); err != nil {
+		q.cfg.OnWarning(fmt.Sprintf("%s: could not set the process priority %q: %v", q.cfg.Name, pr.ProcessPriority, err))
 	}
-	if q.cfg.Props.CPUThrottling > 0 {
-		t, err := q.startThrottle(p.pid(), q.sandboxSpec(accel))
+	if pr.CPUThrottling > 0 {
+		t, err := startThrottle(s.cfg.Sandbox, s.sandboxSpec(accel), p.pid(), pr.CPUThrottling)
 		if err != nil {
 			return fail(err)
 		}
@@ -512,16 +372,16 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 	q.mu.Lock()
 	links := append([]bool(nil), q.links...)
 	q.mu.Unlock()
-	if q.replicate() {
+	if pr.replicate() {
 		for i, up := range links {
 			if !up {
-				if err := setLink(p.mon, i, false); err != nil {
+				if err := p.mon.setLink(i, false); err != nil {
 					return fail(err)
 				}
 			}
 		}
 	}
-	if _, err := p.mon.Run([]byte(`{"execute": "cont"}`)); err != nil {
+	if err := p.mon.execute("cont"); err != nil {
 		return fail(err)
 	}
 	q.mu.Lock()
@@ -532,67 +392,6 @@ func (q *Qemu) launch(ctx context.Context) (*qemuProc, error) {
 		"sandbox", q.cfg.Sandbox.Layers().String(), "uid", q.cfg.Sandbox.UID(q.cfg.Dir))
 	return p, nil
 }
-
-// connect waits for QEMU's sockets and connects to them: the serial
-// console first (the VM is paused, so nothing it prints is lost), then QMP.
-func (q *Qemu) connect(ctx context.Context, p *qemuProc, conSock, qmpSock string) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	// QEMU creates a socket's file (bind) a moment before it listens:
-	// until then a connection is refused, and is tried again.
-	retry := func(what string, dial func() error) error {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			err := dial()
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			select {
-			case <-p.exited:
-				return fmt.Errorf("QEMU exited: %v", p.err)
-			case <-ctx.Done():
-				return fmt.Errorf("QEMU opened no %s within %v", what, startTimeout)
-			case <-tick.C:
-			}
-		}
-	}
-	if q.consoleType() == "telnet" {
-		var c net.Conn
-		err := retry("console socket", func() (err error) {
-			c, err = net.Dial("unix", conSock)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		p.con = c
-		ln, err := q.listenConsole()
-		if err != nil {
-			c.Close()
-			return err
-		}
-		p.console = serveConsoleWith(ln, c, nil, ConsoleOptions{Replay: qemuReplayBytes, KeepBang: true})
-	}
-	return retry("QMP socket", func() error {
-		mon, err := qmp.NewSocketMonitor("unix", qmpSock, 10*time.Second)
-		if err != nil {
-			return err
-		}
-		if err := mon.Connect(); err != nil {
-			return fmt.Errorf("QMP: %w", err)
-		}
-		p.mon = mon
-		return nil
-	})
-}
-
-// qemuReplayBytes is how much console output a new telnet client gets
-// first: enough for a whole boot log.
-const qemuReplayBytes = 256 << 10
 
 // listenConsole binds the telnet console port, or another one when someone
 // took it while the node was stopped.
@@ -609,47 +408,17 @@ func (q *Qemu) listenConsole() (net.Listener, error) {
 // ResetConsole disconnects the telnet console's clients; the VM keeps
 // running and the replay buffer is kept.
 func (q *Qemu) ResetConsole() {
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
-	if p != nil && p.console != nil {
+	if p, _ := q.current(); p != nil && p.console != nil {
 		p.console.dropClients()
 	}
-}
-
-// accel picks the accelerator, and the warning to give when a VM runs
-// without KVM though KVM was not ruled out (chooseAccel).
-func (q *Qemu) accel() (accel, warning string) {
-	return chooseAccel(q.cfg.Name, q.cfg.Accel, q.cfg.Props.Options, KVMProblem)
-}
-
-// logText is qemu.log without its first line (the command), bounded.
-func (q *Qemu) logText() string {
-	data, _ := os.ReadFile(filepath.Join(q.cfg.Dir, "qemu.log"))
-	if i := bytes.Index(data, []byte("Execution log:\n")); i >= 0 {
-		data = data[i+len("Execution log:\n"):]
-	}
-	data = bytes.TrimSpace(data)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return string(data)
 }
 
 // reap waits for the process to end, then marks the node stopped.
 func (q *Qemu) reap(p *qemuProc) {
 	<-p.exited
-	if p.console != nil {
-		p.console.Close()
-	}
-	if p.mon != nil {
-		p.mon.Disconnect()
-	}
-	for _, h := range p.helpers {
-		h.end(time.Second)
-	}
-	if q.cfg.Props.CreateConfigDisk && q.cfg.Props.HDD == "" {
-		if err := q.exportConfigDisk(); err != nil {
+	p.release()
+	if q.cfg.Props.configDisk() {
+		if err := qemuConfigDisk(q.cfg.Dir).export(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: %v", q.cfg.Name, err))
 		}
 	}
@@ -690,15 +459,13 @@ func (q *Qemu) PowerOff(ctx context.Context) error {
 func (q *Qemu) stop(ctx context.Context, mode string) error {
 	q.ops.Lock()
 	defer q.ops.Unlock()
-	q.mu.Lock()
-	p := q.proc
-	q.mu.Unlock()
+	p, _ := q.current()
 	if p == nil {
 		return nil
 	}
 	switch {
 	case mode == "shutdown_signal" && p.mon != nil:
-		if _, err := p.mon.Run([]byte(`{"execute": "system_powerdown"}`)); err == nil {
+		if err := p.mon.execute("system_powerdown"); err == nil {
 			t := time.NewTimer(powerdownWait)
 			select {
 			case <-p.exited:
@@ -708,7 +475,7 @@ func (q *Qemu) stop(ctx context.Context, mode string) error {
 			t.Stop()
 		}
 	case mode == "save_vm_state" && p.mon != nil:
-		if err := q.saveState(p); err != nil {
+		if err := p.mon.saveState(); err != nil {
 			q.cfg.OnWarning(fmt.Sprintf("%s: could not save the VM state: %v", q.cfg.Name, err))
 		}
 	}

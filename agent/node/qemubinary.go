@@ -35,15 +35,15 @@ func QemuBinaries() []string {
 	return out
 }
 
-// resolveBinary finds the QEMU executable: qemu_path, or
+// resolveQemuBinary finds the QEMU executable: qemu_path, or
 // qemu-system-<platform> (x86_64 when neither is set). It must be one of
 // QemuBinaries, named by its file name or by a path to the same file
 // (a path to no file at all, from a project made on another host, counts
 // as its file name): any other program would run as the agent's user.
-func (q *Qemu) resolveBinary() (string, error) {
-	p := q.cfg.Props.QemuPath
+func resolveQemuBinary(props QemuProps) (string, error) {
+	p := props.QemuPath
 	if p == "" {
-		plat := q.cfg.Props.Platform
+		plat := props.Platform
 		if plat == "" {
 			plat = "x86_64"
 		}

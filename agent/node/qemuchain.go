@@ -185,44 +185,6 @@ func (d diskSpec) node() map[string]any {
 // not yet doubled, and for qemu-img).
 func (d diskSpec) filename() string { return jsonFilename(d.node()) }
 
-// imageRel returns name's path relative to the images folder: a name
-// relative to it, or an absolute path inside it. Anything else is
-// refused (the image's property names it in the error).
-func (q *Qemu) imageRel(prop, name string) (string, error) {
-	if len(name) > 4096 || strings.ContainsRune(name, 0) {
-		return "", fmt.Errorf("%s is outside the images folder", prop)
-	}
-	rel := name
-	if filepath.IsAbs(name) {
-		dir, err := filepath.Abs(q.cfg.ImagesDir)
-		if err != nil {
-			return "", err
-		}
-		r, err := filepath.Rel(dir, filepath.Clean(name))
-		if err != nil {
-			return "", fmt.Errorf("%s %s is outside the images folder", prop, name)
-		}
-		rel = r
-	}
-	if !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("%s %s is outside the images folder", prop, name)
-	}
-	return rel, nil
-}
-
-// checkImageNames refuses image properties that name files outside the
-// images folder; the files need not exist yet.
-func (q *Qemu) checkImageNames(p QemuProps) error {
-	for _, k := range qemuImageProps {
-		if name := p.imageProp(k); name != "" {
-			if _, err := q.imageRel(k, name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // QemuImgName names an image file for qemu-img as an explicit block
 // node: the format its first bytes tell, and no backing file, so that
 // qemu-img opens that one file only (growing a disk needs nothing else).
@@ -252,13 +214,13 @@ func QemuImgName(path string) (string, error) {
 // image formats labtap hands it, on plain files.
 var blockDrivers = []string{"file", "qcow2", "raw", "vmdk", "vdi", "vpc"}
 
-// checkOpenedFiles asks the paused QEMU which block nodes it opened and
+// checkOpened asks the paused QEMU which block nodes it opened and
 // refuses, before the guest runs, any driver other than a format on a
 // plain file, and any file outside the images folder, the node's own
 // disk files and the UEFI firmware. It closes the window between the
 // agent's header checks and QEMU's open: an overlay rewritten meanwhile
 // to name an external data file shows up here.
-func (q *Qemu) checkOpenedFiles(run func([]byte) ([]byte, error)) error {
+func (d qemuDisks) checkOpened(run func([]byte) ([]byte, error)) error {
 	raw, err := run([]byte(`{"execute": "query-named-block-nodes", "arguments": {"flat": true}}`))
 	if err != nil {
 		return fmt.Errorf("list the disks QEMU opened: %w", err)
@@ -272,12 +234,12 @@ func (q *Qemu) checkOpenedFiles(run func([]byte) ([]byte, error)) error {
 	if err := json.Unmarshal(raw, &reply); err != nil {
 		return fmt.Errorf("list the disks QEMU opened: %w", err)
 	}
-	images, _ := filepath.Abs(q.cfg.ImagesDir)
+	images, _ := filepath.Abs(string(d.images))
 	realImages, err := filepath.EvalSymlinks(images)
 	if err != nil {
 		realImages = images
 	}
-	dir, _ := filepath.Abs(q.cfg.Dir)
+	dir, _ := filepath.Abs(d.dir)
 	for _, n := range reply.Return {
 		if !slices.Contains(blockDrivers, n.Driver) {
 			return fmt.Errorf("QEMU opened a %s block node: refusing to start", n.Driver)

@@ -46,10 +46,10 @@ func TestSecurityQemuImageOutsideTheImagesFolderIsRefused(t *testing.T) {
 	os.WriteFile(secret, []byte("secret"), 0o600)
 	os.Symlink(secret, filepath.Join(images, "link.img"))
 	os.WriteFile(filepath.Join(images, "ok.img"), []byte("disk"), 0o644)
-	if _, err := q.image("link.img"); err == nil {
+	if _, err := q.setup().images().path("link.img"); err == nil {
 		t.Error("a link out of the images folder was opened")
 	}
-	if p, err := q.image(filepath.Join(images, "ok.img")); err != nil || filepath.Base(p) != "ok.img" {
+	if p, err := q.setup().images().path(filepath.Join(images, "ok.img")); err != nil || filepath.Base(p) != "ok.img" {
 		t.Errorf("an absolute path inside the images folder: %q %v", p, err)
 	}
 }
@@ -60,7 +60,7 @@ func TestSecurityQemuImageOutsideTheImagesFolderIsRefused(t *testing.T) {
 func TestSecurityQemuOverlayChainIsChecked(t *testing.T) {
 	q, images := newTestQemu(t, QemuProps{HDA: "base.qcow2", HDAInterface: "virtio"})
 	qemuImg(t, "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "1M")
-	args, err := q.diskArgs()
+	args, err := q.setup().disks().args()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestSecurityQemuOverlayChainIsChecked(t *testing.T) {
 	os.WriteFile(secret, []byte("secret"), 0o600)
 	os.Remove(overlay)
 	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", secret, overlay, "1M")
-	if _, err := q.diskArgs(); err == nil || !strings.Contains(err.Error(), "backing file "+secret) {
+	if _, err := q.setup().disks().args(); err == nil || !strings.Contains(err.Error(), "backing file "+secret) {
 		t.Fatalf("an overlay backed by %s: %v, want a refusal naming it", secret, err)
 	}
 	if err := q.ResizeDisk(t.Context(), "hda", 1); err == nil {
@@ -91,14 +91,14 @@ func TestSecurityQemuOverlayChainIsChecked(t *testing.T) {
 	// copy the agent made, are refused too.
 	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", secret, filepath.Join(images, "chained.qcow2"), "1M")
 	q.cfg.Props.HDA = "chained.qcow2"
-	if _, err := q.diskArgs(); err == nil || !strings.Contains(err.Error(), "backing file") {
+	if _, err := q.setup().disks().args(); err == nil || !strings.Contains(err.Error(), "backing file") {
 		t.Fatalf("a base image with a backing file: %v", err)
 	}
 	no := false
 	q.cfg.Props.HDA, q.cfg.Props.LinkedClone = "base.qcow2", &no
 	os.Remove(overlay)
 	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", secret, overlay, "1M")
-	if _, err := q.diskArgs(); err == nil || !strings.Contains(err.Error(), "backing file") {
+	if _, err := q.setup().disks().args(); err == nil || !strings.Contains(err.Error(), "backing file") {
 		t.Fatalf("a copy with a backing file: %v", err)
 	}
 }
@@ -109,20 +109,20 @@ func TestSecurityQemuOverlayChainIsChecked(t *testing.T) {
 // the start.
 func TestSecurityQemuOpenedFilesAreChecked(t *testing.T) {
 	images, dir := t.TempDir(), t.TempDir()
-	q := &Qemu{cfg: QemuConfig{ImagesDir: images, Dir: dir}}
+	d := qemuDisks{images: qemuImages(images), dir: dir}
 	reply := func(nodes string) func([]byte) ([]byte, error) {
 		return func([]byte) ([]byte, error) { return []byte(`{"return": [` + nodes + `]}`), nil }
 	}
 	ok := `{"drv": "qcow2", "file": "json:{}"}, {"drv": "file", "file": "` + filepath.Join(dir, "hda_disk.qcow2") + `"},
 		{"drv": "file", "file": "` + filepath.Join(images, "base.qcow2") + `"}, {"drv": "file", "file": "` + filepath.Join(dir, "config.img") + `"}`
-	if err := q.checkOpenedFiles(reply(ok)); err != nil {
+	if err := d.checkOpened(reply(ok)); err != nil {
 		t.Fatalf("the node's own disks: %v", err)
 	}
 	for _, bad := range []string{
 		`{"drv": "file", "file": "/etc/shadow"}`, `{"drv": "nbd", "file": "nbd://10.0.0.1/x"}`, `{"drv": "http", "file": "http://x/y"}`,
 		`{"drv": "file", "file": "` + filepath.Join(dir, "qemu.log") + `"}`, `{"drv": "host_device", "file": "/dev/sda"}`,
 	} {
-		if err := q.checkOpenedFiles(reply(ok + "," + bad)); err == nil {
+		if err := d.checkOpened(reply(ok + "," + bad)); err == nil {
 			t.Errorf("QEMU opened %s: not refused", bad)
 		}
 	}

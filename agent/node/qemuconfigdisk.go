@@ -15,26 +15,29 @@ import (
 // A QEMU node's config disk (create_config_disk): its configs/ files on
 // a FAT disk at each start, copied back once the VM is gone.
 
-// configDir is where a node's config disk files live between runs: the
-// node folder's configs/, reachable through the node files routes.
-func (q *Qemu) configDir() string { return filepath.Join(q.cfg.Dir, "configs") }
+// qemuConfigDisk is the config disk of the node whose folder it names.
+type qemuConfigDisk string
 
-// configImage is the config disk's file.
-func (q *Qemu) configImage() string { return filepath.Join(q.cfg.Dir, "config.img") }
+// files is where a node's config disk files live between runs: the
+// node folder's configs/, reachable through the node files routes.
+func (c qemuConfigDisk) files() string { return filepath.Join(string(c), "configs") }
+
+// image is the config disk's file.
+func (c qemuConfigDisk) image() string { return filepath.Join(string(c), "config.img") }
 
 // maxConfigDisk bounds the config disk (its files are configurations).
 const maxConfigDisk = 256 << 20
 
-// buildConfigDisk makes the config disk (create_config_disk, when no hdd
+// build makes the config disk (create_config_disk, when no hdd
 // image is set): a FAT file system holding the node's configs/ files,
 // made afresh at each start with dosfstools and mtools, as GNS3 does.
-func (q *Qemu) buildConfigDisk(ctx context.Context) (string, error) {
+func (c qemuConfigDisk) build(ctx context.Context) (string, error) {
 	for _, tool := range []string{"mkfs.fat", "mcopy"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return "", fmt.Errorf("The config disk needs %s: install dosfstools and mtools", tool)
 		}
 	}
-	dir := q.configDir()
+	dir := c.files()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("config disk: %w", err)
 	}
@@ -55,7 +58,7 @@ func (q *Qemu) buildConfigDisk(ctx context.Context) (string, error) {
 	if size > maxConfigDisk {
 		return "", fmt.Errorf("config disk: the files of configs/ take over %d MB", maxConfigDisk>>21)
 	}
-	img := q.configImage()
+	img := c.image()
 	os.Remove(img)
 	if out, err := exec.CommandContext(ctx, "mkfs.fat", "-C", "-n", "CONFIG", img, strconv.FormatInt(size>>10, 10)).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("config disk: mkfs.fat: %s", bytes.TrimSpace(out))
@@ -77,10 +80,23 @@ func (q *Qemu) buildConfigDisk(ctx context.Context) (string, error) {
 	return img, nil
 }
 
-// exportConfigDisk copies the config disk's files back to configs/ once
+// args builds the config disk and gives it to QEMU as hdd (index 3) on
+// the interface iface (hdd_disk_interface; ide when it names none).
+func (c qemuConfigDisk) args(ctx context.Context, iface string) ([]string, error) {
+	img, err := c.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if iface == "" || iface == "none" {
+		iface = "ide"
+	}
+	return []string{"-drive", fmt.Sprintf("file=%s,if=%s,index=3,media=disk,id=drive3,format=raw", commas(img), iface)}, nil
+}
+
+// export copies the config disk's files back to configs/ once
 // the VM is gone (what the guest wrote there is kept).
-func (q *Qemu) exportConfigDisk() error {
-	img := q.configImage()
+func (c qemuConfigDisk) export() error {
+	img := c.image()
 	if !isFile(img) {
 		return nil
 	}
@@ -98,7 +114,7 @@ func (q *Qemu) exportConfigDisk() error {
 		return nil
 	}
 	args := append([]string{"-i", img, "-s", "-m", "-n", "-o", "-Q", "--"}, files...)
-	args = append(args, q.configDir())
+	args = append(args, c.files())
 	if out, err := exec.Command("mcopy", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("config disk: mcopy: %s", bytes.TrimSpace(out))
 	}

@@ -61,14 +61,15 @@ func renice(pid, nice int) error {
 }
 
 // startThrottle runs cpulimit on the QEMU process (GNS3's cpu_throttling:
-// percent of one CPU, up to 800). --lazy makes it end with QEMU.
-func (q *Qemu) startThrottle(pid int, spec sandbox.Spec) (*child, error) {
+// limit percent of one CPU, up to 800), confined as QEMU is (sb, spec).
+// --lazy makes it end with QEMU.
+func startThrottle(sb *sandbox.Sandbox, spec sandbox.Spec, pid, limit int) (*child, error) {
 	bin, err := exec.LookPath("cpulimit")
 	if err != nil {
 		return nil, errors.New("Could not throttle CPU: cpulimit is not installed (Debian package cpulimit)")
 	}
 	// As QEMU's own user: it stops and continues QEMU with signals.
-	cmd, err := q.cfg.Sandbox.Command(spec, bin, "--lazy", "--pid="+strconv.Itoa(pid), "--limit="+strconv.Itoa(q.cfg.Props.CPUThrottling))
+	cmd, err := sb.Command(spec, bin, "--lazy", "--pid="+strconv.Itoa(pid), "--limit="+strconv.Itoa(limit))
 	if err != nil {
 		return nil, fmt.Errorf("Could not throttle CPU: %v", err)
 	}

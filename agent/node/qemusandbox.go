@@ -12,9 +12,9 @@ import (
 // sockets, and read the images folder and the images its properties name
 // (an absolute path names one anywhere: the agent is local). Backing files,
 // options and firmware paths that lead elsewhere find nothing there.
-func (q *Qemu) sandboxSpec(accel string) sandbox.Spec {
-	readable := []string{q.cfg.ImagesDir}
-	pr := q.cfg.Props
+func (s qemuSetup) sandboxSpec(accel string) sandbox.Spec {
+	readable := []string{s.cfg.ImagesDir}
+	pr := s.cfg.Props
 	for _, name := range []string{pr.HDA, pr.HDB, pr.HDC, pr.HDD, pr.CDROM, pr.BIOS, pr.Initrd, pr.Kernel} {
 		if filepath.IsAbs(name) {
 			readable = append(readable, name)
@@ -25,8 +25,8 @@ func (q *Qemu) sandboxSpec(accel string) sandbox.Spec {
 		devices = append(devices, "/dev/kvm")
 	}
 	return sandbox.Spec{
-		Dir:       q.cfg.Dir,
-		Writable:  []string{q.cfg.RuntimeDir},
+		Dir:       s.cfg.Dir,
+		Writable:  []string{s.cfg.RuntimeDir},
 		Readable:  readable,
 		Devices:   devices,
 		Pdeathsig: syscall.SIGKILL,

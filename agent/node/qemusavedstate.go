@@ -3,12 +3,9 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // A QEMU node's saved VM state (on_close save_vm_state), kept in its
@@ -21,10 +18,10 @@ const savedState = "GNS3_SAVED_STATE"
 
 // overlays are the node's qcow2 disks that exist (linked clones), but
 // not one keeping its data in an external file.
-func (q *Qemu) overlays() []string {
+func (d qemuDisks) overlays() []string {
 	var out []string
-	for _, d := range []string{"hda", "hdb", "hdc", "hdd"} {
-		p := filepath.Join(q.cfg.Dir, d+"_disk.qcow2")
+	for _, hd := range []string{"hda", "hdb", "hdc", "hdd"} {
+		p := filepath.Join(d.dir, hd+"_disk.qcow2")
 		if h, err := readQcow2Header(p); err == nil && !h.externalData && isFile(p) {
 			out = append(out, p)
 		}
@@ -49,51 +46,29 @@ func snapshotName(disk string) string {
 // savedStateArgs gives -loadvm when on_close is save_vm_state and the
 // node's disks hold a saved state; with any other on_close a saved state
 // is deleted, so a later save_vm_state never resumes an old one (GNS3).
-func (q *Qemu) savedStateArgs(ctx context.Context) []string {
-	disks := q.overlays()
+func (d qemuDisks) savedStateArgs(ctx context.Context) []string {
+	disks := d.overlays()
 	if len(disks) == 0 {
 		return nil
 	}
-	img, err := q.qemuImg()
+	img, err := d.qemuImg()
 	if err != nil {
 		return nil
 	}
 	found := false
-	for _, d := range disks {
-		if !hasSavedState(ctx, img, d) {
+	for _, disk := range disks {
+		if !hasSavedState(ctx, img, disk) {
 			continue
 		}
 		found = true
-		if q.cfg.Props.OnClose != "save_vm_state" {
-			if out, err := exec.CommandContext(ctx, img, "snapshot", "-d", savedState, snapshotName(d)).CombinedOutput(); err != nil {
-				q.cfg.OnWarning(fmt.Sprintf("%s: could not delete the saved state of %s: %s", q.cfg.Name, filepath.Base(d), bytes.TrimSpace(out)))
+		if d.props.OnClose != "save_vm_state" {
+			if out, err := exec.CommandContext(ctx, img, "snapshot", "-d", savedState, snapshotName(disk)).CombinedOutput(); err != nil {
+				d.warn(fmt.Sprintf("%s: could not delete the saved state of %s: %s", d.node, filepath.Base(disk), bytes.TrimSpace(out)))
 			}
 		}
 	}
-	if found && q.cfg.Props.OnClose == "save_vm_state" {
+	if found && d.props.OnClose == "save_vm_state" {
 		return []string{"-loadvm", savedState}
-	}
-	return nil
-}
-
-// saveState pauses the VM and saves its state into its qcow2 disks
-// (HMP savevm through QMP: QEMU 7.2 has no QMP command of its own for it
-// outside jobs). QEMU words its failures in the command's reply.
-func (q *Qemu) saveState(p *qemuProc) error {
-	if _, err := p.mon.Run([]byte(`{"execute": "stop"}`)); err != nil {
-		return err
-	}
-	cmd, _ := json.Marshal(map[string]any{"execute": "human-monitor-command", "arguments": map[string]any{"command-line": "savevm " + savedState}})
-	raw, err := p.mon.Run(cmd)
-	if err != nil {
-		return err
-	}
-	var reply struct {
-		Return string `json:"return"`
-	}
-	_ = json.Unmarshal(raw, &reply)
-	if s := strings.TrimSpace(reply.Return); s != "" {
-		return errors.New(s)
 	}
 	return nil
 }

@@ -22,12 +22,30 @@ import (
 // swtpmVersion matches "TPM emulator version 0.7.1".
 var swtpmVersion = regexp.MustCompile(`version (\d+)\.(\d+)`)
 
-// startTPM runs swtpm for the VM: a TPM 2.0 whose state lives in the
-// node's folder (tpm-state), its control socket in the private runtime
-// folder. It ends when QEMU disconnects (--terminate). GNS3 wants swtpm
-// 0.8; Debian 12 ships 0.7.1, which serves QEMU 7.2 well, so 0.7 is the
-// floor here.
-func (q *Qemu) startTPM(ctx context.Context, spec sandbox.Spec) (*child, string, error) {
+// qemuTPM is a node's TPM: swtpm's state in the node's folder (dir), its
+// control socket in the private runtime folder (runtimeDir), swtpm run
+// confined by sandbox.
+type qemuTPM struct {
+	dir, runtimeDir string
+	sandbox         *sandbox.Sandbox
+}
+
+// start runs swtpm for the VM, confined by spec: a TPM 2.0 whose state
+// lives in the node's folder (tpm-state). It ends when QEMU disconnects
+// (--terminate). GNS3 wants swtpm 0.8; Debian 12 ships 0.7.1, which
+// serves QEMU 7.2 well, so 0.7 is the floor here. It returns swtpm and
+// the arguments that give QEMU the TPM.
+func (t qemuTPM) start(ctx context.Context, spec sandbox.Spec) (*child, []string, error) {
+	c, sock, err := t.run(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, []string{"-chardev", "socket,id=chrtpm,path=" + commas(sock),
+		"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0"}, nil
+}
+
+// run runs swtpm and waits for its control socket.
+func (t qemuTPM) run(ctx context.Context, spec sandbox.Spec) (*child, string, error) {
 	bin, err := exec.LookPath("swtpm")
 	if err != nil {
 		return nil, "", errors.New("swtpm is required for the TPM: install it (Debian package swtpm)")
@@ -42,16 +60,16 @@ func (q *Qemu) startTPM(ctx context.Context, spec sandbox.Spec) (*child, string,
 	if major == 0 && minor < 7 {
 		return nil, "", fmt.Errorf("swtpm version 0.7.0 or above must be installed (found %s.%s)", m[1], m[2])
 	}
-	state := filepath.Join(q.cfg.Dir, "tpm-state")
+	state := filepath.Join(t.dir, "tpm-state")
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, "", fmt.Errorf("swtpm: %w", err)
 	}
-	sock := filepath.Join(q.cfg.RuntimeDir, "swtpm.sock")
+	sock := filepath.Join(t.runtimeDir, "swtpm.sock")
 	os.Remove(sock)
-	cmd, err := q.cfg.Sandbox.Command(spec, bin, "socket", "--tpm2", "--terminate",
+	cmd, err := t.sandbox.Command(spec, bin, "socket", "--tpm2", "--terminate",
 		"--tpmstate", "dir="+state,
 		"--ctrl", "type=unixio,path="+sock,
-		"--log", "file="+filepath.Join(q.cfg.Dir, "swtpm.log")+",level=1")
+		"--log", "file="+filepath.Join(t.dir, "swtpm.log")+",level=1")
 	if err != nil {
 		return nil, "", fmt.Errorf("swtpm: %w", err)
 	}

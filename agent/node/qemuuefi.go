@@ -15,17 +15,17 @@ var ovmfFiles = [][2]string{{"OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"}, {"OVMF_CODE.
 var ovmfDirs = []string{"/usr/share/OVMF", "/usr/share/edk2/ovmf", "/usr/share/qemu"}
 
 // uefiArgs gives the UEFI firmware as GNS3 does: OVMF's code read-only
-// and a per-node copy of its variables (made once, kept across starts),
-// both as pflash.
-func (q *Qemu) uefiArgs() ([]string, error) {
-	dirs := append([]string{q.cfg.ImagesDir}, ovmfDirs...)
+// (looked for in imagesDir, then ovmfDirs) and a copy of its variables in
+// the node's folder dir (made once, kept across starts), both as pflash.
+func uefiArgs(imagesDir, dir string) ([]string, error) {
+	dirs := append([]string{imagesDir}, ovmfDirs...)
 	for _, pair := range ovmfFiles {
 		for _, d := range dirs {
 			code, vars := filepath.Join(d, pair[0]), filepath.Join(d, pair[1])
 			if !isFile(code) || !isFile(vars) {
 				continue
 			}
-			nodeVars := filepath.Join(q.cfg.Dir, "OVMF_VARS.fd")
+			nodeVars := filepath.Join(dir, "OVMF_VARS.fd")
 			if !isFile(nodeVars) {
 				if err := copyFile(vars, nodeVars); err != nil {
 					return nil, fmt.Errorf("Cannot copy the UEFI variables %s: %v", vars, err)

@@ -229,7 +229,7 @@ func startQemu(t *testing.T, q *Qemu) error {
 func runUnderQemuSpec(t *testing.T, base string, s *sandbox.Sandbox, prog string, args ...string) ([]byte, error) {
 	t.Helper()
 	q := qemuNode(t, base, s, QemuProps{})
-	cmd, err := s.Command(q.sandboxSpec("tcg"), prog, args...)
+	cmd, err := s.Command(q.setup().sandboxSpec("tcg"), prog, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
