@@ -54,3 +54,66 @@ func TestLabTopologyIsATreeWithinEachNodesPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks checks the lab of
+// scripts/bench -lab: one tree over every node (no loop, nothing left
+// out), no port used twice, VPCS only on port 0, and exactly K-1 links
+// between agents (each a UDP tunnel), joining consecutive agents.
+func TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks(t *testing.T) {
+	for _, c := range []struct{ n, k int }{{12, 4}, {200, 4}, {1000, 4}, {201, 3}, {50, 1}} {
+		nodes, links, err := labAcross(c.n, c.k, 8)
+		if err != nil {
+			t.Fatalf("%d nodes over %d agents: %v", c.n, c.k, err)
+		}
+		if len(nodes) != c.n || len(links) != c.n-1 {
+			t.Fatalf("%d nodes over %d agents: %d nodes, %d links", c.n, c.k, len(nodes), len(links))
+		}
+		parent := make([]int, c.n)
+		for i := range parent {
+			parent[i] = i
+		}
+		var root func(int) int
+		root = func(i int) int {
+			for parent[i] != i {
+				i = parent[i]
+			}
+			return i
+		}
+		type port struct{ node, port int }
+		taken := map[port]bool{}
+		cross := 0
+		for _, l := range links {
+			for _, e := range []port{{l.a, l.aPort}, {l.b, l.bPort}} {
+				if taken[e] {
+					t.Errorf("%d/%d: port %d of node %d used twice", c.n, c.k, e.port, e.node)
+				}
+				taken[e] = true
+				if nodes[e.node].typ == "vpcs" && e.port != 0 || e.port < 0 || e.port >= 8 {
+					t.Errorf("%d/%d: link %v uses port %d of %s", c.n, c.k, l, e.port, nodes[e.node].name)
+				}
+			}
+			if nodes[l.a].agent != nodes[l.b].agent {
+				cross++
+				if d := nodes[l.b].agent - nodes[l.a].agent; d != 1 || nodes[l.a].typ != "ethernet_switch" || nodes[l.b].typ != "ethernet_switch" {
+					t.Errorf("%d/%d: cross link %v joins %s to %s", c.n, c.k, l, nodes[l.a].name, nodes[l.b].name)
+				}
+			}
+			ra, rb := root(l.a), root(l.b)
+			if ra == rb {
+				t.Fatalf("%d/%d: link %v closes a loop", c.n, c.k, l)
+			}
+			parent[ra] = rb
+		}
+		if cross != c.k-1 {
+			t.Errorf("%d/%d: %d links across agents, want %d", c.n, c.k, cross, c.k-1)
+		}
+		for i := range c.n {
+			if root(i) != root(0) {
+				t.Errorf("%d/%d: node %d is not linked to the rest", c.n, c.k, i)
+			}
+		}
+	}
+	if _, _, err := labAcross(5, 4, 8); err == nil {
+		t.Error("5 nodes over 4 agents: no error")
+	}
+}
