@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,14 +120,35 @@ type labAgent struct {
 	id   string
 	cmd  *exec.Cmd
 	done chan error
+
+	mu      sync.Mutex
+	handled map[string]handlerTime // by "METHOD route", from the access log
+}
+
+// handlerTime is the count and the total time of an agent's handlers.
+type handlerTime struct {
+	n   int
+	sum time.Duration
 }
 
 var labAgentListen = regexp.MustCompile(`msg="agent listening" addr=(\S+)`)
+var labAgentRequest = regexp.MustCompile(`msg=request method=(\S+) route=(\S+) status=\d+ duration=(\S+)`)
+
+// handlers returns a copy of the agent's handler times so far.
+func (a *labAgent) handlers() map[string]handlerTime {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]handlerTime, len(a.handled))
+	for k, v := range a.handled {
+		out[k] = v
+	}
+	return out
+}
 
 // startLabAgent runs the agent bin on ip:0 as compute id, registering
 // with the controller at ctlURL with secret.
 func startLabAgent(bin, id, ip, dataDir, ctlURL, secret string) (*labAgent, error) {
-	a := &labAgent{id: id, done: make(chan error, 1)}
+	a := &labAgent{id: id, done: make(chan error, 1), handled: map[string]handlerTime{}}
 	a.cmd = exec.Command(bin, "--listen", ip+":0", "--data-dir", dataDir, "--compute-id", id,
 		"--controller", ctlURL, "--log-level", "info")
 	a.cmd.Env = append(os.Environ(), "LABTAP_SECRET="+secret)
@@ -143,7 +165,14 @@ func startLabAgent(bin, id, ip, dataDir, ctlURL, secret string) (*labAgent, erro
 		shown := 0
 		for sc.Scan() {
 			line := sc.Text()
-			if m := labAgentListen.FindStringSubmatch(line); m != nil {
+			if m := labAgentRequest.FindStringSubmatch(line); m != nil {
+				if d, err := time.ParseDuration(m[3]); err == nil {
+					a.mu.Lock()
+					h := a.handled[m[1]+" "+m[2]]
+					a.handled[m[1]+" "+m[2]] = handlerTime{h.n + 1, h.sum + d}
+					a.mu.Unlock()
+				}
+			} else if m := labAgentListen.FindStringSubmatch(line); m != nil {
 				addr <- m[1]
 			} else if (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) && shown < 20 &&
 				!strings.Contains(line, "LABTAP_SECRET is deprecated") && !strings.Contains(line, "run under TCG") {
@@ -338,7 +367,7 @@ func runLab(cfg labConfig) error {
 	if _, err := timed("close (stopped, no capture)", "POST", "/close"); err != nil {
 		return err
 	}
-	if _, err := timed("open", "POST", "/open"); err != nil {
+	if err := splitOpen(c, agents, "open", p); err != nil {
 		return err
 	}
 	if cfg.profile {
@@ -385,13 +414,71 @@ func runLab(cfg labConfig) error {
 	if _, err := timed("close (captures running)", "POST", "/close"); err != nil {
 		return err
 	}
-	if _, err := timed("reopen", "POST", "/open"); err != nil {
+	if err := splitOpen(c, agents, "reopen", p); err != nil {
 		return err
 	}
 	if _, err := timed("delete", "DELETE", ""); err != nil {
 		return err
 	}
 	fmt.Printf("steal over the run: %.1f%%; load average at the end %s\n", 100*cpuTimes("").stealShare(before), loadavg())
+	return nil
+}
+
+// splitOpen opens closed project p and says where the open's wall time
+// went: the controller's CPU and the time it waited for a CPU, the
+// agents' CPU, and the agents' handlers by route (from their access logs,
+// whose lines may lag the answer by a little).
+func splitOpen(c *ctl, agents []*labAgent, name, p string) error {
+	agCPU := func() (cpu float64, wait time.Duration) {
+		for _, a := range agents {
+			x, _ := procCPU(a.cmd.Process.Pid)
+			cpu += x
+			wait += runDelay(a.cmd.Process.Pid)
+		}
+		return cpu, wait
+	}
+	before := make([]map[string]handlerTime, len(agents))
+	for i, a := range agents {
+		before[i] = a.handlers()
+	}
+	c0, _ := procCPU(c.pid)
+	w0 := runDelay(c.pid)
+	a0, aw0 := agCPU()
+	t0 := time.Now()
+	if _, err := c.call("POST", "/projects/"+p+"/open", nil, nil); err != nil {
+		return err
+	}
+	d := time.Since(t0)
+	c1, _ := procCPU(c.pid)
+	w1 := runDelay(c.pid)
+	a1, aw1 := agCPU()
+	fmt.Printf("  %-34s %9s\n", name, d.Round(time.Millisecond))
+	time.Sleep(200 * time.Millisecond) // the agents' last log lines
+	byRoute := map[string]handlerTime{}
+	var total time.Duration
+	calls := 0
+	for i, a := range agents {
+		for k, v := range a.handlers() {
+			b := before[i][k]
+			if v.n > b.n {
+				h := byRoute[k]
+				byRoute[k] = handlerTime{h.n + v.n - b.n, h.sum + v.sum - b.sum}
+				total += v.sum - b.sum
+				calls += v.n - b.n
+			}
+		}
+	}
+	fmt.Printf("    split: controller CPU %.2f s (waited %.2f s for a CPU), agents' CPU %.2f s (waited %.2f s); %d agent calls, their handlers %.2f s in all:\n",
+		c1-c0, (w1 - w0).Seconds(), a1-a0, (aw1 - aw0).Seconds(), calls, total.Seconds())
+	routes := make([]string, 0, len(byRoute))
+	for k := range byRoute {
+		routes = append(routes, k)
+	}
+	slices.SortFunc(routes, func(x, y string) int { return int(byRoute[y].sum - byRoute[x].sum) })
+	for _, k := range routes[:min(5, len(routes))] {
+		fmt.Printf("      %-60s %5d calls %8.3f s (%.2f ms each)\n", k, byRoute[k].n, byRoute[k].sum.Seconds(),
+			float64(byRoute[k].sum.Microseconds())/1000/float64(byRoute[k].n))
+	}
 	return nil
 }
 
