@@ -58,12 +58,24 @@ func TestLabTopologyIsATreeWithinEachNodesPorts(t *testing.T) {
 // TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks checks the lab of
 // scripts/bench -lab: one tree over every node (no loop, nothing left
 // out), no port used twice, VPCS only on port 0, and exactly K-1 links
-// between agents (each a UDP tunnel), joining consecutive agents.
+// between agents (each a UDP tunnel), joining consecutive agents; with a
+// docker node added on each agent (withDocker), on that agent.
 func TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks(t *testing.T) {
-	for _, c := range []struct{ n, k int }{{12, 4}, {200, 4}, {1000, 4}, {201, 3}, {50, 1}} {
+	for _, c := range []struct{ n, k, docker int }{{12, 4, 0}, {200, 4, 0}, {1000, 4, 4}, {201, 3, 3}, {50, 1, 1}, {12, 4, 4}} {
 		nodes, links, err := labAcross(c.n, c.k, 8)
 		if err != nil {
 			t.Fatalf("%d nodes over %d agents: %v", c.n, c.k, err)
+		}
+		nodes, links = withDocker(nodes, links, c.k, c.docker, 8)
+		c.n += c.docker
+		docker := 0
+		for _, n := range nodes {
+			if n.typ == "docker" {
+				docker++
+			}
+		}
+		if docker != c.docker {
+			t.Errorf("%d/%d: %d docker nodes, want %d", c.n, c.k, docker, c.docker)
 		}
 		if len(nodes) != c.n || len(links) != c.n-1 {
 			t.Fatalf("%d nodes over %d agents: %d nodes, %d links", c.n, c.k, len(nodes), len(links))
@@ -88,7 +100,7 @@ func TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks(t *testing.T) {
 					t.Errorf("%d/%d: port %d of node %d used twice", c.n, c.k, e.port, e.node)
 				}
 				taken[e] = true
-				if nodes[e.node].typ == "vpcs" && e.port != 0 || e.port < 0 || e.port >= 8 {
+				if nodes[e.node].typ != "ethernet_switch" && e.port != 0 || e.port < 0 || e.port >= 8 {
 					t.Errorf("%d/%d: link %v uses port %d of %s", c.n, c.k, l, e.port, nodes[e.node].name)
 				}
 			}

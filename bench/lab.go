@@ -48,6 +48,7 @@ type labConfig struct {
 	n          int    // nodes
 	agents     int    // agent processes
 	profile    bool   // profile a second open
+	docker     int    // docker nodes (one per agent at most); -1: one per agent where Docker and the image are
 	keep       bool
 }
 
@@ -113,6 +114,51 @@ func labAcross(n, k, ports int) ([]labNode, []labLink, error) {
 		used[b]++
 	}
 	return nodes, links, nil
+}
+
+// labImage is the image of the lab's docker nodes (scripts/node-images).
+const labImage = "labtap/host:bookworm"
+
+// withDocker adds count docker nodes (at most one per agent) to a lab
+// laid out by labAcross, each on a free port of a switch of its agent, so
+// the lab stays one tree.
+func withDocker(nodes []labNode, links []labLink, k, count, ports int) ([]labNode, []labLink) {
+	used := make([]int, len(nodes))
+	for _, l := range links {
+		used[l.a]++
+		used[l.b]++
+	}
+	for j := range min(count, k) {
+		s := -1
+		for i, n := range nodes {
+			if n.agent == j && n.typ == "ethernet_switch" && used[i] < ports && (s < 0 || used[i] < used[s]) {
+				s = i
+			}
+		}
+		if s < 0 {
+			continue
+		}
+		nodes = append(nodes, labNode{fmt.Sprintf("A%d-D1", j+1), "docker", j})
+		links = append(links, labLink{s, used[s], len(nodes) - 1, 0})
+		used[s]++
+	}
+	return nodes, links
+}
+
+// dockerCount is how many docker nodes the lab gets: asked, or with -1
+// one per agent where this process is root, a Docker Engine answers and
+// labImage is there.
+func dockerCount(asked, agents int) int {
+	if asked >= 0 {
+		return asked
+	}
+	if os.Geteuid() != 0 {
+		return 0
+	}
+	if err := exec.Command("docker", "image", "inspect", labImage).Run(); err != nil {
+		return 0
+	}
+	return agents
 }
 
 // labAgent is one agent process of the lab.
@@ -260,8 +306,10 @@ func runLab(cfg labConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("lab bench: %d nodes, %d links (%d across agents) over %d agents; %d CPUs, load average %s\n",
-		len(nodes), len(links), cfg.agents-1, cfg.agents, nproc(), loadavg())
+	ndocker := dockerCount(cfg.docker, cfg.agents)
+	nodes, links = withDocker(nodes, links, cfg.agents, ndocker, 8)
+	fmt.Printf("lab bench: %d nodes (%d docker), %d links (%d across agents) over %d agents; %d CPUs, load average %s\n",
+		len(nodes), min(ndocker, cfg.agents), len(links), cfg.agents-1, cfg.agents, nproc(), loadavg())
 	before := cpuTimes("")
 	key := make([]byte, 16)
 	rand.Read(key)
@@ -336,8 +384,12 @@ func runLab(cfg labConfig) error {
 	ids := make([]string, len(nodes))
 	for i, nd := range nodes {
 		var out idOnly
-		if _, err := c.call("POST", "/projects/"+p+"/nodes", map[string]any{"name": nd.name, "node_type": nd.typ,
-			"compute_id": fmt.Sprintf("agent%d", nd.agent+1), "x": (i % 40) * 60, "y": (i / 40) * 60}, &out); err != nil {
+		req := map[string]any{"name": nd.name, "node_type": nd.typ,
+			"compute_id": fmt.Sprintf("agent%d", nd.agent+1), "x": (i % 40) * 60, "y": (i / 40) * 60}
+		if nd.typ == "docker" {
+			req["properties"] = map[string]any{"image": labImage, "start_command": "sleep infinity", "adapters": 1}
+		}
+		if _, err := c.call("POST", "/projects/"+p+"/nodes", req, &out); err != nil {
 			return err
 		}
 		ids[i] = out.NodeID
