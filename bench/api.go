@@ -126,7 +126,8 @@ func startController(bin, traceFile string, env []string, extra ...string) (*ctl
 				}
 			} else if m := ctlListenLine.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
-			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") {
+			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") || c.base == "" && !strings.Contains(sc.Text(), "level=") {
+				// At start, a line without a level is the reason it exits.
 				fmt.Fprintln(os.Stderr, "controller:", sc.Text())
 			}
 		}

@@ -59,23 +59,35 @@ func TestLabTopologyIsATreeWithinEachNodesPorts(t *testing.T) {
 // scripts/bench -lab: one tree over every node (no loop, nothing left
 // out), no port used twice, VPCS only on port 0, and exactly K-1 links
 // between agents (each a UDP tunnel), joining consecutive agents; with a
-// docker node added on each agent (withDocker), on that agent.
+// docker and a qemu node added on each agent (withOnEach), on that agent.
 func TestLabAcrossAgentsIsOneTreeWithKMinus1CrossLinks(t *testing.T) {
 	for _, c := range []struct{ n, k, docker int }{{12, 4, 0}, {200, 4, 0}, {1000, 4, 4}, {201, 3, 3}, {50, 1, 1}, {12, 4, 4}} {
 		nodes, links, err := labAcross(c.n, c.k, 8)
 		if err != nil {
 			t.Fatalf("%d nodes over %d agents: %v", c.n, c.k, err)
 		}
-		nodes, links = withDocker(nodes, links, c.k, c.docker, 8)
+		nodes, links = withOnEach(nodes, links, c.k, c.docker, "docker", 8)
+		nodes, links = withOnEach(nodes, links, c.k, c.docker, "qemu", 8)
 		c.n += c.docker
-		docker := 0
+		c.n += c.docker
+		perAgent := map[string]map[int]int{}
 		for _, n := range nodes {
-			if n.typ == "docker" {
-				docker++
+			if n.typ == "docker" || n.typ == "qemu" {
+				if perAgent[n.typ] == nil {
+					perAgent[n.typ] = map[int]int{}
+				}
+				perAgent[n.typ][n.agent]++
 			}
 		}
-		if docker != c.docker {
-			t.Errorf("%d/%d: %d docker nodes, want %d", c.n, c.k, docker, c.docker)
+		for _, typ := range []string{"docker", "qemu"} {
+			if len(perAgent[typ]) != c.docker {
+				t.Errorf("%d/%d: %s nodes on %d agents, want one on each of %d", c.n, c.k, typ, len(perAgent[typ]), c.docker)
+			}
+			for a, k := range perAgent[typ] {
+				if k != 1 {
+					t.Errorf("%d/%d: %d %s nodes on agent %d", c.n, c.k, k, typ, a)
+				}
+			}
 		}
 		if len(nodes) != c.n || len(links) != c.n-1 {
 			t.Fatalf("%d nodes over %d agents: %d nodes, %d links", c.n, c.k, len(nodes), len(links))

@@ -49,6 +49,7 @@ type labConfig struct {
 	agents     int    // agent processes
 	profile    bool   // profile a second open
 	docker     int    // docker nodes (one per agent at most); -1: one per agent where Docker and the image are
+	qemu       int    // qemu nodes (one per agent at most); -1: one per agent where QEMU and the tiny guest are
 	keep       bool
 }
 
@@ -119,10 +120,10 @@ func labAcross(n, k, ports int) ([]labNode, []labLink, error) {
 // labImage is the image of the lab's docker nodes (scripts/node-images).
 const labImage = "labtap/host:bookworm"
 
-// withDocker adds count docker nodes (at most one per agent) to a lab
-// laid out by labAcross, each on a free port of a switch of its agent, so
-// the lab stays one tree.
-func withDocker(nodes []labNode, links []labLink, k, count, ports int) ([]labNode, []labLink) {
+// withOnEach adds count nodes of type typ (at most one per agent) to a
+// lab laid out by labAcross, each on a free port of a switch of its
+// agent, so the lab stays one tree.
+func withOnEach(nodes []labNode, links []labLink, k, count int, typ string, ports int) ([]labNode, []labLink) {
 	used := make([]int, len(nodes))
 	for _, l := range links {
 		used[l.a]++
@@ -138,7 +139,7 @@ func withDocker(nodes []labNode, links []labLink, k, count, ports int) ([]labNod
 		if s < 0 {
 			continue
 		}
-		nodes = append(nodes, labNode{fmt.Sprintf("A%d-D1", j+1), "docker", j})
+		nodes = append(nodes, labNode{fmt.Sprintf("A%d-%s1", j+1, typ), typ, j})
 		links = append(links, labLink{s, used[s], len(nodes) - 1, 0})
 		used[s]++
 	}
@@ -156,6 +157,34 @@ func dockerCount(asked, agents int) int {
 		return 0
 	}
 	if err := exec.Command("docker", "image", "inspect", labImage).Run(); err != nil {
+		return 0
+	}
+	return agents
+}
+
+// tinyGuest returns the folder of scripts/tiny-guest's kernel and
+// initrd, "" if they are not there.
+func tinyGuest() string {
+	dir := os.Getenv("LABTAP_TINY_GUEST")
+	if dir == "" {
+		cache, _ := os.UserCacheDir()
+		dir = filepath.Join(cache, "labtap", "tiny-guest")
+	}
+	for _, f := range []string{"vmlinuz", "initrd.img"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			return ""
+		}
+	}
+	return dir
+}
+
+// qemuCount is how many qemu nodes the lab gets: asked, or with -1 one
+// per agent where QEMU and the tiny guest are.
+func qemuCount(asked, agents int) int {
+	if asked >= 0 {
+		return asked
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil || tinyGuest() == "" {
 		return 0
 	}
 	return agents
@@ -306,10 +335,15 @@ func runLab(cfg labConfig) error {
 	if err != nil {
 		return err
 	}
-	ndocker := dockerCount(cfg.docker, cfg.agents)
-	nodes, links = withDocker(nodes, links, cfg.agents, ndocker, 8)
-	fmt.Printf("lab bench: %d nodes (%d docker), %d links (%d across agents) over %d agents; %d CPUs, load average %s\n",
-		len(nodes), min(ndocker, cfg.agents), len(links), cfg.agents-1, cfg.agents, nproc(), loadavg())
+	ndocker, nqemu := min(dockerCount(cfg.docker, cfg.agents), cfg.agents), min(qemuCount(cfg.qemu, cfg.agents), cfg.agents)
+	guest := tinyGuest()
+	if nqemu > 0 && guest == "" {
+		return errors.New("-lab-qemu: no tiny guest (scripts/tiny-guest)")
+	}
+	nodes, links = withOnEach(nodes, links, cfg.agents, ndocker, "docker", 8)
+	nodes, links = withOnEach(nodes, links, cfg.agents, nqemu, "qemu", 8)
+	fmt.Printf("lab bench: %d nodes (%d docker, %d qemu), %d links (%d across agents) over %d agents; %d CPUs, load average %s\n",
+		len(nodes), ndocker, nqemu, len(links), cfg.agents-1, cfg.agents, nproc(), loadavg())
 	before := cpuTimes("")
 	key := make([]byte, 16)
 	rand.Read(key)
@@ -336,6 +370,22 @@ func runLab(cfg labConfig) error {
 	}()
 	for j := range cfg.agents {
 		id := fmt.Sprintf("agent%d", j+1)
+		if j < nqemu {
+			// The agent's QEMU images folder holds the guest.
+			images := filepath.Join(c.dir, id, "images", "QEMU")
+			if err := os.MkdirAll(images, 0o755); err != nil {
+				return err
+			}
+			for _, f := range []string{"vmlinuz", "initrd.img"} {
+				data, err := os.ReadFile(filepath.Join(guest, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(images, f), data, 0o644); err != nil {
+					return err
+				}
+			}
+		}
 		a, err := startLabAgent(cfg.agent, id, fmt.Sprintf("127.0.0.%d", j+2), filepath.Join(c.dir, id), ctlURL, secret)
 		if err != nil {
 			return err
@@ -386,8 +436,12 @@ func runLab(cfg labConfig) error {
 		var out idOnly
 		req := map[string]any{"name": nd.name, "node_type": nd.typ,
 			"compute_id": fmt.Sprintf("agent%d", nd.agent+1), "x": (i % 40) * 60, "y": (i / 40) * 60}
-		if nd.typ == "docker" {
+		switch nd.typ {
+		case "docker":
 			req["properties"] = map[string]any{"image": labImage, "start_command": "sleep infinity", "adapters": 1}
+		case "qemu":
+			req["properties"] = map[string]any{"kernel_image": "vmlinuz", "initrd": "initrd.img", "ram": 96, "adapters": 1,
+				"kernel_command_line": "console=ttyS0 no_timer_check labtap.name=" + nd.name}
 		}
 		if _, err := c.call("POST", "/projects/"+p+"/nodes", req, &out); err != nil {
 			return err
@@ -440,9 +494,12 @@ func runLab(cfg labConfig) error {
 	c1, p1 := ctlMsgs.Load(), projMsgs.Load()
 	time.Sleep(2 * time.Second) // updates still on their way
 	c2, p2 := ctlMsgs.Load(), projMsgs.Load()
-	started, err := countStatus(c, p, "started")
+	started, notStarted, err := countStatus(c, p, "started")
 	if err != nil {
 		return err
+	}
+	if len(notStarted) > 0 {
+		fmt.Printf("    not started: %s\n", strings.Join(notStarted[:min(10, len(notStarted))], ", "))
 	}
 	phase("start all (nodes/start)", ds, fmt.Sprintf("; %d nodes started", started))
 	fmt.Printf("    notifications during start all: /v2/notifications %d (%.0f/s), the project's stream %d (%.0f/s); %d and %d more in the 2 s after\n",
@@ -561,21 +618,26 @@ func waitComputes(c *ctl, n int, within time.Duration) error {
 	}
 }
 
-// countStatus counts project p's nodes in status.
-func countStatus(c *ctl, p, status string) (int, error) {
+// countStatus counts project p's nodes in status, and names the others
+// (with their status).
+func countStatus(c *ctl, p, status string) (int, []string, error) {
 	var ns []struct {
+		Name   string `json:"name"`
 		Status string `json:"status"`
 	}
 	if _, err := c.call("GET", "/projects/"+p+"/nodes", nil, &ns); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	k := 0
+	var others []string
 	for _, n := range ns {
 		if n.Status == status {
 			k++
+		} else {
+			others = append(others, n.Name+" ("+n.Status+")")
 		}
 	}
-	return k, nil
+	return k, others, nil
 }
 
 // profileOpen opens closed project p under a CPU profile of the

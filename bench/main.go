@@ -133,6 +133,7 @@ func run(args []string) error {
 	fs.IntVar(&lcfg.n, "lab", 0, "build a lab of N nodes over -lab-agents agents instead (lab.go): VPCS and switches, each phase timed (create, close, open, start all, capture every link, stop all, close, reopen, delete) with RSS and the notification rate; needs vpcs")
 	fs.IntVar(&lcfg.agents, "lab-agents", 4, "with -lab: agent processes, on 127.0.0.2, 127.0.0.3, ...")
 	fs.IntVar(&lcfg.docker, "lab-docker", -1, "with -lab: docker nodes ("+labImage+", one per agent at most) added to the N; -1: one per agent when run as root with a Docker Engine and the image (scripts/node-images)")
+	fs.IntVar(&lcfg.qemu, "lab-qemu", -1, "with -lab: qemu nodes (scripts/tiny-guest's kernel and initrd, one per agent at most) added to the N; -1: one per agent where qemu-system-x86_64 and the tiny guest are")
 	fs.BoolVar(&lcfg.profile, "lab-profile", true, "with -lab: open the project once more under a CPU profile of the controller (--pprof-listen) and print its top functions")
 	if err := fs.Parse(args); err != nil {
 		return err
