@@ -196,6 +196,7 @@ type labAgent struct {
 	cmd  *exec.Cmd
 	done chan error
 
+	log     *os.File // the agent's log, written by the goroutine reading it
 	mu      sync.Mutex
 	handled map[string]handlerTime // by "METHOD route", from the access log
 }
@@ -224,6 +225,11 @@ func (a *labAgent) handlers() map[string]handlerTime {
 // with the controller at ctlURL with secret.
 func startLabAgent(bin, id, ip, dataDir, ctlURL, secret string) (*labAgent, error) {
 	a := &labAgent{id: id, done: make(chan error, 1), handled: map[string]handlerTime{}}
+	// Its whole log, beside its data directory (-keep keeps it).
+	var err error
+	if a.log, err = os.Create(dataDir + ".log"); err != nil {
+		return nil, err
+	}
 	a.cmd = exec.Command(bin, "--listen", ip+":0", "--data-dir", dataDir, "--compute-id", id,
 		"--controller", ctlURL, "--log-level", "info")
 	a.cmd.Env = append(os.Environ(), "LABTAP_SECRET="+secret)
@@ -237,9 +243,13 @@ func startLabAgent(bin, id, ip, dataDir, ctlURL, secret string) (*labAgent, erro
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		shown := 0
 		for sc.Scan() {
 			line := sc.Text()
+			if a.log != nil {
+				fmt.Fprintln(a.log, line)
+			}
 			if m := labAgentRequest.FindStringSubmatch(line); m != nil {
 				if d, err := time.ParseDuration(m[3]); err == nil {
 					a.mu.Lock()
@@ -276,6 +286,7 @@ func (a *labAgent) stop() {
 		a.cmd.Process.Kill()
 		<-a.done
 	}
+	a.log.Close()
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free now, for a flag
@@ -488,7 +499,9 @@ func runLab(cfg labConfig) error {
 	c0, p0 := ctlMsgs.Load(), projMsgs.Load()
 	t0 = time.Now()
 	if _, err := c.call("POST", "/projects/"+p+"/nodes/start", nil, nil); err != nil {
-		return err
+		// Some node did not start (a guest slow to boot on a loaded
+		// machine): the rest of the lab runs on, and is counted below.
+		fmt.Println("    start all:", err)
 	}
 	ds := time.Since(t0)
 	c1, p1 := ctlMsgs.Load(), projMsgs.Load()
@@ -500,6 +513,23 @@ func runLab(cfg labConfig) error {
 	}
 	if len(notStarted) > 0 {
 		fmt.Printf("    not started: %s\n", strings.Join(notStarted[:min(10, len(notStarted))], ", "))
+		for _, name := range notStarted[:min(3, len(notStarted))] {
+			for i, nd := range nodes {
+				if strings.HasPrefix(name, nd.name+" ") {
+					fmt.Printf("    %s (%s) in agent%d's log (%s.log):\n", nd.name, ids[i], nd.agent+1, filepath.Join(c.dir, fmt.Sprintf("agent%d", nd.agent+1)))
+					logged, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("agent%d.log", nd.agent+1)))
+					var hits []string
+					for _, line := range strings.Split(string(logged), "\n") {
+						if strings.Contains(line, ids[i]) && !strings.Contains(line, "msg=request") {
+							hits = append(hits, line)
+						}
+					}
+					for _, line := range hits[max(0, len(hits)-6):] {
+						fmt.Println("      " + line[:min(len(line), 400)])
+					}
+				}
+			}
+		}
 	}
 	phase("start all (nodes/start)", ds, fmt.Sprintf("; %d nodes started", started))
 	fmt.Printf("    notifications during start all: /v2/notifications %d (%.0f/s), the project's stream %d (%.0f/s); %d and %d more in the 2 s after\n",
