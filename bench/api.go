@@ -89,13 +89,15 @@ var ctlListenLine = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
 
 // startController runs the controller on 127.0.0.1:0 with a fresh data
 // directory; with traceFile set, under strace, tracing the file syscalls.
-func startController(bin, traceFile string) (*ctl, error) {
+// env is added to this process's environment, extra to the flags.
+func startController(bin, traceFile string, env []string, extra ...string) (*ctl, error) {
 	dir, err := os.MkdirTemp("", "labtap-apibench-")
 	if err != nil {
 		return nil, err
 	}
 	c := &ctl{dir: dir, exited: make(chan error, 1)}
 	args := []string{bin, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--log-level", "info"}
+	args = append(args, extra...)
 	if traceFile != "" {
 		// --seccomp-bpf stops only at the traced syscalls, so the rest of
 		// the controller runs at full speed.
@@ -103,6 +105,7 @@ func startController(bin, traceFile string) (*ctl, error) {
 			"-e", "trace=openat,pwrite64,fsync,fdatasync,renameat,renameat2,rename"}, args...)
 	}
 	c.cmd = exec.Command(args[0], args[1:]...)
+	c.cmd.Env = append(os.Environ(), env...)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -123,7 +126,8 @@ func startController(bin, traceFile string) (*ctl, error) {
 				}
 			} else if m := ctlListenLine.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
-			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") {
+			} else if strings.Contains(sc.Text(), "level=WARN") || strings.Contains(sc.Text(), "level=ERROR") || c.base == "" && !strings.Contains(sc.Text(), "level=") {
+				// At start, a line without a level is the reason it exits.
 				fmt.Fprintln(os.Stderr, "controller:", sc.Text())
 			}
 		}
@@ -245,7 +249,7 @@ func runAPI(cfg apiConfig) error {
 	}
 	fmt.Printf("api bench: controller %s, %d CPUs, load average %s\n", cfg.controller, nproc(), loadavg())
 	before := cpuTimes("")
-	c, err := startController(cfg.controller, "")
+	c, err := startController(cfg.controller, "", nil)
 	if err != nil {
 		return err
 	}
@@ -716,7 +720,7 @@ func breakdown(cfg apiConfig) error {
 	}
 	trace.Close()
 	defer os.Remove(trace.Name())
-	c, err := startController(cfg.controller, trace.Name())
+	c, err := startController(cfg.controller, trace.Name(), nil)
 	if err != nil {
 		return err
 	}

@@ -36,12 +36,16 @@
 //	bench -captures 1000 [-agent bin/agent-main,bin/agent] [-captures-rate 100] [-captures-idle 10s]
 //	bench -api [-controller bin/controller] [-api-cycles 50] [-api-get 3s] [-api-clients 16]
 //	      [-api-lab 200] [-api-strace=true]
+//	bench -lab 200 [-lab-agents 4] [-lab-profile=true] [-controller bin/controller] [-agent bin/agent]
 //
 // -captures N measures N simultaneous captures on one agent (captures.go):
 // RSS and CPU per idle capture, and capture loss under a steady load.
 //
 // -api measures the controller's control plane instead (api.go): the real
 // controller with its embedded agent, driven over HTTP.
+//
+// -lab N builds a lab of N nodes over -lab-agents agent processes and
+// times each phase of its life (lab.go).
 //
 // The generator delivers one datagram per frame, but sends them in UDP GSO
 // runs so that it costs as little as possible and the relay, not the
@@ -125,8 +129,18 @@ func run(args []string) error {
 	fs.IntVar(&acfg.clients, "api-clients", 16, "with -api: concurrent keep-alive clients of the GET link run")
 	fs.IntVar(&acfg.lab, "api-lab", 200, "with -api: nodes of the lab-scale run (VPCS and switches in a loop-free tree: N-1 links); 0: none")
 	fs.BoolVar(&acfg.strace, "api-strace", true, "with -api: run the capture cycles again under strace to split start_capture's time")
+	lcfg := labConfig{}
+	fs.IntVar(&lcfg.n, "lab", 0, "build a lab of N nodes over -lab-agents agents instead (lab.go): VPCS and switches, each phase timed (create, close, open, start all, capture every link, stop all, close, reopen, delete) with RSS and the notification rate; needs vpcs")
+	fs.IntVar(&lcfg.agents, "lab-agents", 4, "with -lab: agent processes, on 127.0.0.2, 127.0.0.3, ...")
+	fs.IntVar(&lcfg.docker, "lab-docker", -1, "with -lab: docker nodes ("+labImage+", one per agent at most) added to the N; -1: one per agent when run as root with a Docker Engine and the image (scripts/node-images)")
+	fs.IntVar(&lcfg.qemu, "lab-qemu", -1, "with -lab: qemu nodes (scripts/tiny-guest's kernel and initrd, one per agent at most) added to the N; -1: one per agent where qemu-system-x86_64 and the tiny guest are")
+	fs.BoolVar(&lcfg.profile, "lab-profile", true, "with -lab: open the project once more under a CPU profile of the controller (--pprof-listen) and print its top functions")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if lcfg.n > 0 {
+		lcfg.controller, lcfg.agent, lcfg.keep = acfg.controller, cfg.agent, cfg.keep
+		return runLab(lcfg)
 	}
 	if api {
 		acfg.keep = cfg.keep

@@ -178,3 +178,21 @@ func BenchmarkFoldFromDiskLab(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeLab1000 is the decode of a project file the size of
+// scripts/bench -lab 1000's (1,000 nodes, 999 links): the controller's
+// largest own cost in opening that lab.
+func BenchmarkDecodeLab1000(b *testing.B) {
+	dir := b.TempDir()
+	s := &Store{Dir: dir, Version: "2.2.59"}
+	data, err := s.Encode(labSnapshot(dir, 1000, 999))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Decode(data, dir, "lab.gns3"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,7 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
 	"testing"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // FuzzDecode reads hostile .gns3 content: Decode refuses or returns a
@@ -81,4 +86,54 @@ func FuzzJournal(f *testing.F) {
 func sha256Of(b []byte) []byte {
 	s := sha256.Sum256(b)
 	return s[:]
+}
+
+// FuzzDecodeAgreesWithEncodingJSON holds go-json, which Decode reads
+// project files with (see unmarshal), to encoding/json's reading: the
+// same content gives the same snapshot, and what one refuses the other
+// refuses. Its seeds run in the unit tier as a test.
+func FuzzDecodeAgreesWithEncodingJSON(f *testing.F) {
+	if data, err := os.ReadFile("testdata/gns3-2.2.gns3"); err == nil {
+		f.Add(data)
+	}
+	if files, err := filepath.Glob("testdata/fuzz/FuzzDecode/*"); err == nil {
+		for _, p := range files {
+			if data, err := os.ReadFile(p); err == nil {
+				if v, ok := corpusBytes(data); ok {
+					f.Add(v)
+				}
+			}
+		}
+	}
+	f.Add([]byte(`{"type":"topology","revision":9,"project_id":"0b0c6e2e-4f5a-4a8e-9a53-0f6f4e4f0a11","name":"p","topology":{"nodes":[{"node_id":"x","name":"a","node_type":"vpcs","compute_id":"local","ports":[],"X":3,"Properties":{"a":"\u00e9\ud800"}}],"links":[{"link_id":"l","nodes":[{"node_id":"x","adapter_number":0,"port_number":0}]}],"drawings":[{"drawing_id":"d","svg":"<svg/>"}]},"zz":[1,{"b":null}],"name":"dup"}`))
+	f.Add([]byte(`{"project_id":"p","name":"n","topology":{"nodes":[{"node_id":"x","x":1.5}]}}`))
+	f.Add([]byte(`{"project_id":"p","name":"n","topology":{"nodes":[{"node_id":"x"}]}} trailing`))
+	f.Add([]byte("{\"project_id\":\"p\",\"name\":\"\xff\"}"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gerr := Decode(data, dir, "fuzz.gns3")
+		unmarshal = json.Unmarshal
+		want, werr := Decode(data, dir, "fuzz.gns3")
+		unmarshal = gojson.Unmarshal
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("go-json: %v; encoding/json: %v\n%q", gerr, werr, data)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("go-json and encoding/json read different snapshots:\n%+v\n%+v\n%q", got, want, data)
+		}
+	})
+}
+
+// corpusBytes reads the one []byte value of a "go test fuzz v1" file.
+func corpusBytes(file []byte) ([]byte, bool) {
+	lines := bytes.SplitN(file, []byte("\n"), 3)
+	if len(lines) < 2 {
+		return nil, false
+	}
+	v, ok := bytes.CutPrefix(bytes.TrimSpace(lines[1]), []byte("[]byte("))
+	if !ok {
+		return nil, false
+	}
+	s, err := strconv.Unquote(string(bytes.TrimSuffix(v, []byte(")"))))
+	return []byte(s), err == nil
 }

@@ -507,7 +507,7 @@ var ErrRevision = errors.New("project file revision is newer than 9")
 // layout) load as they are.
 func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 	var f File
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", filename, err)
 	}
 	if f.Type != "" && f.Type != "topology" {
