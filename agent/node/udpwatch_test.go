@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestUDPWatchWakesWaitersOfBoundPortsOnly(t *testing.T) {
@@ -62,22 +64,37 @@ func TestUDPWatchWakesWaitersOfBoundPortsOnly(t *testing.T) {
 	}
 }
 
-func TestUDPWatchPollerStopsWhenNoOneWaits(t *testing.T) {
-	w := &udpWatch{every: time.Millisecond, files: udpWatcher.files}
-	_, forget := w.bound(1) // port 1: nobody binds it here
-	forget()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			return
+// The last waiter to leave stops the poller and waits for it: once its
+// forget returns, no goroutine of the watch is left, though the poller's
+// next tick is an hour away.
+func TestUDPWatchPollerEndsWithItsLastWaiter(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 { // and again: a poller after a poller
+		// A bound port's waiter wakes at the poller's first tick; port 1's
+		// (nobody binds it here) keeps the poller waiting for its next.
+		seen, forgetSeen := w.bound(c.LocalAddr().(*net.UDPAddr).Port)
+		_, forget := w.bound(1)
+		select {
+		case <-seen:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the poller never ticked")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the poller runs on with no waiter")
+		forgetSeen()
+		forget()
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("a poller outlived its waiters: %v", err)
+	}
+	for i, f := range w.open {
+		if f != nil {
+			t.Errorf("table %s still open after the poller ended", w.files[i])
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -118,14 +135,14 @@ func BenchmarkUDPWatchTick(b *testing.B) {
 		defer c.Close()
 	}
 	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
-	w.running = true // no poller: the benchmark ticks
+	w.manual = true // no poller: the benchmark ticks
 	for port := 1; port <= 20; port++ {
 		_, forget := w.bound(port)
 		defer forget()
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !w.tick() {
+		if !w.tick(nil) {
 			b.Fatal("the waiters were woken")
 		}
 	}
@@ -136,7 +153,7 @@ func BenchmarkUDPWatchTick(b *testing.B) {
 // the poller closes them when no one waits any more.
 func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
-	w.running = true // no poller: the test ticks
+	w.manual = true // no poller: the test ticks
 	w.buf = make([]byte, 0, 16)
 	var conns []net.PacketConn
 	for range 50 { // a table of several reads
@@ -157,7 +174,7 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	ch, forget := w.bound(port)
 	defer forget()
 	for range 3 {
-		if !w.tick() {
+		if !w.tick(nil) {
 			t.Fatal("a waiter of an unbound port was woken")
 		}
 	}
@@ -174,7 +191,7 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 		t.Skipf("port %d taken meanwhile: %v", port, err)
 	}
 	defer c.Close()
-	if w.tick() {
+	if w.tick(nil) {
 		t.Fatalf("port %d bound, but the tick after did not see it", port)
 	}
 	select {
