@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"go.uber.org/goleak"
 )
 
@@ -202,6 +203,45 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	for i, f := range w.open {
 		if f != nil {
 			t.Errorf("table %s still open after the poller ended", w.files[i])
+		}
+	}
+}
+
+// BenchmarkUDPWatchTickProcfs is what a tick would cost through
+// prometheus/procfs's /proc/net/udp parser, with the sockets of
+// BenchmarkUDPWatchTick: the reason the poller keeps its own parser.
+func BenchmarkUDPWatchTickProcfs(b *testing.B) {
+	for range 200 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		b.Skip(err)
+	}
+	want := map[int]bool{}
+	for port := 1; port <= 20; port++ {
+		want[port] = true
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		found := 0
+		for _, read := range []func() (procfs.NetUDP, error){fs.NetUDP, fs.NetUDP6} {
+			lines, err := read()
+			if err != nil {
+				continue
+			}
+			for _, l := range lines {
+				if want[int(l.LocalPort)] {
+					found++
+				}
+			}
+		}
+		if found != 0 {
+			b.Fatal("a wanted port is bound")
 		}
 	}
 }
