@@ -1,13 +1,10 @@
 package host
 
 import (
-	"bufio"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/labtap/labtap/agent/node"
@@ -49,37 +46,31 @@ func (s *loadSampler) cpu() float64 {
 }
 
 // readCPU sums the first line of /proc/stat: all jiffies, and idle+iowait.
+// procfs gives them in seconds (jiffies over USER_HZ, 100 on Linux): they
+// are jiffies again here, rounded.
 func readCPU() (total, idle uint64, ok bool) {
-	f, err := os.Open("/proc/stat")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
+	st, err := fs.Stat()
+	if err != nil {
 		return 0, 0, false
 	}
-	fields := strings.Fields(sc.Text())
-	if len(fields) < 5 || fields[0] != "cpu" {
-		return 0, 0, false
-	}
-	for i, f := range fields[1:] {
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return 0, 0, false
-		}
-		total += v
-		if i == 3 || i == 4 { // idle, iowait
-			idle += v
-		}
-	}
+	c := st.CPUTotal
+	j := func(s float64) uint64 { return uint64(s*userHZ + 0.5) }
+	idle = j(c.Idle) + j(c.Iowait)
+	total = idle + j(c.User) + j(c.Nice) + j(c.System) + j(c.IRQ) + j(c.SoftIRQ) + j(c.Steal) + j(c.Guest) + j(c.GuestNice)
 	return total, idle, true
 }
 
+// userHZ is the unit of /proc/stat's times, which procfs divides by.
+const userHZ = 100
+
 // readMemory returns the share of memory in use, from /proc/meminfo.
 func readMemory() float64 {
-	m := node.Meminfo()
-	total, avail := float64(m["MemTotal:"]), float64(m["MemAvailable:"])
+	m := node.ReadMemory()
+	total, avail := float64(m.Total), float64(m.Available)
 	if total == 0 {
 		return 0
 	}
@@ -93,29 +84,29 @@ func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
 // as a share of the CPUs, and the use of the disk holding the data
 // directory. A figure the host does not give is 0.
 func (h *Host) Statistics() proto.Statistics {
-	m := node.Meminfo()
+	m := node.ReadMemory()
 	st := proto.Statistics{
 		CPUPercent:     int(h.load.cpu() + 0.5),
-		MemoryTotal:    m["MemTotal:"],
-		MemoryFree:     m["MemFree:"],
-		SwapTotal:      m["SwapTotal:"],
-		SwapFree:       m["SwapFree:"],
+		MemoryTotal:    m.Total,
+		MemoryFree:     m.Free,
+		SwapTotal:      m.SwapTotal,
+		SwapFree:       m.SwapFree,
 		LoadAvgPercent: []int{0, 0, 0},
 	}
 	// psutil's "used": what is neither free, buffers nor page cache.
-	st.MemoryUsed = max(0, m["MemTotal:"]-m["MemFree:"]-m["Buffers:"]-m["Cached:"]-m["SReclaimable:"])
-	if t := m["MemTotal:"]; t > 0 {
-		st.MemoryPercent = int(100*float64(t-min(m["MemAvailable:"], t))/float64(t) + 0.5)
+	st.MemoryUsed = max(0, m.Total-m.Free-m.Buffers-m.Cached-m.SReclaimable)
+	if t := m.Total; t > 0 {
+		st.MemoryPercent = int(100*float64(t-min(m.Available, t))/float64(t) + 0.5)
 	}
 	st.SwapUsed = max(0, st.SwapTotal-st.SwapFree)
 	if st.SwapTotal > 0 {
 		st.SwapPercent = int(100*float64(st.SwapUsed)/float64(st.SwapTotal) + 0.5)
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		f := strings.Fields(string(b))
-		for i := 0; i < 3 && i < len(f); i++ {
-			v, _ := strconv.ParseFloat(f[i], 64)
-			st.LoadAvgPercent[i] = int(100*v/float64(runtime.NumCPU()) + 0.5)
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if la, err := fs.LoadAvg(); err == nil {
+			for i, v := range []float64{la.Load1, la.Load5, la.Load15} {
+				st.LoadAvgPercent[i] = int(100*v/float64(runtime.NumCPU()) + 0.5)
+			}
 		}
 	}
 	var fs unix.Statfs_t
@@ -137,11 +128,11 @@ func (h *Host) Statistics() proto.Statistics {
 // nodes by, with the nodes of the open projects. qemu says QEMU nodes run
 // here (KVM is only tested then).
 func capacity(cfg *Config, open []*project, qemu bool) *proto.Capacity {
-	m := node.Meminfo()
+	m := node.ReadMemory()
 	c := &proto.Capacity{
 		CPUs:            runtime.NumCPU(),
-		MemoryTotal:     m["MemTotal:"],
-		MemoryAvailable: m["MemAvailable:"],
+		MemoryTotal:     m.Total,
+		MemoryAvailable: m.Available,
 		KVM:             qemu && cfg.QemuAccel != "tcg" && (cfg.QemuAccel == "kvm" || kvmUsable()),
 	}
 	dir := cfg.DataDir

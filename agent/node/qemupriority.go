@@ -3,10 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/labtap/labtap/internal/sandbox"
 )
@@ -38,16 +39,13 @@ func niceOf(priority string) int {
 // I/O priority of a thread from its nice value unless it was set, so the
 // I/O priority follows.
 func renice(pid, nice int) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tasks, err := procfs.AllThreads(pid)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
+		tid := t.PID
 		// The launcher set it already where it could; a thread of another
 		// uid is reniced only if need be (that needs CAP_SYS_NICE).
 		if raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid); err == nil && 20-raw == nice {

@@ -1,11 +1,10 @@
 package node
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // The RAM check of a QEMU node's start: GNS3's warning when the VM wants
@@ -14,8 +13,8 @@ import (
 // ramWarning is GNS3's warning when the VM wants more RAM than the host
 // has available, "" otherwise.
 func ramWarning(name string, ramMB int) string {
-	m := Meminfo()
-	avail, total := m["MemAvailable:"]>>20, m["MemTotal:"]>>20
+	m := ReadMemory()
+	avail, total := m.Available>>20, m.Total>>20
 	if total == 0 || int64(ramMB) <= avail {
 		return ""
 	}
@@ -24,29 +23,33 @@ func ramWarning(name string, ramMB int) string {
 		name, ramMB, avail, avail*100/total, host)
 }
 
-// Meminfo reads /proc/meminfo's figures, in bytes, by name ("MemTotal:");
-// empty when the file cannot be read. The agent's load report reads it too.
-func Meminfo() map[string]int64 {
-	out := map[string]int64{}
-	f, err := os.Open("/proc/meminfo")
+// Memory is the host's memory, in bytes, from /proc/meminfo (a figure
+// the kernel does not give is 0).
+type Memory struct {
+	Total, Free, Available, Buffers, Cached, SReclaimable int64
+	SwapTotal, SwapFree                                   int64
+}
+
+// ReadMemory reads /proc/meminfo; all zero when it cannot be read. The
+// agent's load report reads it too.
+func ReadMemory() Memory {
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return out
+		return Memory{}
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fields) > 2 && fields[2] == "kB" {
-			v <<= 10
-		}
-		out[fields[0]] = v
+	m, err := fs.Meminfo()
+	if err != nil {
+		return Memory{}
 	}
-	return out
+	b := func(v *uint64) int64 {
+		if v == nil {
+			return 0
+		}
+		return int64(*v)
+	}
+	return Memory{
+		Total: b(m.MemTotalBytes), Free: b(m.MemFreeBytes), Available: b(m.MemAvailableBytes),
+		Buffers: b(m.BuffersBytes), Cached: b(m.CachedBytes), SReclaimable: b(m.SReclaimableBytes),
+		SwapTotal: b(m.SwapTotalBytes), SwapFree: b(m.SwapFreeBytes),
+	}
 }

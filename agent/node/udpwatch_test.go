@@ -4,6 +4,9 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
+	"go.uber.org/goleak"
 )
 
 func TestUDPWatchWakesWaitersOfBoundPortsOnly(t *testing.T) {
@@ -62,22 +65,37 @@ func TestUDPWatchWakesWaitersOfBoundPortsOnly(t *testing.T) {
 	}
 }
 
-func TestUDPWatchPollerStopsWhenNoOneWaits(t *testing.T) {
-	w := &udpWatch{every: time.Millisecond, files: udpWatcher.files}
-	_, forget := w.bound(1) // port 1: nobody binds it here
-	forget()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			return
+// The last waiter to leave stops the poller and waits for it: once its
+// forget returns, no goroutine of the watch is left, though the poller's
+// next tick is an hour away.
+func TestUDPWatchPollerEndsWithItsLastWaiter(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 { // and again: a poller after a poller
+		// A bound port's waiter wakes at the poller's first tick; port 1's
+		// (nobody binds it here) keeps the poller waiting for its next.
+		seen, forgetSeen := w.bound(c.LocalAddr().(*net.UDPAddr).Port)
+		_, forget := w.bound(1)
+		select {
+		case <-seen:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the poller never ticked")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the poller runs on with no waiter")
+		forgetSeen()
+		forget()
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("a poller outlived its waiters: %v", err)
+	}
+	for i, f := range w.open {
+		if f != nil {
+			t.Errorf("table %s still open after the poller ended", w.files[i])
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -118,14 +136,14 @@ func BenchmarkUDPWatchTick(b *testing.B) {
 		defer c.Close()
 	}
 	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
-	w.running = true // no poller: the benchmark ticks
+	w.manual = true // no poller: the benchmark ticks
 	for port := 1; port <= 20; port++ {
 		_, forget := w.bound(port)
 		defer forget()
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !w.tick() {
+		if !w.tick(nil) {
 			b.Fatal("the waiters were woken")
 		}
 	}
@@ -136,7 +154,7 @@ func BenchmarkUDPWatchTick(b *testing.B) {
 // the poller closes them when no one waits any more.
 func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	w := &udpWatch{every: time.Hour, files: udpWatcher.files}
-	w.running = true // no poller: the test ticks
+	w.manual = true // no poller: the test ticks
 	w.buf = make([]byte, 0, 16)
 	var conns []net.PacketConn
 	for range 50 { // a table of several reads
@@ -157,7 +175,7 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	ch, forget := w.bound(port)
 	defer forget()
 	for range 3 {
-		if !w.tick() {
+		if !w.tick(nil) {
 			t.Fatal("a waiter of an unbound port was woken")
 		}
 	}
@@ -174,7 +192,7 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 		t.Skipf("port %d taken meanwhile: %v", port, err)
 	}
 	defer c.Close()
-	if w.tick() {
+	if w.tick(nil) {
 		t.Fatalf("port %d bound, but the tick after did not see it", port)
 	}
 	select {
@@ -185,6 +203,45 @@ func TestUDPWatchTicksSeeSocketsBoundSinceTheLastTick(t *testing.T) {
 	for i, f := range w.open {
 		if f != nil {
 			t.Errorf("table %s still open after the poller ended", w.files[i])
+		}
+	}
+}
+
+// BenchmarkUDPWatchTickProcfs is what a tick would cost through
+// prometheus/procfs's /proc/net/udp parser, with the sockets of
+// BenchmarkUDPWatchTick: the reason the poller keeps its own parser.
+func BenchmarkUDPWatchTickProcfs(b *testing.B) {
+	for range 200 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		b.Skip(err)
+	}
+	want := map[int]bool{}
+	for port := 1; port <= 20; port++ {
+		want[port] = true
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		found := 0
+		for _, read := range []func() (procfs.NetUDP, error){fs.NetUDP, fs.NetUDP6} {
+			lines, err := read()
+			if err != nil {
+				continue
+			}
+			for _, l := range lines {
+				if want[int(l.LocalPort)] {
+					found++
+				}
+			}
+		}
+		if found != 0 {
+			b.Fatal("a wanted port is bound")
 		}
 	}
 }

@@ -343,8 +343,8 @@ func (a *API) handle(app *fiber.App, method, template string, h fiber.Handler) {
 		if err := a.authorize(c, perm); err != nil {
 			return err
 		}
-		ctx := newRequestContext(a.cfg.Context, requestStart(c), a.cfg.RequestTimeout)
-		defer ctx.end()
+		ctx, cancel := context.WithDeadline(a.cfg.Context, requestStart(c).Add(a.cfg.RequestTimeout))
+		defer cancel()
 		c.SetUserContext(ctx)
 		if err := h(c); err != nil {
 			return err

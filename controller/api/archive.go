@@ -107,17 +107,43 @@ func (h archiveRoutes) exportProject(c *fiber.Ctx) error {
 		return err
 	}
 	// The zip is made as it is sent: a pipe from the writer to the body.
-	// Fasthttp closes the reader when the reply ends, early or not, which
-	// stops the writer and releases the project.
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := exp.WriteTo(pw)
-		pw.CloseWithError(err)
-	}()
+	// Fasthttp closes the body when the reply ends, early or not, which
+	// stops the writer and waits for it (the project is released then).
+	body := writerBody(func(w io.Writer) error {
+		_, err := exp.WriteTo(w)
+		return err
+	})
 	c.Set(fiber.HeaderContentType, gns3projectCT)
 	c.Set(fiber.HeaderContentDisposition, attachment(exp.Name+".gns3project"))
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Context().SetBodyStream(pr, -1)
+	c.Context().SetBodyStream(body, -1)
+	return nil
+}
+
+// pipeBody is a reply body that a writer goroutine makes as it is read.
+// The body owns the goroutine: Close stops the writer (its writes fail)
+// and returns once it has ended.
+type pipeBody struct {
+	*io.PipeReader
+	done chan struct{}
+}
+
+// writerBody starts write on a goroutine of its own, writing into the
+// body it returns; write's error ends the body.
+func writerBody(write func(io.Writer) error) *pipeBody {
+	pr, pw := io.Pipe()
+	b := &pipeBody{PipeReader: pr, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		pw.CloseWithError(write(pw))
+	}()
+	return b
+}
+
+// Close stops the writer and waits for it to end.
+func (b *pipeBody) Close() error {
+	b.PipeReader.Close()
+	<-b.done
 	return nil
 }
 

@@ -68,10 +68,10 @@ func (h captureRoutes) pcap(c *fiber.Ctx) error {
 	// A client that goes away is noticed at once, not at the next frame
 	// (which may never come): its relay from the agent and the agent's
 	// file handle are released. The watch reads the connection, so it
-	// closes after the stream.
+	// closes after the stream; the body owns the watch and ends it.
 	c.Context().SetConnectionClose()
-	netguard.WatchGone(c.Context().Conn(), cancel)
-	body = &cancelOnClose{ReadCloser: body, cancel: cancel}
+	unwatch, _ := netguard.WatchGone(c.Context().Conn(), cancel)
+	body = &cancelOnClose{ReadCloser: body, cancel: cancel, unwatch: unwatch}
 	c.Set(fiber.HeaderContentType, pcapContentType)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	// Size -1: chunked, each read flushed; fasthttp closes body when done.
@@ -143,10 +143,14 @@ func sendCaptureFile(c *fiber.Ctx, f project.CaptureFile, cancel context.CancelF
 // cancelOnClose ends a stream's context when fasthttp closes its body.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	cancel  context.CancelFunc
+	unwatch func() // ends a watch of the client's departure, if any
 }
 
 func (b *cancelOnClose) Close() error {
+	if b.unwatch != nil {
+		b.unwatch()
+	}
 	b.cancel()
 	return b.ReadCloser.Close()
 }

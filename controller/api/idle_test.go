@@ -28,7 +28,7 @@ func TestAQuietConnectionStillLetsAStreamWatchItsClient(t *testing.T) {
 	}
 	defer server.Close()
 	gone := make(chan struct{})
-	if !netguard.WatchGone(server, func() { close(gone) }) {
+	if _, ok := netguard.WatchGone(server, func() { close(gone) }); !ok {
 		t.Fatal("WatchGone cannot watch a connection QuietIdle accepted")
 	}
 	client.Close()

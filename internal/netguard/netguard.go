@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -216,20 +217,27 @@ func (c *conn) Unwrap() net.Conn { return c.Conn }
 // closes its side or the connection fails. It reads, and throws away,
 // whatever the client sends meanwhile: use it only on a connection that
 // will close after its current response (a stream). It needs a socket
-// (c or what it wraps must be a syscall.Conn) and returns false, watching
-// nothing, otherwise. The watch ends when c is closed.
-func WatchGone(c net.Conn, gone func()) bool {
+// (c or what it wraps must be a syscall.Conn) and returns ok false,
+// watching nothing, otherwise. The caller owns the watch: stop ends it
+// (gone is not called after stop returns; stop sets a read deadline on c
+// to wake it) and returns once its goroutine has ended; call it before
+// c's owner closes c, or after (then it only waits). stop may be called
+// more than once.
+func WatchGone(c net.Conn, gone func()) (stop func(), ok bool) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return false
+		return func() {}, false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return func() {}, false
 	}
 	// The server's read deadline for the request would end the watch.
 	_ = c.SetReadDeadline(time.Time{})
+	var stopped atomic.Bool
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		buf := make([]byte, 512)
 		var closed bool
 		err := rc.Read(func(fd uintptr) bool {
@@ -247,9 +255,16 @@ func WatchGone(c net.Conn, gone func()) bool {
 				// Bytes the client sent after its request: discarded.
 			}
 		})
-		if closed || err != nil {
+		if (closed || err != nil) && !stopped.Load() {
 			gone()
 		}
 	}()
-	return true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopped.Store(true)
+			_ = c.SetReadDeadline(time.Unix(1, 0)) // wakes the read
+		})
+		<-done
+	}, true
 }

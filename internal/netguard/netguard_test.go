@@ -5,9 +5,12 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // flaky fails its first accepts with EMFILE, as a process out of
@@ -124,7 +127,8 @@ func TestWatchGoneHearsAClientLeaveWithNothingWritten(t *testing.T) {
 	}
 	defer server.Close()
 	gone := make(chan struct{})
-	if !WatchGone(server, func() { close(gone) }) {
+	stop, ok := WatchGone(server, func() { close(gone) })
+	if !ok {
 		t.Fatal("WatchGone cannot watch a TCP connection")
 	}
 	client.Write([]byte("bytes after the request are not a departure"))
@@ -138,5 +142,40 @@ func TestWatchGoneHearsAClientLeaveWithNothingWritten(t *testing.T) {
 	case <-gone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the client's departure was not noticed")
+	}
+	stop() // the watch has ended: returns at once
+}
+
+// The caller owns the watch: stop ends it while the client stays, without
+// a call to gone, and returns once its goroutine has ended.
+func TestWatchGoneStopEndsTheWatch(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	client, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := tcp.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	var called atomic.Bool
+	stop, ok := WatchGone(server, func() { called.Store(true) })
+	if !ok {
+		t.Fatal("WatchGone cannot watch a TCP connection")
+	}
+	stop()
+	stop()
+	if called.Load() {
+		t.Fatal("gone called for a watch that was stopped")
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("the watch outlived stop: %v", err)
 	}
 }

@@ -98,7 +98,7 @@ type running struct {
 	console *node.ConsoleServer
 	auxTerm *client.HijackedResponse
 	auxSrv  *node.ConsoleServer
-	httpLn  net.Listener
+	http    *relay             // the http/https console's relay into the container
 	stop    context.CancelFunc // ends the exit watcher
 	reaped  chan struct{}      // closed once the node is marked stopped
 }
@@ -662,8 +662,7 @@ func (c *Container) serve(ctx context.Context, r *running, term *client.Hijacked
 		if err != nil {
 			return err
 		}
-		r.httpLn = ln
-		go c.serveHTTP(ln, r.ns, c.cfg.Props.ConsoleHTTPPort)
+		r.http = c.serveHTTP(ln, r.ns, c.cfg.Props.ConsoleHTTPPort)
 		consolePort = port
 	}
 	if err := c.serveAux(ctx, r, auxPort); err != nil {
@@ -778,8 +777,8 @@ func (c *Container) release(r *running) {
 	if r.auxSrv != nil {
 		r.auxSrv.Close()
 	}
-	if r.httpLn != nil {
-		r.httpLn.Close()
+	if r.http != nil {
+		r.http.Close()
 	}
 	r.ns.Close()
 }
@@ -922,30 +921,16 @@ func (t hijacked) Write(b []byte) (int, error) { return t.h.Conn.Write(b) }
 // serveHTTP relays each connection to the console port to port inside the
 // container: the socket is made inside its network namespace, so no
 // process runs in the container and nothing is rewritten.
-func (c *Container) serveHTTP(ln net.Listener, ns netns.NsHandle, port int) {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer conn.Close()
-			var up net.Conn
-			err := inNetns(ns, func() error {
-				var err error
-				up, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
-				return err
-			})
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { io.Copy(up, conn); done <- struct{}{} }()
-			go func() { io.Copy(conn, up); done <- struct{}{} }()
-			<-done
-		}()
-	}
+func (c *Container) serveHTTP(ln net.Listener, ns netns.NsHandle, port int) *relay {
+	return startRelay(ln, func() (net.Conn, error) {
+		var up net.Conn
+		err := inNetns(ns, func() error {
+			var err error
+			up, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+			return err
+		})
+		return up, err
+	})
 }
 
 // freeTCPPort returns port when it is given, else a TCP port that was free
