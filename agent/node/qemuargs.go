@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/labtap/labtap/internal/kvm"
 )
 
 // qemuSetup is what one start of a QEMU node is made from: the node's
@@ -198,5 +200,11 @@ func (s qemuSetup) optionVars() map[string]string {
 // accel picks the accelerator, and the warning to give when a VM runs
 // without KVM though KVM was not ruled out (chooseAccel).
 func (s qemuSetup) accel() (accel, warning string) {
-	return chooseAccel(s.cfg.Name, s.cfg.Accel, s.cfg.Props.Options, KVMProblem)
+	return chooseAccel(s.cfg.Name, s.cfg.Accel, s.cfg.Props.Options, func() error {
+		if err := KVMProblem(); err != nil {
+			return err
+		}
+		// The self-test ran as the agent; QEMU runs as the node's uid.
+		return s.cfg.Sandbox.DeviceUsable(kvm.Device)
+	})
 }

@@ -185,6 +185,27 @@ func (s *Sandbox) Layers() Layers {
 	return s.layers
 }
 
+// DeviceUsable says why a node program, run as its own uid, could not
+// open device dev read-write: nil where it can (or where programs run as
+// the agent). A program gets the device's group unless that is root's
+// (Command), so the device must let its group (not root) or everyone read
+// and write it. KVM's self-test, run as the agent, passes on a /dev/kvm
+// of root:root 0600 that QEMU under its node's uid then cannot open.
+func (s *Sandbox) DeviceUsable(dev string) error {
+	if s == nil || !s.layers.User {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dev, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dev, Err: err}
+	}
+	mode := st.Mode & 0o777
+	if st.Gid != 0 && mode&0o060 == 0o060 || mode&0o006 == 0o006 {
+		return nil
+	}
+	return fmt.Errorf("%s (mode %04o, group %d) cannot be opened by node programs, which run as uids of their own: give it a group such as kvm with mode 0660 (Debian's udev rule does), or run QEMU nodes under TCG", dev, mode, st.Gid)
+}
+
 // UID returns the uid (and gid) a node whose folder is dir runs as: a
 // number of the range picked by the folder's path, so the same node gets the
 // same one every time. Two nodes share one with odds of one in the range's
