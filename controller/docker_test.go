@@ -165,9 +165,20 @@ func TestTwoFRRRoutersRunOSPFAndBGPThroughACapturedLink(t *testing.T) {
 	waitIn(t, r1, 30*time.Second, "Established", "vtysh", "-c", "show bgp neighbor 10.0.12.2")
 	established := time.Since(t0)
 	t.Logf("OSPF Full %v and BGP Established %v after configuration", full.Round(time.Millisecond), established.Round(time.Millisecond))
+	// Each router needs the other's loopback for a ping and its reply: r2
+	// may learn r1's a moment after r1 learns r2's.
 	waitIn(t, r1, 20*time.Second, "10.255.0.2/32", "vtysh", "-c", "show ip route ospf")
-	if out, err := inNode(t, r1, "ping", "-c", "2", "-W", "2", "-I", "10.255.0.1", "10.255.0.2"); err != nil {
-		t.Fatalf("ping between the loopbacks: %v %s", err, out)
+	waitIn(t, r2, 20*time.Second, "10.255.0.1/32", "vtysh", "-c", "show ip route ospf")
+	// zebra lists a route before the kernel has it: a few tries, each of
+	// two pings, until one is answered.
+	for try := 1; ; try++ {
+		out, err := inNode(t, r1, "ping", "-c", "2", "-W", "2", "-I", "10.255.0.1", "10.255.0.2")
+		if err == nil {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("ping between the loopbacks, %d tries: %v %s", try, err, out)
+		}
 	}
 
 	var stopped linkReply
