@@ -331,53 +331,42 @@ type LeftNode struct {
 // it was. Nodes of closed projects are not on any compute.
 func (s *Nodes) MoveOff(ctx context.Context, computeID string, restart bool) DrainReport {
 	rep := DrainReport{Moved: []MovedNode{}, Left: []LeftNode{}}
-	for _, p := range s.core.all() {
-		if p.Status != Opened {
-			continue
+	for _, pn := range s.nodesOn(computeID) {
+		projectID, n := pn.projectID, pn.node
+		left := func(status string, err error) {
+			rep.Left = append(rep.Left, LeftNode{ProjectID: projectID, NodeID: n.ID, Name: n.Name, Status: status, Reason: reason(err)})
 		}
-		nodes, err := s.List(p.ID)
+		bounce := restart && n.Status != Stopped && !isAlwaysRunning(n.Type)
+		if bounce {
+			// What would refuse the move refuses it before the stop.
+			links, _ := s.links.OfNode(projectID, n.ID)
+			stopped := n
+			stopped.Status = Stopped
+			if err := s.checkMove(stopped, links); err != nil {
+				left(n.Status, err)
+				continue
+			}
+			if _, err := s.Stop(ctx, projectID, n.ID); err != nil {
+				left(n.Status, err)
+				continue
+			}
+		}
+		res, err := s.Move(ctx, projectID, n.ID, ComputeAuto)
 		if err != nil {
+			status := n.Status
+			if bounce {
+				if _, serr := s.Start(ctx, projectID, n.ID); serr != nil {
+					status = Stopped
+					err = fmt.Errorf("%s; and it could not be started again: %s", reason(err), reason(serr))
+				}
+			}
+			left(status, err)
 			continue
 		}
-		for _, n := range nodes {
-			if n.ComputeID != computeID {
-				continue
-			}
-			left := func(status string, err error) {
-				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: status, Reason: reason(err)})
-			}
-			bounce := restart && n.Status != Stopped && !isAlwaysRunning(n.Type)
-			if bounce {
-				// What would refuse the move refuses it before the stop.
-				links, _ := s.links.OfNode(p.ID, n.ID)
-				stopped := n
-				stopped.Status = Stopped
-				if err := s.checkMove(stopped, links); err != nil {
-					left(n.Status, err)
-					continue
-				}
-				if _, err := s.Stop(ctx, p.ID, n.ID); err != nil {
-					left(n.Status, err)
-					continue
-				}
-			}
-			res, err := s.Move(ctx, p.ID, n.ID, ComputeAuto)
-			if err != nil {
-				status := n.Status
-				if bounce {
-					if _, serr := s.Start(ctx, p.ID, n.ID); serr != nil {
-						status = Stopped
-						err = fmt.Errorf("%s; and it could not be started again: %s", reason(err), reason(serr))
-					}
-				}
-				left(status, err)
-				continue
-			}
-			rep.Moved = append(rep.Moved, MovedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
-			if bounce {
-				if _, err := s.Start(ctx, p.ID, n.ID); err != nil {
-					left(Stopped, fmt.Errorf("moved to %s but not started: %s", res.Node.ComputeID, reason(err)))
-				}
+		rep.Moved = append(rep.Moved, MovedNode{ProjectID: projectID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
+		if bounce {
+			if _, err := s.Start(ctx, projectID, n.ID); err != nil {
+				left(Stopped, fmt.Errorf("moved to %s but not started: %s", res.Node.ComputeID, reason(err)))
 			}
 		}
 	}
@@ -409,31 +398,20 @@ func (s *Nodes) Recover(ctx context.Context, computeID string, start bool) (Drai
 		}
 	}
 	rep := DrainReport{Moved: []MovedNode{}, Left: []LeftNode{}}
-	for _, p := range s.core.all() {
-		if p.Status != Opened {
-			continue
-		}
-		nodes, err := s.List(p.ID)
+	for _, pn := range s.nodesOn(computeID) {
+		projectID, n := pn.projectID, pn.node
+		res, err := s.recoverOne(ctx, projectID, n.ID, computeID)
 		if err != nil {
+			rep.Left = append(rep.Left, LeftNode{ProjectID: projectID, NodeID: n.ID, Name: n.Name, Status: n.Status, Reason: reason(err)})
 			continue
 		}
-		for _, n := range nodes {
-			if n.ComputeID != computeID {
-				continue
+		if start && !isAlwaysRunning(n.Type) {
+			if _, err := s.Start(ctx, projectID, n.ID); err != nil {
+				rep.Left = append(rep.Left, LeftNode{ProjectID: projectID, NodeID: n.ID, Name: n.Name, Status: res.Node.Status,
+					Reason: "recreated on " + res.Node.ComputeID + " but not started: " + reason(err)})
 			}
-			res, err := s.recoverOne(ctx, p.ID, n.ID, computeID)
-			if err != nil {
-				rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: n.Status, Reason: reason(err)})
-				continue
-			}
-			if start && !isAlwaysRunning(n.Type) {
-				if _, err := s.Start(ctx, p.ID, n.ID); err != nil {
-					rep.Left = append(rep.Left, LeftNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, Status: res.Node.Status,
-						Reason: "recreated on " + res.Node.ComputeID + " but not started: " + reason(err)})
-				}
-			}
-			rep.Moved = append(rep.Moved, MovedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
 		}
+		rep.Moved = append(rep.Moved, MovedNode{ProjectID: projectID, NodeID: n.ID, Name: n.Name, ComputeID: res.Node.ComputeID})
 	}
 	s.core.log.Info("nodes of a lost compute recovered", "compute", computeID, "recreated", len(rep.Moved), "left", len(rep.Left))
 	return rep, nil
@@ -481,6 +459,23 @@ func (s *Nodes) OnCompute(computeID string) ([]PlacedNode, error) {
 		return nil, computeNotFound(computeID)
 	}
 	out := []PlacedNode{}
+	for _, pn := range s.nodesOn(computeID) {
+		n := pn.node
+		out = append(out, PlacedNode{ProjectID: pn.projectID, NodeID: n.ID, Name: n.Name, NodeType: n.Type, Status: n.Status})
+	}
+	return out, nil
+}
+
+// projectNode is a node with its project's id.
+type projectNode struct {
+	projectID string
+	node      Node
+}
+
+// nodesOn lists the nodes the opened projects have on compute computeID,
+// project by project (nodes of closed projects are on no compute).
+func (s *Nodes) nodesOn(computeID string) []projectNode {
+	var out []projectNode
 	for _, p := range s.core.all() {
 		if p.Status != Opened {
 			continue
@@ -491,9 +486,9 @@ func (s *Nodes) OnCompute(computeID string) ([]PlacedNode, error) {
 		}
 		for _, n := range nodes {
 			if n.ComputeID == computeID {
-				out = append(out, PlacedNode{ProjectID: p.ID, NodeID: n.ID, Name: n.Name, NodeType: n.Type, Status: n.Status})
+				out = append(out, projectNode{p.ID, n})
 			}
 		}
 	}
-	return out, nil
+	return out
 }
