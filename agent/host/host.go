@@ -297,7 +297,7 @@ func New(cfg Config) *Host {
 	if sums.Logger == nil {
 		sums.Logger = cfg.Logger
 	}
-	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait}
+	h.Images = &Images{dataDir: cfg.DataDir, log: cfg.Logger, sums: imagesum.New(sums), listWait: cfg.ImageListWait, sandbox: cfg.Sandbox}
 	h.tunnelAddr = tunnelAddr(cfg)
 	h.kinds = newRunnerKinds(&h.cfg, h.Consoles, h.Images, h.Events)
 	h.runners = cfg.Runners

@@ -21,6 +21,7 @@ import (
 	"github.com/labtap/labtap/agent/imagesum"
 	"github.com/labtap/labtap/agent/node"
 	"github.com/labtap/labtap/internal/atomicfile"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -32,7 +33,8 @@ type Images struct {
 	dataDir  string
 	log      *slog.Logger
 	sums     *imagesum.Sums
-	listWait time.Duration // DefaultImageListWait when 0
+	listWait time.Duration    // DefaultImageListWait when 0
+	sandbox  *sandbox.Sandbox // what QEMU nodes run confined by (KVM for them)
 }
 
 // DefaultImageListWait is how long an images listing waits for md5 sums
@@ -215,11 +217,12 @@ func (im *Images) WriteImage(nodeType, rel string, r io.Reader, limit int64) err
 
 var errTooLarge = errors.New("too large")
 
-// QemuCapabilities reports KVM where it passes its self-test
-// (kvmUsable), as the GUI's "Require KVM" check reads it.
+// QemuCapabilities reports KVM where QEMU nodes can use it (kvmUsable:
+// its self-test passes and node programs can open /dev/kvm), as the GUI's
+// "Require KVM" check reads it.
 func (im *Images) QemuCapabilities() proto.QemuCapabilities {
 	caps := proto.QemuCapabilities{KVM: []string{}}
-	if kvmUsable() {
+	if kvmUsable(im.sandbox) {
 		caps.KVM = []string{"x86_64", "i386"}
 	}
 	return caps

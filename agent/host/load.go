@@ -133,7 +133,7 @@ func capacity(cfg *Config, open []*project, qemu bool) *proto.Capacity {
 		CPUs:            runtime.NumCPU(),
 		MemoryTotal:     m.Total,
 		MemoryAvailable: m.Available,
-		KVM:             qemu && cfg.QemuAccel != "tcg" && (cfg.QemuAccel == "kvm" || kvmUsable()),
+		KVM:             qemu && cfg.QemuAccel != "tcg" && (cfg.QemuAccel == "kvm" || kvmUsable(cfg.Sandbox)),
 	}
 	dir := cfg.DataDir
 	if dir == "" {

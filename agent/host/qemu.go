@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/labtap/labtap/agent/node"
+	"github.com/labtap/labtap/internal/sandbox"
 	"github.com/labtap/labtap/proto"
 )
 
@@ -96,17 +97,19 @@ func QemuBinaries(ctx context.Context, archs []string) []QemuBinary {
 }
 
 // KVMProblem says why QEMU nodes run under TCG though QemuAccel is "auto"
-// (node.KVMProblem: KVM's self-test, run once): nil where KVM passes it,
+// (node.KVMProblemFor: KVM's self-test, run once, and whether node
+// programs can open /dev/kvm): nil where KVM passes both,
 // where the accelerator was named (kvm, tcg), or where no QEMU runs.
 func (h *Host) KVMProblem() error {
 	if (h.cfg.QemuAccel != "" && h.cfg.QemuAccel != "auto") || (h.probeQemu && !node.QemuRuns()) {
 		return nil
 	}
-	return node.KVMProblem()
+	return node.KVMProblemFor(h.cfg.Sandbox)
 }
 
-// kvmUsable says whether KVM passes its self-test here (node.KVMProblem).
-func kvmUsable() bool { return node.KVMProblem() == nil }
+// kvmUsable says whether QEMU nodes confined by sb run with KVM here: its
+// self-test passes and they can open /dev/kvm (node.KVMProblemFor).
+func kvmUsable(sb *sandbox.Sandbox) bool { return node.KVMProblemFor(sb) == nil }
 
 // runtimeDir is the private folder of a node's sockets.
 func runtimeDir(nodeID string) string {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/labtap/labtap/internal/kvm"
+	"github.com/labtap/labtap/internal/sandbox"
 )
 
 // KVMProblem says why QEMU nodes under "auto" run without KVM here: nil
@@ -31,6 +32,16 @@ var KVMProblem = sync.OnceValue(func() error {
 	}
 	return nil
 })
+
+// KVMProblemFor is KVMProblem for QEMU run confined by sb: it adds why
+// node programs, under uids of their own, could not open /dev/kvm though
+// the self-test (run as the agent) passed.
+func KVMProblemFor(sb *sandbox.Sandbox) error {
+	if err := KVMProblem(); err != nil {
+		return err
+	}
+	return sb.DeviceUsable(kvm.Device)
+}
 
 // chooseAccel picks the accelerator of the VM called name: TCG where its
 // options ask for it (accel=tcg, -no-kvm) or setting is "tcg", KVM where

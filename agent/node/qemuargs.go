@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/labtap/labtap/internal/kvm"
 )
 
 // qemuSetup is what one start of a QEMU node is made from: the node's
@@ -201,10 +199,6 @@ func (s qemuSetup) optionVars() map[string]string {
 // without KVM though KVM was not ruled out (chooseAccel).
 func (s qemuSetup) accel() (accel, warning string) {
 	return chooseAccel(s.cfg.Name, s.cfg.Accel, s.cfg.Props.Options, func() error {
-		if err := KVMProblem(); err != nil {
-			return err
-		}
-		// The self-test ran as the agent; QEMU runs as the node's uid.
-		return s.cfg.Sandbox.DeviceUsable(kvm.Device)
+		return KVMProblemFor(s.cfg.Sandbox) // QEMU runs as the node's uid, not the agent's
 	})
 }
