@@ -82,8 +82,8 @@ type projectJSON struct {
 	Supplier            json.RawMessage `json:"supplier"`
 	Variables           json.RawMessage `json:"variables"`
 	Zoom                int             `json:"zoom"`
-	// CaptureDiskBudget is labtap's: GNS3 clients ignore it.
-	CaptureDiskBudget int64 `json:"capture_disk_budget"`
+	// CaptureDiskBudget is labtap's, shown only when set: GNS3 clients ignore it.
+	CaptureDiskBudget int64 `json:"capture_disk_budget,omitempty"`
 }
 
 func projectFrom(p project.Project) projectJSON {
