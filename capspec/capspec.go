@@ -91,6 +91,9 @@ const (
 	// MaxRingFiles bounds the files a ring keeps; RingDigits numbers them.
 	MaxRingFiles = 99999
 	RingDigits   = 5
+	// MaxProjectBudget bounds capture_disk_budget, a project's capture
+	// disk budget: 1 PiB.
+	MaxProjectBudget = 1 << 50
 	// MaxFileName bounds a file name, extension included: what most file
 	// systems take.
 	MaxFileName = 255
@@ -123,6 +126,11 @@ type Spec struct {
 	// RingFiles > 1 keeps the newest RingFiles files of a capture whose
 	// files end by a limit (dumpcap's -b); 0 and 1 mean one file.
 	RingFiles int `json:"capture_ring_files,omitempty"`
+	// ProjectBudget is the capture disk budget of the capture's project
+	// (its capture_disk_budget setting), in bytes; 0: none. The controller
+	// sets it from the project, whatever a client sent; the agent keeps
+	// the project's capture files within it as with its own budget.
+	ProjectBudget int64 `json:"capture_project_budget,omitempty"`
 }
 
 // Ring reports whether the capture writes a ring of files.
@@ -169,6 +177,9 @@ func (s Spec) Check(name bool) error {
 	}
 	if s.RingFiles < 0 || s.RingFiles > MaxRingFiles {
 		return fmt.Errorf("capture_ring_files %d: want 0 to %d", s.RingFiles, MaxRingFiles)
+	}
+	if s.ProjectBudget < 0 || s.ProjectBudget > MaxProjectBudget {
+		return fmt.Errorf("capture_project_budget %d: want 0 (none) to %d", s.ProjectBudget, int64(MaxProjectBudget))
 	}
 	if s.Ring() && !s.Limited() {
 		return fmt.Errorf("capture_ring_files %d needs capture_max_bytes, capture_max_seconds or capture_max_packets: a file must end for the next to begin", s.RingFiles)

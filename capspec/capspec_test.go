@@ -90,6 +90,9 @@ func TestCheckRefusesWhatNoCaptureCanDo(t *testing.T) {
 		{"a packet limit too large", Spec{FileName: "a.pcap", MaxPackets: MaxMaxPackets + 1}, false},
 		{"a ring without a limit", Spec{FileName: "a.pcap", RingFiles: 2}, false},
 		{"too many files", Spec{FileName: "a.pcap", MaxBytes: MinMaxBytes, RingFiles: MaxRingFiles + 1}, false},
+		{"a project budget", Spec{FileName: "a.pcap", ProjectBudget: MaxProjectBudget}, true},
+		{"a negative project budget", Spec{FileName: "a.pcap", ProjectBudget: -1}, false},
+		{"a project budget over its bound", Spec{FileName: "a.pcap", ProjectBudget: MaxProjectBudget + 1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -147,7 +147,7 @@ func (o *Captures) Start(projectID, linkID string, spec proto.CaptureSpec) (prot
 	if err != nil {
 		return proto.CaptureState{}, err
 	}
-	if err := o.admit(); err != nil {
+	if err := o.admit(projectID, spec.ProjectBudget); err != nil {
 		return proto.CaptureState{}, err
 	}
 	p, l, c, err := o.claimCapture(projectID, linkID, spec)

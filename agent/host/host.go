@@ -290,9 +290,8 @@ func New(cfg Config) *Host {
 	h.Captures = &Captures{projects: &h.projects, filters: h.Filters, events: h.Events, log: cfg.Logger,
 		buffered: cfg.BufferedCaptures, pool: captures.DefaultPool(), hooks: &h.hooks, dataDir: cfg.DataDir}
 	h.Captures.retention.budget = cfg.CaptureBudget
-	if cfg.CaptureBudget > 0 {
-		h.Captures.wg.Go(func() { h.Captures.sweepLoop(ctx.Done()) })
-	}
+	// A project's own budget may come with any capture's start.
+	h.Captures.wg.Go(func() { h.Captures.sweepLoop(ctx.Done()) })
 	sums := cfg.ImageHashes
 	if sums.Logger == nil {
 		sums.Logger = cfg.Logger

@@ -82,6 +82,8 @@ type projectJSON struct {
 	Supplier            json.RawMessage `json:"supplier"`
 	Variables           json.RawMessage `json:"variables"`
 	Zoom                int             `json:"zoom"`
+	// CaptureDiskBudget is labtap's, shown only when set: GNS3 clients ignore it.
+	CaptureDiskBudget int64 `json:"capture_disk_budget,omitempty"`
 }
 
 func projectFrom(p project.Project) projectJSON {
@@ -93,6 +95,7 @@ func projectFrom(p project.Project) projectJSON {
 		SceneHeight: s.SceneHeight, SceneWidth: s.SceneWidth,
 		ShowGrid: s.ShowGrid, ShowInterfaceLabels: s.ShowIfLabel, ShowLayers: s.ShowLayers, SnapToGrid: s.SnapToGrid,
 		Status: p.Status, Supplier: rawOrNull(s.Supplier), Variables: rawOrNull(s.Variables), Zoom: s.Zoom,
+		CaptureDiskBudget: s.CaptureDiskBudget,
 	}
 }
 

@@ -139,7 +139,7 @@ var responseSchemas = map[string]string{
 		"show_layers": {"type": "boolean"}, "snap_to_grid": {"type": "boolean"}, "show_grid": {"type": "boolean"},
 		"grid_size": {"type": "integer"}, "drawing_grid_size": {"type": "integer"},
 		"show_interface_labels": {"type": "boolean"}, "supplier": {"type": ["object", "null"]},
-		"variables": {"type": ["array", "null"]}}}`,
+		"variables": {"type": ["array", "null"]}, "capture_disk_budget": {"type": "integer"}}}`,
 	"projects": `{"type": "array", "items": {"$ref": "#/components/schemas/project"}}`,
 	"stats": `{"type": "object", "properties": {"nodes": {"type": "integer"}, "links": {"type": "integer"},
 		"drawings": {"type": "integer"}, "snapshots": {"type": "integer"}}}`,

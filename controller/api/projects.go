@@ -44,6 +44,7 @@ type projectSettings struct {
 	ShowInterfaceLabels *bool           `json:"show_interface_labels"`
 	Supplier            json.RawMessage `json:"supplier"`
 	Variables           json.RawMessage `json:"variables"`
+	CaptureDiskBudget   *int64          `json:"capture_disk_budget"`
 }
 
 func set[T any](dst *T, v *T) {

@@ -15,6 +15,8 @@ const (
 			"project_id": {"oneOf": [{"$ref": "uuid.json"}, {"type": "null"}]},
 			"path": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "description": "null is the same as absent (at creation: <projects>/<project_id>)"},
 			"auto_close": {"type": "boolean"},
+			"capture_disk_budget": {"type": "integer", "minimum": 0, "maximum": 1125899906842624,
+				"description": "labtap's extension: the bytes the project's capture files may hold on each agent (0: no bound); past it the oldest stopped files go"},
 			"auto_open": {"type": "boolean"},
 			"auto_start": {"type": "boolean"},
 			"scene_height": {"type": "integer", "minimum": 0, "maximum": 1000000},

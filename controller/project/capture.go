@@ -84,6 +84,9 @@ func (s *Captures) Start(ctx context.Context, projectID, linkID string, req caps
 	}
 	defer st.ops.Unlock()
 	st.mu.RLock()
+	// The project's budget, whatever the client sent: the agent keeps the
+	// project's capture files within it.
+	req.ProjectBudget = st.p.Settings.CaptureDiskBudget
 	l, err := st.linkLocked(linkID)
 	var nodes []*Node
 	if err == nil {

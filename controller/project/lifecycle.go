@@ -186,6 +186,7 @@ type SettingsUpdate struct {
 	ShowLayers, SnapToGrid, ShowGrid *bool
 	ShowInterfaceLabels              *bool
 	Supplier, Variables              json.RawMessage // nil: unchanged; "null" clears
+	CaptureDiskBudget                *int64
 }
 
 // Apply sets the members of s that u holds.
@@ -202,6 +203,7 @@ func (u SettingsUpdate) Apply(s *Settings) {
 	set(&s.SnapToGrid, u.SnapToGrid)
 	set(&s.ShowGrid, u.ShowGrid)
 	set(&s.ShowIfLabel, u.ShowInterfaceLabels)
+	set(&s.CaptureDiskBudget, u.CaptureDiskBudget)
 	if u.Supplier != nil {
 		s.Supplier = nullToNil(u.Supplier)
 	}

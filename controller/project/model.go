@@ -42,7 +42,13 @@ type Settings struct {
 	ShowLayers, SnapToGrid, ShowGrid, ShowIfLabel bool
 	// Supplier and Variables are client data kept verbatim; nil is JSON null.
 	Supplier, Variables json.RawMessage
+	// CaptureDiskBudget (labtap's capture_disk_budget) bounds the bytes
+	// the project's capture files may hold on each agent; 0: no bound.
+	CaptureDiskBudget int64
 }
+
+// MaxCaptureDiskBudget bounds Settings.CaptureDiskBudget.
+const MaxCaptureDiskBudget = capspec.MaxProjectBudget
 
 // DefaultSettings are GNS3's defaults for a new project.
 func DefaultSettings() Settings {

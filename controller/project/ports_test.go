@@ -188,3 +188,25 @@ func TestBuiltinTemplatesOfEveryTypeWeRun(t *testing.T) {
 		t.Fatalf("switch from template: %+v, %v", n, err)
 	}
 }
+
+// TestACaptureStartCarriesItsProjectsDiskBudgetNotTheClients: the agent
+// gets the project's capture_disk_budget with each capture's start, in
+// place of whatever budget the client's body held.
+func TestACaptureStartCarriesItsProjectsDiskBudgetNotTheClients(t *testing.T) {
+	f := newFixture(t)
+	pc, sw := f.node(t, "PC1"), f.nodeOf(t, TypeSwitch, "SW1", nil)
+	l, err := f.svc.Links.Create(t.Context(), f.project.ID, LinkCreate{Endpoints: []Endpoint{{NodeID: pc.ID}, {NodeID: sw.ID, Port: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := int64(5 << 20)
+	if _, err := f.svc.UpdateProject(t.Context(), f.project.ID, ProjectUpdate{SettingsUpdate: SettingsUpdate{CaptureDiskBudget: &budget}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Captures.Start(t.Context(), f.project.ID, l.ID, capspec.Spec{ProjectBudget: 1 << 40}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.computes.captures[l.ID].ProjectBudget; got != budget {
+		t.Fatalf("the agent got a project budget of %d, want the project's %d", got, budget)
+	}
+}

@@ -44,9 +44,11 @@ type Store struct {
 // File is a .gns3 file. Fields are in alphabetical order, as GNS3 sorts
 // its keys.
 type File struct {
-	AutoClose           bool            `json:"auto_close"`
-	AutoOpen            bool            `json:"auto_open"`
-	AutoStart           bool            `json:"auto_start"`
+	AutoClose bool `json:"auto_close"`
+	AutoOpen  bool `json:"auto_open"`
+	AutoStart bool `json:"auto_start"`
+	// CaptureDiskBudget is labtap's (GNS3 ignores it), written only when set.
+	CaptureDiskBudget   int64           `json:"capture_disk_budget,omitempty"`
 	DrawingGridSize     int             `json:"drawing_grid_size"`
 	GridSize            int             `json:"grid_size"`
 	Name                string          `json:"name"`
@@ -147,7 +149,8 @@ func (s *Store) fileOf(snap *project.Snapshot) File {
 	p := snap.Project
 	f := File{
 		AutoClose: p.Settings.AutoClose, AutoOpen: p.Settings.AutoOpen, AutoStart: p.Settings.AutoStart,
-		DrawingGridSize: p.Settings.DrawingGridSize, GridSize: p.Settings.GridSize,
+		CaptureDiskBudget: p.Settings.CaptureDiskBudget,
+		DrawingGridSize:   p.Settings.DrawingGridSize, GridSize: p.Settings.GridSize,
 		Name: p.Name, ProjectID: p.ID, Revision: Revision,
 		SceneHeight: p.Settings.SceneHeight, SceneWidth: p.Settings.SceneWidth,
 		ShowGrid: p.Settings.ShowGrid, ShowInterfaceLabels: p.Settings.ShowIfLabel,
@@ -521,6 +524,9 @@ func Decode(data []byte, dir, filename string) (*project.Snapshot, error) {
 	}
 	s := project.DefaultSettings()
 	s.AutoClose, s.AutoOpen, s.AutoStart = f.AutoClose, f.AutoOpen, f.AutoStart
+	if f.CaptureDiskBudget > 0 && f.CaptureDiskBudget <= project.MaxCaptureDiskBudget {
+		s.CaptureDiskBudget = f.CaptureDiskBudget
+	}
 	set := func(dst *int, v int) {
 		if v != 0 {
 			*dst = v
